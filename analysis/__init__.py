@@ -1,0 +1,1 @@
+"""Model-free analyses of BERT Family Explorer (no torch, no streamlit)."""

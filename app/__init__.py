@@ -1,0 +1,1 @@
+"""Streamlit front end of BERT Family Explorer: the entry point, its pages and shared UI helpers."""

@@ -1,0 +1,60 @@
+"""Home: the family tree. Longer, bigger, smaller, smarter. Needs no model and never imports torch."""
+
+import streamlit as st
+
+from analysis import family_tree
+from app import ui
+from models import registry
+from models.registry import OBJECTIVES
+
+large = st.session_state.get("present", False)
+
+st.title("BERT Family Explorer")
+st.markdown("#### Longer, bigger, smaller, smarter: BERT, its descendants, and GPT for contrast")
+st.caption(f"Models run on: {ui.device_label()}")
+
+
+CHARTS = {"Size by year": family_tree.size_figure, "Timeline and lineage": family_tree.timeline_figure}
+
+
+@st.cache_data(show_spinner=False)
+def figure(name: str, large: bool):
+    return CHARTS[name](large)
+
+
+# One chart at a time: each plotly chart costs the browser about a second to draw on a laptop CPU.
+view = st.segmented_control("Chart", list(CHARTS), default="Size by year", key="home_chart",
+                            label_visibility="collapsed") or "Size by year"
+st.plotly_chart(figure(view, large), width="stretch", key="home_chart_plot")
+st.caption(family_tree.PARAMS_NOTE + " Arrows follow lineage (BERT → RoBERTa / DistilBERT / ALBERT; "
+           "Transformer-XL → XLNet; GPT → GPT-2 → GPT-3).")
+
+st.subheader("The models")
+avail = ui.catalog_availability()
+f1, f2 = st.columns([3, 1])
+chosen = f1.multiselect("Objective", list(OBJECTIVES), default=list(OBJECTIVES), format_func=OBJECTIVES.get,
+                        key="home_objectives")
+only_ready = f2.toggle("Only models ready here", key="home_only_ready")
+
+cards = [c for c in registry.all_models()
+         if c.objective in chosen and (not only_ready or avail[c.id][0] == "ready")]
+if not cards:
+    st.info("No model matches these filters. Pick another objective, or turn off 'Only models ready here'.")
+    st.stop()
+
+ordered = sorted(cards, key=lambda c: (c.year, c.family, c.parameters))
+for start in range(0, len(ordered), 3):
+    for col, card in zip(st.columns(3), ordered[start:start + 3], strict=False):
+        status, message = avail[card.id]
+        exact = f" · exact {card.parameters:,}" if card.loadable else ""
+        shape = (f"{card.layers} layers · hidden {card.hidden}" + (f" · {card.heads} heads" if card.heads else "")
+                 + f" · {card.tokenizer} tokenizer") if card.layers else ""
+        paper = f"[{card.paper}]({card.paper_url})" if card.paper_url else card.paper
+        ideas = "\n".join(f"- {idea}" for idea in card.key_ideas)
+        notes = f" {card.notes}" if card.notes else ""
+        # One markdown block per card: a page of ~30 elements draws much faster than ~170.
+        col.container(border=True).markdown(
+            f"##### {ui.STATUS_ICONS[status]} {card.id}\n\n"
+            f"**{card.objective_label}** · {card.year} · {card.parameters_reported} parameters (paper){exact}\n\n"
+            f":gray[{shape}]\n\n{ideas}\n\nPaper: {paper}\n\n"
+            f":gray[**{ui.STATUS_LABELS[status].capitalize()}.** {message}{notes}]")

@@ -1,0 +1,65 @@
+"""Models & availability: what is on this machine, how to get the rest, and a load check.
+
+Preparing a class: see which models are ready, fetch the missing ones on a connected machine, and
+load one here to check it works (this is the only part of the page that imports torch).
+"""
+
+import pandas as pd
+import streamlit as st
+
+from app import ui
+from models import registry
+from models.settings import SETTINGS, get_settings
+
+st.title("Models & availability")
+settings = get_settings()
+avail = ui.catalog_availability()
+
+rows = [{
+    "model": c.id, "status": ui.STATUS_LABELS[avail[c.id][0]],
+    "objective": c.objective_label, "year": c.year, "parameters (paper)": c.parameters_reported,
+    "heads in checkpoint": ", ".join(c.tasks) or "—", "Hub id": c.hub_id or "—",
+} for c in registry.all_models()]
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+st.subheader("Get models for an offline classroom")
+st.markdown(
+    "On a machine with internet, download the checkpoints once, then copy the model folder to the "
+    "classroom machines (or point `BFE_MODEL_DIR` at a shared folder):")
+st.code("python -m models.fetch --kit            # the small models every page uses\n"
+        "python -m models.fetch roberta-large    # or any catalog id\n"
+        "python -m models.fetch --list           # what is here", language="bash")
+st.caption(f"Model folder on this machine: `{settings.model_dir}`")
+
+st.subheader("Check that a model loads")
+loadable = [c.id for c in registry.loadable()]
+col1, col2 = st.columns([3, 1])
+model_id = col1.selectbox("Model", loadable, index=loadable.index(registry.bundled_id()), key="models_pick",
+                          format_func=lambda m: f"{m} ({ui.STATUS_LABELS[avail[m][0]]})")
+col2.write("")
+if col2.button("Load it", key="models_load", type="primary"):
+    with ui.friendly_errors(), st.spinner(f"Loading {model_id} ..."):
+        from models.loader import load
+
+        lm = load(model_id, attentions=True, cache=ui.model_cache())
+        st.success(f"{model_id} loaded from {lm.source.describe()} in {lm.load_seconds:.2f} s: "
+                   f"{lm.nbytes / 2**20:,.1f} MB on {lm.device} ({str(lm.dtype).replace('torch.', '')}), "
+                   "attention weights checked.")
+
+info = ui.model_cache().info()
+st.subheader("Loaded now")
+if info.entries:
+    st.dataframe(pd.DataFrame([{
+        "model": e.model_id, "head": e.task, "attention": e.attn_implementation, "device": e.device,
+        "dtype": e.dtype, "MB": round(e.nbytes / 2**20, 1)} for e in info.entries]), hide_index=True)
+    if st.button("Free model memory", key="models_clear"):
+        ui.model_cache().clear()
+        st.rerun()
+else:
+    st.caption("No model is loaded in this server process.")
+st.caption(f"{info.total_bytes / 2**20:,.0f} MB of a {info.budget_bytes / 2**20:,.0f} MB budget "
+           f"(BFE_MODEL_CACHE_MB); {info.evictions} eviction(s) so far.")
+
+with st.expander("Settings in force"):
+    st.dataframe(pd.DataFrame([{"variable": s.env, "value": str(getattr(settings, s.name)), "meaning": s.help}
+                               for s in SETTINGS]), hide_index=True, width="stretch")

@@ -1,0 +1,32 @@
+"""Entry point: builds the navigation and the sidebar, then runs the chosen page.
+
+    streamlit run app/streamlit_app.py
+"""
+
+import sys
+from pathlib import Path
+
+# `streamlit run` puts this file's folder on sys.path, not the repository root that holds the
+# `models` and `analysis` packages (Spaces and Procfile hosts start it the same way).
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app import ui  # noqa: E402
+
+st.set_page_config(page_title="BERT Family Explorer", page_icon=str(ROOT / "app" / "assets" / "favicon.png"), layout="wide")
+
+PAGES = [
+    st.Page("pages/home.py", title="Family tree", icon=":material/account_tree:", default=True),
+    st.Page("pages/models.py", title="Models & availability", icon=":material/inventory_2:", url_path="models"),
+]
+
+page = st.navigation(PAGES)
+ui.presentation_mode()
+with ui.friendly_errors():
+    page.run()
+# After the page, so the memory figure includes a model the page has just loaded.
+with ui.friendly_errors():
+    ui.sidebar_status()

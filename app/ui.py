@@ -1,0 +1,125 @@
+"""Shared UI helpers: friendly errors, the sidebar status panel, presentation mode.
+
+The one place where library exceptions become messages (:func:`show_error`), and the one place
+where Streamlit caches library objects (:func:`model_cache`). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+
+from models.errors import ExplorerError
+
+log = logging.getLogger("bert_family_explorer")
+
+# Material icons ship with Streamlit, so they render offline and in any browser font setup.
+STATUS_ICONS = {"ready": ":material/check_circle:", "download": ":material/cloud_download:",
+                "broken": ":material/warning:", "catalog-only": ":material/menu_book:"}
+STATUS_LABELS = {
+    "ready": "ready",
+    "download": "downloads on first use",
+    "broken": "local copy is broken",
+    "catalog-only": "catalog only (no weights)",
+}
+
+
+def show_error(err: BaseException) -> None:
+    """Show ``err`` as a friendly message: what went wrong, and how to fix it. Never a traceback."""
+    if isinstance(err, ExplorerError):
+        st.error(f"**{err.message}**" + (f"\n\n{err.hint}" if err.hint else ""), icon="🛑")
+    else:
+        log.exception("unexpected error on a page", exc_info=err)
+        st.error(f"**Something unexpected went wrong** ({type(err).__name__}). "
+                 "The details are in the server log; try again, or pick another model or input.", icon="🛑")
+
+
+@contextmanager
+def friendly_errors() -> Iterator[None]:
+    """Run a block; any exception becomes a friendly message and the rest of the page still draws.
+
+    Streamlit's own control flow (``st.stop``, ``st.rerun``) derives from BaseException and passes.
+    """
+    try:
+        yield
+    except Exception as err:
+        show_error(err)
+
+
+@st.cache_resource(show_spinner=False)
+def model_cache():
+    """The process-wide model cache (shared by every session; see ``models.loader.ModelCache``)."""
+    from models.loader import default_cache
+
+    return default_cache()
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def catalog_availability() -> dict[str, tuple[str, str]]:
+    """catalog id -> (status, message), re-checked every 30 s (file checks only, no network)."""
+    from models import registry
+    from models.loader import availability
+    from models.settings import get_settings
+
+    settings = get_settings()
+    return {c.id: (a.status, a.message) for c in registry.all_models() for a in [availability(c, settings)]}
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def device_label() -> str:
+    from models.device import describe_device
+
+    return describe_device().label()
+
+
+PRESENTATION_CSS = """
+<style>
+html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
+[data-testid="stAppViewContainer"] { background: #ffffff; color: #000000; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; line-height: 1.5; }
+h1 { font-size: 3rem !important; } h2 { font-size: 2.3rem !important; } h3 { font-size: 1.8rem !important; }
+a { color: #0040a0 !important; text-decoration: underline; }
+[data-testid="stCaptionContainer"] { color: #222 !important; font-size: 1rem; }
+</style>
+"""
+
+
+def _sync_presentation_url() -> None:
+    if st.session_state.get("present"):
+        st.query_params["present"] = "1"
+    else:
+        st.query_params.pop("present", None)
+
+
+def presentation_mode() -> bool:
+    """The sidebar's presentation toggle, kept in the URL (``?present=1``) so a shared link keeps it."""
+    if "present" not in st.session_state:
+        st.session_state["present"] = st.query_params.get("present") == "1"
+    on = st.sidebar.toggle("Presentation mode", key="present", on_change=_sync_presentation_url,
+                           help="Larger type and higher contrast for a projector.")
+    if on:
+        st.markdown(PRESENTATION_CSS, unsafe_allow_html=True)
+    return on
+
+
+def sidebar_status() -> None:
+    """Compute device, which catalog models are available now, and what the model cache holds."""
+    sb = st.sidebar
+    sb.markdown("**Compute**")
+    sb.caption(device_label())
+    avail = catalog_availability()
+    ready = [m for m, (s, _) in avail.items() if s == "ready"]
+    loadable = [m for m, (s, _) in avail.items() if s != "catalog-only"]
+    sb.markdown("**Models**")
+    sb.caption(f"{len(ready)} of {len(loadable)} downloadable models are on this machine.")
+    with sb.expander("Which ones"):
+        for mid, (status, _) in avail.items():
+            if status != "catalog-only":
+                st.caption(f"{STATUS_ICONS[status]} {mid}")
+    info = model_cache().info()
+    sb.markdown("**Model memory**")
+    sb.caption(f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
+               f"{len(info.entries)} model(s) loaded")

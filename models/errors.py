@@ -1,0 +1,61 @@
+"""The library's exceptions.
+
+Every error a user can cause derives from :class:`ExplorerError`, carries a one-line ``hint``
+that says how to fix it, and is turned into a friendly message by one helper in ``app/``.
+"""
+
+from __future__ import annotations
+
+
+class ExplorerError(Exception):
+    """Base class: a problem the user can fix. ``str(err)`` says what; ``err.hint`` says how."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}".strip()
+
+
+class UnknownModel(ExplorerError, LookupError):
+    """A model id that is neither in the catalog nor a folder under the model directory."""
+
+    def __init__(self, model_id: str, suggestions: list[str]) -> None:
+        self.model_id = model_id
+        self.suggestions = suggestions
+        hint = (
+            "Did you mean: " + ", ".join(suggestions) + "?"
+            if suggestions
+            else "See the Models page (or `python -m models.fetch --list`) for the catalog."
+        )
+        super().__init__(f"Unknown model {model_id!r}.", hint)
+
+
+class InvalidModelId(ExplorerError, ValueError):
+    """A model id or folder name that is malformed or would escape the model directory."""
+
+
+class ModelUnavailable(ExplorerError):
+    """The model exists in the catalog but its weights cannot be had right now."""
+
+
+class InvalidCheckpoint(ModelUnavailable):
+    """A checkpoint folder that cannot be loaded: no weights, no tokenizer, a corrupt config."""
+
+
+class UnsafeCheckpoint(InvalidCheckpoint):
+    """A checkpoint whose weights exist only as pickle files (.bin/.pt), which we never load."""
+
+
+class UnsupportedTask(ExplorerError, ValueError):
+    """The model has no trained head for the requested task (e.g. fill-mask on GPT-2)."""
+
+
+class AttentionUnavailable(ExplorerError, RuntimeError):
+    """A model returned no attention weights (it was loaded without eager attention)."""
+
+
+class InvalidSetting(ExplorerError, ValueError):
+    """A setting read from the environment has a value we cannot use."""

@@ -1,0 +1,97 @@
+"""Settings, declared once: name, environment variable, default, help.
+
+Each setting is read from the environment every time :func:`get_settings` is called, so tests and
+deployments override it with an environment variable and nothing else. The README's settings table
+is checked against :data:`SETTINGS` by a test.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from models.errors import InvalidSetting
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its attribute name, the environment variable, its default and a help line."""
+
+    name: str
+    env: str
+    default: str
+    help: str
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("device", "BFE_DEVICE", "auto",
+            "Where models run: `auto` (CUDA, then Apple MPS, then CPU), `cpu`, `cuda`, `cuda:N` or `mps`."),
+    Setting("model_dir", "BFE_MODEL_DIR", "~/.local/share/bert-family-explorer/models",
+            "Folder of local checkpoints, one sub-folder per model id (e.g. `bert-base-uncased/`); "
+            "`python -m models.fetch` fills it. Models load from here first."),
+    Setting("cache_mb", "BFE_MODEL_CACHE_MB", "3072",
+            "Memory budget in MB for loaded models, shared by all browser sessions; "
+            "least recently used models are evicted past it."),
+    Setting("database_url", "DATABASE_URL", "sqlite:///~/.local/share/bert-family-explorer/results.db",
+            "SQLAlchemy URL of the results database (any SQLAlchemy URL, PostgreSQL included)."),
+    Setting("online", "BFE_ONLINE", "auto",
+            "`auto`: offline when `HF_HUB_OFFLINE=1`, else a 1.5 s check that the Hub answers; "
+            "`1`: always try the Hub; `0`: never touch the network."),
+)
+
+_DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings in force. Build with :func:`get_settings`."""
+
+    device: str
+    model_dir: Path
+    cache_mb: int
+    database_url: str
+    online: str
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.cache_mb * 1024 * 1024
+
+
+def _raw(setting: Setting) -> str:
+    value = os.environ.get(setting.env, "").strip()
+    return value or setting.default
+
+
+def get_settings() -> Settings:
+    """Read every setting from the environment, falling back to its default.
+
+    Raises:
+        InvalidSetting: a value that cannot be used, with the variable's name in the message.
+    """
+    raw = {s.name: _raw(s) for s in SETTINGS}
+    device = raw["device"].lower()
+    if device.split(":")[0] not in _DEVICES or (":" in device and not device.startswith("cuda:")):
+        raise InvalidSetting(f"BFE_DEVICE={raw['device']!r} is not a device.",
+                             "Use auto, cpu, cuda, cuda:N or mps.")
+    try:
+        cache_mb = int(raw["cache_mb"])
+        if cache_mb < 0:
+            raise ValueError
+    except ValueError:
+        raise InvalidSetting(f"BFE_MODEL_CACHE_MB={raw['cache_mb']!r} is not a number of megabytes.",
+                             "Use a whole number such as 3072.") from None
+    online = raw["online"].lower()
+    if online not in ("auto", "1", "0", "true", "false"):
+        raise InvalidSetting(f"BFE_ONLINE={raw['online']!r} is not understood.", "Use auto, 1 or 0.")
+    online = {"true": "1", "false": "0"}.get(online, online)
+    database_url = raw["database_url"]
+    if database_url.startswith("sqlite:///~"):
+        database_url = "sqlite:///" + str(Path(database_url[len("sqlite:///"):]).expanduser())
+    return Settings(
+        device=device,
+        model_dir=Path(raw["model_dir"]).expanduser().resolve(),
+        cache_mb=cache_mb,
+        database_url=database_url,
+        online=online,
+    )

@@ -1,0 +1,46 @@
+"""Fixtures shared by the whole suite. Everything runs offline, on tiny models built here."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+# Before anything imports huggingface_hub (it reads these once): never touch the network, and
+# never see the developer's own Hugging Face cache.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="bfe-hf-home-")
+os.environ.pop("BFE_ONLINE", None)
+os.environ.pop("BFE_DEVICE", None)
+
+import pytest
+
+from tests.tiny import build_all
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A model directory holding a tiny checkpoint of every loadable architecture."""
+    root = tmp_path_factory.mktemp("models")
+    build_all(root)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the app at the tiny models, with a fresh process-wide model cache for each test."""
+    from models import loader
+
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tiny_dir))
+    monkeypatch.setattr(loader, "_default_cache", None)
+    monkeypatch.setattr(loader, "_probe", None)
+    return tiny_dir
+
+
+@pytest.fixture
+def empty_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A model directory with nothing in it (only the bundled model is available)."""
+    root = tmp_path / "models"
+    root.mkdir()
+    monkeypatch.setenv("BFE_MODEL_DIR", str(root))
+    return root

@@ -1,0 +1,120 @@
+"""Browser test: `streamlit run` on a local port, every page opened in headless Chromium.
+
+Uses Debian's Chromium (``/usr/bin/chromium``, or ``BFE_CHROMIUM``) driven by Playwright; every
+request that leaves localhost is blocked and recorded, so the pages are shown to work offline.
+Screenshots are kept in ``artifacts/screenshots/`` (or ``BFE_SCREENSHOTS``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("BFE_CHROMIUM", "/usr/bin/chromium")
+SHOTS = Path(os.environ.get("BFE_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+
+# url path -> text the page must show once drawn
+PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(env: dict[str, str], port: int) -> subprocess.Popen:
+    """Start the app as the README does and wait until /_stcore/health answers (60 s at most)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("streamlit did not become healthy in 60 s: " + proc.stdout.read().decode(errors="replace"))
+
+
+@pytest.fixture(scope="module")
+def server(tiny_dir: Path) -> Iterator[str]:
+    env = {**os.environ, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1"}
+    port = _free_port()
+    proc = start_server(env, port)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), f"Chromium not found at {CHROMIUM}: apt-get install -y chromium"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, url: str, expect: str):
+    """Open ``url`` with outside traffic blocked; wait until ``expect`` shows and the app is idle."""
+    page = browser.new_page(viewport={"width": 1400, "height": 2200})
+    outside: list[str] = []
+
+    def guard(route):
+        host = route.request.url.split("/")[2].split(":")[0] if "://" in route.request.url else ""
+        if host in ("127.0.0.1", "localhost") or route.request.url.startswith("data:"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", guard)
+    page.goto(url)
+    page.get_by_text(expect).first.wait_for(timeout=60_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
+    return page, outside
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_every_page_renders_offline(server: str, browser, path: str) -> None:
+    page, outside = open_page(browser, f"{server}/{path}", PAGES[path])
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "Traceback" not in page.inner_text("body")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{path or 'home'}.png"))
+    assert not outside, f"requests left localhost: {outside}"
+    page.close()
+
+
+def test_home_draws_its_charts(server: str, browser) -> None:
+    page, _ = open_page(browser, server, PAGES[""])
+    page.locator(".js-plotly-plot .scatterlayer .point").first.wait_for(timeout=30_000)
+    assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 10
+    page.close()
+
+
+def test_models_page_loads_a_model_in_the_browser(server: str, browser) -> None:
+    page, _ = open_page(browser, f"{server}/models", PAGES["models"])
+    page.get_by_role("button", name="Load it").click()
+    page.get_by_text("attention weights checked").wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(SHOTS / "models-loaded.png"))
+    page.close()

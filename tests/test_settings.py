@@ -1,0 +1,47 @@
+"""Settings: defaults, environment overrides, bad values, and that the README documents each one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.errors import InvalidSetting
+from models.settings import SETTINGS, get_settings
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_environment_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BFE_DEVICE", "CPU")
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path))
+    monkeypatch.setenv("BFE_MODEL_CACHE_MB", "64")
+    monkeypatch.setenv("DATABASE_URL", "sqlite://")
+    monkeypatch.setenv("BFE_ONLINE", "false")
+    s = get_settings()
+    assert (s.device, s.model_dir, s.cache_bytes, s.database_url, s.online) == ("cpu", tmp_path, 64 * 2**20, "sqlite://", "0")
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for s in SETTINGS:
+        monkeypatch.delenv(s.env, raising=False)
+    s = get_settings()
+    assert s.device == "auto" and s.online == "auto" and s.cache_mb == 3072
+    assert "~" not in s.database_url and s.database_url.startswith("sqlite:///")
+    assert s.model_dir.is_absolute()
+
+
+@pytest.mark.parametrize(("env", "value"), [
+    ("BFE_DEVICE", "tpu"), ("BFE_DEVICE", "cpu:0"), ("BFE_MODEL_CACHE_MB", "lots"),
+    ("BFE_MODEL_CACHE_MB", "-5"), ("BFE_ONLINE", "maybe"),
+])
+def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: str, value: str) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(InvalidSetting, match=env):
+        get_settings()
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.env)
+def test_readme_documents_every_setting(setting) -> None:
+    text = README.read_text(encoding="utf-8")
+    assert f"`{setting.env}`" in text, f"README's settings table lacks {setting.env}"
