@@ -19,8 +19,8 @@ from app import ui  # noqa: E402
 st.set_page_config(page_title="BERT Family Explorer", page_icon=str(ROOT / "app" / "assets" / "favicon.png"), layout="wide")
 
 PAGES = [
-    st.Page("pages/home.py", title="Family tree", icon=":material/account_tree:", default=True),
-    st.Page("pages/models.py", title="Models & availability", icon=":material/inventory_2:", url_path="models"),
+    st.Page("views/home.py", title="Family tree", icon=":material/account_tree:", default=True),
+    st.Page("views/models.py", title="Models & availability", icon=":material/inventory_2:", url_path="models"),
 ]
 
 page = st.navigation(PAGES)

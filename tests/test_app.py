@@ -55,7 +55,7 @@ def test_home_draws_the_family_tree() -> None:
 def test_home_filters() -> None:
     at = run()
     at.multiselect(key="home_objectives").set_value(["permutation-lm"]).run()
-    text = markdown(at)
+    text = "\n".join(m.value for m in at.main.markdown)
     assert "xlnet-base-cased" in text and "bert-base-uncased" not in text
     at.multiselect(key="home_objectives").set_value([]).run()
     assert "No model matches" in at.info[0].value and not at.exception
@@ -70,7 +70,7 @@ def test_presentation_mode_is_kept_in_the_url() -> None:
 
 
 def test_models_page_lists_and_loads() -> None:
-    at = run("pages/models.py")
+    at = run("views/models.py")
     assert at.title[0].value == "Models & availability"
     table = at.dataframe[0].value
     assert len(table) == 28 and set(table["status"]) >= {"ready", "downloads on first use", "catalog only (no weights)"}
@@ -83,7 +83,7 @@ def test_models_page_lists_and_loads() -> None:
 
 def test_models_page_explains_an_unavailable_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path))
-    at = run("pages/models.py")
+    at = run("views/models.py")
     at.selectbox(key="models_pick").set_value("roberta-large")
     at.button(key="models_load").click().run()
     assert not at.exception

@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,14 +53,22 @@ def start_server(env: dict[str, str], port: int) -> subprocess.Popen:
     raise RuntimeError("streamlit did not become healthy in 60 s: " + proc.stdout.read().decode(errors="replace"))
 
 
-@pytest.fixture(scope="module")
-def server(tiny_dir: Path) -> Iterator[str]:
+@contextmanager
+def running_app(tiny_dir: Path) -> Iterator[str]:
     env = {**os.environ, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1"}
     port = _free_port()
     proc = start_server(env, port)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_dir: Path) -> Iterator[str]:
+    with running_app(tiny_dir) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +103,13 @@ def open_page(browser, url: str, expect: str):
 
 
 @pytest.mark.parametrize("path", list(PAGES))
-def test_every_page_renders_offline(server: str, browser, path: str) -> None:
+def test_every_page_renders_offline(tiny_dir: Path, browser, path: str) -> None:
+    """Each page is the first one its own fresh server is asked for, as when a shared link is opened."""
+    with running_app(tiny_dir) as server:
+        check_page(browser, server, path)
+
+
+def check_page(browser, server: str, path: str) -> None:
     page, outside = open_page(browser, f"{server}/{path}", PAGES[path])
     assert page.locator('[data-testid="stException"]').count() == 0
     assert "Traceback" not in page.inner_text("body")
