@@ -30,11 +30,11 @@ STATUS_LABELS = {
 def show_error(err: BaseException) -> None:
     """Show ``err`` as a friendly message: what went wrong, and how to fix it. Never a traceback."""
     if isinstance(err, ExplorerError):
-        st.error(f"**{err.message}**" + (f"\n\n{err.hint}" if err.hint else ""), icon="🛑")
+        st.error(f"**{err.message}**" + (f"\n\n{err.hint}" if err.hint else ""), icon=":material/error:")
     else:
         log.exception("unexpected error on a page", exc_info=err)
         st.error(f"**Something unexpected went wrong** ({type(err).__name__}). "
-                 "The details are in the server log; try again, or pick another model or input.", icon="🛑")
+                 "The details are in the server log; try again, or pick another model or input.", icon=":material/error:")
 
 
 @contextmanager
