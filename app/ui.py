@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import streamlit as st
 
@@ -123,3 +124,79 @@ def sidebar_status() -> None:
     sb.markdown("**Model memory**")
     sb.caption(f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
                f"{len(info.entries)} model(s) loaded")
+
+
+def _parse(raw: str, default: Any) -> Any:
+    """A query-parameter string as the type of ``default``; ValueError when it is not one."""
+    if isinstance(default, bool):
+        if raw not in ("0", "1", "true", "false"):
+            raise ValueError(raw)
+        return raw in ("1", "true")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        value = float(raw)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(raw)
+        return value
+    if isinstance(default, list):
+        return [type(default[0])(x) if default else x for x in raw.split(",") if x] if raw else []
+    return raw
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def restore_url_state(defaults: dict[str, Any], allowed: dict[str, Any] | None = None) -> list[str]:
+    """Seed ``st.session_state`` for each widget key from the URL (else its default), before the widgets.
+
+    ``allowed`` maps a key to its permitted values (a list, or a ``(low, high)`` tuple for numbers).
+    A value in the URL that does not parse or is not allowed is ignored; its key is returned so the
+    page can say so. Widgets must then be built with ``key=`` and no ``value=``.
+    """
+    allowed = allowed or {}
+    ignored = []
+    for key, default in defaults.items():
+        if key in st.session_state:
+            continue
+        value = default
+        if key in st.query_params:
+            try:
+                value = _parse(st.query_params[key], default)
+                rule = allowed.get(key)
+                if isinstance(rule, tuple) and not rule[0] <= value <= rule[1]:
+                    raise ValueError(value)
+                if isinstance(rule, (list, dict)) and (set(value) - set(rule) if isinstance(value, list) else value not in rule):
+                    raise ValueError(value)
+            except (ValueError, TypeError):
+                ignored.append(key)
+                value = default
+        st.session_state[key] = value
+    return ignored
+
+
+def save_url_state(defaults: dict[str, Any]) -> None:
+    """Write the widgets' values that differ from their defaults into the URL, so a link restores the page."""
+    for key, default in defaults.items():
+        value = st.session_state.get(key, default)
+        if value == default:
+            if key in st.query_params:
+                del st.query_params[key]
+        elif st.query_params.get(key) != _format(value):
+            st.query_params[key] = _format(value)
+
+
+def download_buttons(df, name: str, key: str, markdown: str | None = None) -> None:
+    """CSV and Markdown download buttons for a data frame (Markdown from ``analysis.calculator.to_markdown``)."""
+    from analysis.calculator import to_markdown
+
+    c1, c2 = st.columns(2)
+    c1.download_button("Download CSV", df.to_csv(index=df.index.name is not None).encode(), f"{name}.csv", "text/csv",
+                       key=f"{key}_csv", icon=":material/download:")
+    c2.download_button("Download Markdown", (markdown or to_markdown(df)).encode(), f"{name}.md", "text/markdown",
+                       key=f"{key}_md", icon=":material/download:")

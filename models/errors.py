@@ -59,3 +59,11 @@ class AttentionUnavailable(ExplorerError, RuntimeError):
 
 class InvalidSetting(ExplorerError, ValueError):
     """A setting read from the environment has a value we cannot use."""
+
+
+class InvalidConfig(ExplorerError, ValueError):
+    """A model configuration or calculator input that cannot describe a real model or run."""
+
+
+class UnsupportedArchitecture(ExplorerError, ValueError):
+    """A ``model_type`` (or a head) the calculators do not know."""

@@ -108,3 +108,58 @@ def test_home_never_imports_torch() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def calc_page(**query: str) -> AppTest:
+    return run("views/calculator.py", **query)
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_calculator_counts_the_preset_exactly_and_follows_edits() -> None:
+    from analysis.params import count_parameters
+    from models import registry
+
+    at = calc_page()
+    assert at.title[0].value == "Size, memory & compute"
+    assert metric(at, "Parameters (exact)") == f"{count_parameters(registry.get('bert-base-uncased').config, 'pretraining'):,}"
+    at.selectbox(key="sz_preset").set_value("albert-base-v2").run()
+    assert not at.exception
+    assert at.number_input(key="sz_emb").value == 128 and at.session_state["sz_type"] == "albert"
+    assert any(m.label == "ALBERT (both)" for m in at.metric)
+    at.number_input(key="sz_layers").set_value(24).run()
+    assert "Edited" in markdown(at)
+    assert at.query_params["sz_preset"] == "albert-base-v2" and at.query_params["sz_layers"] == "24"
+
+
+def test_calculator_training_memory_shows_the_slides_example_and_components() -> None:
+    at = calc_page()
+    assert any("14.90 GiB" in i.value for i in at.info)
+    table = at.dataframe[1].value
+    assert set(table["component"]) >= {"weights", "gradients", "optimizer states", "activations"}
+    assert dict(zip(table["component"], table["how"], strict=True))["weights"] == "exact"
+    at.number_input(key="sz_batch").set_value(64).run()
+    bigger = at.dataframe[1].value
+    assert bigger.set_index("component").loc["activations", "bytes"] == 8 * table.set_index("component").loc["activations", "bytes"]
+
+
+def test_calculator_state_comes_back_from_the_url() -> None:
+    at = calc_page(sz_preset="gpt2", sz_head="causal-lm", sz_opt="lion", sz_precision="bf16")
+    assert at.selectbox(key="sz_preset").value == "gpt2" and at.selectbox(key="sz_opt").value == "lion"
+    assert at.number_input(key="sz_hidden").value == 768 and at.session_state["sz_type"] == "gpt2"
+    assert not at.warning
+
+
+def test_calculator_bad_inputs_are_messages() -> None:
+    at = calc_page(sz_preset="custom", sz_heads="7")  # 7 heads do not divide 768
+    assert not at.exception
+    assert any("do not divide the hidden size" in e.value for e in at.error)
+    at = calc_page(sz_batch="-3", sz_zero="9", sz_seq="abc")
+    assert not at.exception and "batch, seq, zero" in at.warning[0].value.replace("sz_", "")
+    # a sequence longer than the model's positions: the memory tab says so, the rest of the page draws
+    at = calc_page(sz_seq="4096")
+    assert not at.exception
+    assert any("longer than the model's 512 positions" in e.value for e in at.error)
+    assert metric(at, "Parameters (exact)")

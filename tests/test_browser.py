@@ -26,7 +26,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 
 # url path -> text the page must show once drawn
-PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom"}
+PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
+         "calculator": "where the bytes go"}
 
 
 def _free_port() -> int:
@@ -132,4 +133,20 @@ def test_models_page_loads_a_model_in_the_browser(server: str, browser) -> None:
     page.get_by_text("attention weights checked").wait_for(timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(SHOTS / "models-loaded.png"))
+    page.close()
+
+
+def test_calculator_tabs_charts_and_a_bad_link(server: str, browser) -> None:
+    page, _ = open_page(browser, f"{server}/calculator", PAGES["calculator"])
+    page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)  # the parameter treemap
+    page.get_by_role("tab", name="Training memory").click()
+    page.get_by_text("14.90 GiB").first.wait_for(timeout=30_000)
+    page.locator(".js-plotly-plot .barlayer").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(SHOTS / "calculator-memory.png"))
+    page.close()
+    page, _ = open_page(browser, f"{server}/calculator?sz_preset=custom&sz_heads=7&sz_batch=-1", "where the bytes go")
+    page.get_by_text("do not divide the hidden size").wait_for(timeout=30_000)
+    assert page.get_by_text("were not valid and were reset").count() == 1
+    assert page.locator('[data-testid="stException"]').count() == 0 and "Traceback" not in page.inner_text("body")
+    page.screenshot(path=str(SHOTS / "calculator-bad-link.png"))
     page.close()

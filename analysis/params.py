@@ -1,0 +1,401 @@
+"""Exact parameter counts of the BERT family, from a configuration alone (no torch, no weights).
+
+``parameter_breakdown(config, head)`` lists every parameter tensor the transformers model built
+from ``config`` holds, with its shape and the part of the network it belongs to; the count is
+exact: it equals ``sum(p.numel() for p in model.parameters())`` of ``AutoModel*.from_config`` (the
+tests check every catalog configuration on the ``meta`` device). Tied weights (the LM head's decoder
+and the word embeddings) are one tensor and counted once; ALBERT's shared layers are counted once
+per group, as they are stored.
+
+``config`` is a transformers config object or a plain dict with the same keys (missing keys take
+the transformers defaults of that ``model_type``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.errors import InvalidConfig, UnsupportedArchitecture
+
+#: The heads, named as ``models.loader.load(task=...)`` names them, and what each adds.
+HEADS: dict[str, str] = {
+    "base": "the bare encoder/decoder (with BERT's pooler, as AutoModel builds it)",
+    "masked-lm": "masked-LM head (AutoModelForMaskedLM; no pooler)",
+    "causal-lm": "left-to-right LM head (AutoModelForCausalLM)",
+    "pretraining": "the pre-training heads (AutoModelForPreTraining: MLM+NSP, MLM+SOP, ELECTRA discriminator ...)",
+    "xlnet-lm": "XLNet's LM head (XLNetLMHeadModel)",
+}
+
+#: Defaults of the transformers config classes (checked against them in the tests).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "bert": {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+             "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
+    "roberta": {"vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
+    "distilbert": {"vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12, "hidden_dim": 3072,
+                   "max_position_embeddings": 512},
+    "albert": {"vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_hidden_layers": 12,
+               "num_attention_heads": 64, "intermediate_size": 16384, "max_position_embeddings": 512,
+               "type_vocab_size": 2, "num_hidden_groups": 1, "inner_group_num": 1},
+    "electra": {"vocab_size": 30522, "embedding_size": 128, "hidden_size": 256, "num_hidden_layers": 12,
+                "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 512,
+                "type_vocab_size": 2},
+    "xlnet": {"vocab_size": 32000, "d_model": 1024, "n_layer": 24, "n_head": 16, "d_inner": 4096},
+    "gpt2": {"vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024, "n_inner": None},
+}
+
+#: Which heads each architecture has (what transformers' Auto classes build for it).
+ARCH_HEADS: dict[str, tuple[str, ...]] = {
+    "bert": ("base", "masked-lm", "causal-lm", "pretraining"),
+    "roberta": ("base", "masked-lm", "causal-lm", "pretraining"),
+    "distilbert": ("base", "masked-lm", "pretraining"),
+    "albert": ("base", "masked-lm", "pretraining"),
+    "electra": ("base", "masked-lm", "causal-lm", "pretraining"),
+    "xlnet": ("base", "causal-lm", "pretraining", "xlnet-lm"),
+    "gpt2": ("base", "causal-lm", "pretraining"),
+}
+
+#: Above this the calculators refuse: no model has been trained near it, and it is usually a typo.
+MAX_PARAMETERS = 10**13
+
+EMBEDDING_PARTS = frozenset({"word embeddings", "position embeddings", "token type embeddings"})
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The numbers that fix a model's shape, under one naming for every family."""
+
+    model_type: str
+    vocab: int  # V
+    hidden: int  # H (d_model)
+    layers: int  # L
+    heads: int  # A
+    ffn: int  # feed-forward inner size
+    positions: int  # learned absolute positions; 0 for XLNet (relative)
+    token_types: int
+    embedding: int  # E (ALBERT, ELECTRA); = H elsewhere
+    groups: int = 1  # ALBERT num_hidden_groups
+    inner: int = 1  # ALBERT inner_group_num
+    tied: bool = True  # LM decoder tied to the word embeddings
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.model_type == "gpt2"
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One parameter tensor: where it sits (``group``: embeddings, layer 3, pooler ...), what it is."""
+
+    group: str
+    part: str
+    name: str
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Every parameter tensor of a model; ``total`` is the exact ``numel`` sum."""
+
+    arch: Arch
+    head: str
+    tensors: tuple[Tensor, ...] = field(repr=False)
+
+    @property
+    def total(self) -> int:
+        return sum(t.numel for t in self.tensors)
+
+    @property
+    def embedding(self) -> int:
+        """Word, position and token-type embedding tables (what Kaplan et al. leave out of N)."""
+        return sum(t.numel for t in self.tensors if t.part in EMBEDDING_PARTS)
+
+    @property
+    def non_embedding(self) -> int:
+        """N of the scaling laws: all parameters except the embedding tables (Kaplan et al. 2020, §2.1)."""
+        return self.total - self.embedding
+
+    def by_part(self) -> dict[str, int]:
+        """part -> parameters, in network order."""
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.part] = out.get(t.part, 0) + t.numel
+        return out
+
+    def by_group(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tensors:
+            out[t.group] = out.get(t.group, 0) + t.numel
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per tensor (group, part, name, shape, parameters): ready for a data frame."""
+        return [{"group": t.group, "part": t.part, "name": t.name, "shape": " × ".join(map(str, t.shape)),
+                 "parameters": t.numel} for t in self.tensors]
+
+
+def _get(cfg: Mapping[str, Any], defaults: Mapping[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if k in cfg and cfg[k] is not None:
+            return cfg[k]
+    for k in keys:
+        if k in defaults:
+            return defaults[k]
+    raise InvalidConfig(f"The configuration has no {keys[0]!r}.")
+
+
+def _positive_int(name: str, value: Any, allow_zero: bool = False) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+        raise InvalidConfig(f"{name} must be a whole number, not {value!r}.")
+    value = int(value)
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidConfig(f"{name} must be {'zero or more' if allow_zero else 'at least 1'}, not {value}.")
+    return value
+
+
+def arch_of(config: Any) -> Arch:
+    """Normalise a transformers config object or a dict into an :class:`Arch`; validate it.
+
+    Raises:
+        UnsupportedArchitecture: the ``model_type`` is missing or not one of :data:`DEFAULTS`.
+        InvalidConfig: a size that is not a positive whole number, or heads that do not divide the hidden size.
+    """
+    if isinstance(config, Arch):
+        return config
+    cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    mt = cfg.get("model_type")
+    if mt not in DEFAULTS:
+        raise UnsupportedArchitecture(
+            f"Unknown architecture {mt!r}." if mt else "The configuration names no model_type.",
+            "The calculators know: " + ", ".join(DEFAULTS) + ".")
+    d = DEFAULTS[mt]
+    g = lambda *keys: _get(cfg, d, *keys)  # noqa: E731
+    hidden = g("hidden_size", "dim", "d_model", "n_embd")
+    raw = {
+        "vocabulary size": g("vocab_size"),
+        "hidden size": hidden,
+        "layers": g("num_hidden_layers", "n_layers", "n_layer"),
+        "attention heads": g("num_attention_heads", "n_heads", "n_head"),
+        "feed-forward size": (cfg.get("n_inner") or 4 * hidden) if mt == "gpt2" else g("intermediate_size", "hidden_dim", "d_inner"),
+        "positions": 0 if mt == "xlnet" else g("max_position_embeddings", "n_positions"),
+        "token types": g("type_vocab_size") if mt in ("bert", "roberta", "albert", "electra") else 0,
+        "embedding size": g("embedding_size") if mt in ("albert", "electra") else hidden,
+        "hidden groups": g("num_hidden_groups") if mt == "albert" else 1,
+        "layers per group": g("inner_group_num") if mt == "albert" else 1,
+    }
+    v = {k: _positive_int(k, x, allow_zero=k in ("positions", "token types")) for k, x in raw.items()}
+    if mt not in ("xlnet",) and v["positions"] == 0:
+        raise InvalidConfig("positions must be at least 1.")
+    if v["hidden size"] % v["attention heads"]:
+        raise InvalidConfig(
+            f"{v['attention heads']} attention heads do not divide the hidden size {v['hidden size']}.",
+            "Each head gets hidden/heads dimensions: pick a head count that divides the hidden size (768 → 12).")
+    if v["hidden groups"] > v["layers"]:
+        raise InvalidConfig(f"ALBERT cannot have more hidden groups ({v['hidden groups']}) than layers ({v['layers']}).")
+    return Arch(model_type=mt, vocab=v["vocabulary size"], hidden=v["hidden size"], layers=v["layers"],
+                heads=v["attention heads"], ffn=v["feed-forward size"], positions=v["positions"],
+                token_types=v["token types"], embedding=v["embedding size"], groups=v["hidden groups"],
+                inner=v["layers per group"], tied=bool(cfg.get("tie_word_embeddings", True)))
+
+
+def _linear(group: str, part: str, name: str, n_in: int, n_out: int, bias: bool = True) -> list[Tensor]:
+    out = [Tensor(group, part, f"{name}.weight", (n_out, n_in))]
+    if bias:
+        out.append(Tensor(group, part, f"{name}.bias", (n_out,)))
+    return out
+
+
+def _norm(group: str, part: str, name: str, n: int) -> list[Tensor]:
+    return [Tensor(group, part, f"{name}.weight", (n,)), Tensor(group, part, f"{name}.bias", (n,))]
+
+
+def _bert_layer(a: Arch, group: str) -> list[Tensor]:
+    """A post-LN BERT/ALBERT/ELECTRA/RoBERTa encoder layer (Q, K, V, output, LN, FFN, LN)."""
+    h, f = a.hidden, a.ffn
+    return [*_linear(group, "attention Q", "query", h, h), *_linear(group, "attention K", "key", h, h),
+            *_linear(group, "attention V", "value", h, h), *_linear(group, "attention output", "attention.output", h, h),
+            *_norm(group, "layer norms", "attention.LayerNorm", h),
+            *_linear(group, "feed-forward", "intermediate", h, f), *_linear(group, "feed-forward", "output", f, h),
+            *_norm(group, "layer norms", "output.LayerNorm", h)]
+
+
+def _embeddings(a: Arch, dim: int) -> list[Tensor]:
+    g = "embeddings"
+    out = [Tensor(g, "word embeddings", "word_embeddings.weight", (a.vocab, dim))]
+    if a.positions:
+        out.append(Tensor(g, "position embeddings", "position_embeddings.weight", (a.positions, dim)))
+    if a.token_types:
+        out.append(Tensor(g, "token type embeddings", "token_type_embeddings.weight", (a.token_types, dim)))
+    if a.model_type != "gpt2":
+        out += _norm(g, "embedding layer norm", "LayerNorm", dim)
+    return out
+
+
+def _mlm_head(a: Arch, dim: int, name: str) -> list[Tensor]:
+    """transform (H→dim dense + LN) and a decoder tied to the word embeddings, with its own bias."""
+    g = "head"
+    out = [*_linear(g, "MLM head", f"{name}.dense", a.hidden, dim), *_norm(g, "MLM head", f"{name}.LayerNorm", dim)]
+    if not a.tied:
+        out.append(Tensor(g, "MLM head", f"{name}.decoder.weight", (a.vocab, dim)))
+        if a.model_type in ("bert", "roberta", "albert"):
+            # These heads keep a bias of their own beside the decoder's; tying makes them one tensor.
+            out.append(Tensor(g, "MLM head", f"{name}.decoder.bias", (a.vocab,)))
+    out.append(Tensor(g, "MLM head", f"{name}.bias", (a.vocab,)))
+    return out
+
+
+def _pooler(a: Arch) -> list[Tensor]:
+    return _linear("pooler", "pooler", "pooler.dense", a.hidden, a.hidden)
+
+
+def _encoder(a: Arch) -> list[Tensor]:
+    """BERT, RoBERTa, ELECTRA and ALBERT bodies (embeddings, projection, layers)."""
+    out = _embeddings(a, a.embedding)
+    if a.model_type == "albert":
+        out += _linear("embeddings", "embedding projection", "embedding_hidden_mapping_in", a.embedding, a.hidden)
+        for gi in range(a.groups):
+            for li in range(a.inner):
+                out += _bert_layer(a, f"shared group {gi}" + (f".{li}" if a.inner > 1 else ""))
+    else:
+        if a.model_type == "electra" and a.embedding != a.hidden:
+            out += _linear("embeddings", "embedding projection", "embeddings_project", a.embedding, a.hidden)
+        for i in range(a.layers):
+            out += _bert_layer(a, f"layer {i}")
+    return out
+
+
+def _distilbert(a: Arch, head: str) -> list[Tensor]:
+    h, f = a.hidden, a.ffn
+    out = _embeddings(a, h)
+    for i in range(a.layers):
+        g = f"layer {i}"
+        out += [*_linear(g, "attention Q", "q_lin", h, h), *_linear(g, "attention K", "k_lin", h, h),
+                *_linear(g, "attention V", "v_lin", h, h), *_linear(g, "attention output", "out_lin", h, h),
+                *_norm(g, "layer norms", "sa_layer_norm", h), *_linear(g, "feed-forward", "ffn.lin1", h, f),
+                *_linear(g, "feed-forward", "ffn.lin2", f, h), *_norm(g, "layer norms", "output_layer_norm", h)]
+    if head != "base":
+        out += _mlm_head(a, h, "vocab")
+    return out
+
+
+def _xlnet(a: Arch, head: str) -> list[Tensor]:
+    h, f, n, d = a.hidden, a.ffn, a.heads, a.head_dim
+    out = [Tensor("embeddings", "word embeddings", "word_embedding.weight", (a.vocab, h)),
+           Tensor("embeddings", "mask embedding", "mask_emb", (1, 1, h))]
+    for i in range(a.layers):
+        g = f"layer {i}"
+        out += [Tensor(g, "attention Q", "rel_attn.q", (h, n, d)), Tensor(g, "attention K", "rel_attn.k", (h, n, d)),
+                Tensor(g, "attention V", "rel_attn.v", (h, n, d)), Tensor(g, "attention output", "rel_attn.o", (h, n, d)),
+                Tensor(g, "relative positions", "rel_attn.r", (h, n, d)),
+                *(Tensor(g, "relative positions", f"rel_attn.{b}", (n, d)) for b in ("r_r_bias", "r_s_bias", "r_w_bias")),
+                Tensor(g, "relative positions", "rel_attn.seg_embed", (2, n, d)),
+                *_norm(g, "layer norms", "rel_attn.layer_norm", h), *_norm(g, "layer norms", "ff.layer_norm", h),
+                *_linear(g, "feed-forward", "ff.layer_1", h, f), *_linear(g, "feed-forward", "ff.layer_2", f, h)]
+    if head != "base":
+        if not a.tied:
+            out.append(Tensor("head", "LM head", "lm_loss.weight", (a.vocab, h)))
+        out.append(Tensor("head", "LM head", "lm_loss.bias", (a.vocab,)))
+    return out
+
+
+def _gpt2(a: Arch, head: str) -> list[Tensor]:
+    h, f = a.hidden, a.ffn
+    out = [Tensor("embeddings", "word embeddings", "wte.weight", (a.vocab, h)),
+           Tensor("embeddings", "position embeddings", "wpe.weight", (a.positions, h))]
+    for i in range(a.layers):
+        g = f"layer {i}"
+        # c_attn is one Conv1D producing Q, K and V; split here so the parts read as in the other families.
+        out += [*_norm(g, "layer norms", "ln_1", h),
+                Tensor(g, "attention Q", "attn.c_attn.weight[:, :H]", (h, h)), Tensor(g, "attention Q", "attn.c_attn.bias[:H]", (h,)),
+                Tensor(g, "attention K", "attn.c_attn.weight[:, H:2H]", (h, h)), Tensor(g, "attention K", "attn.c_attn.bias[H:2H]", (h,)),
+                Tensor(g, "attention V", "attn.c_attn.weight[:, 2H:]", (h, h)), Tensor(g, "attention V", "attn.c_attn.bias[2H:]", (h,)),
+                *_linear(g, "attention output", "attn.c_proj", h, h), *_norm(g, "layer norms", "ln_2", h),
+                *_linear(g, "feed-forward", "mlp.c_fc", h, f), *_linear(g, "feed-forward", "mlp.c_proj", f, h)]
+    out += _norm("final layer norm", "final layer norm", "ln_f", h)
+    if head != "base" and not a.tied:
+        out.append(Tensor("head", "LM head", "lm_head.weight", (a.vocab, h)))
+    return out
+
+
+def parameter_breakdown(config: Any, head: str | None = None) -> Breakdown:
+    """Every parameter tensor of the transformers model for ``config`` with ``head`` (None: ``base``).
+
+    Raises:
+        UnsupportedArchitecture: unknown ``model_type``, or a head that architecture has no class for.
+        InvalidConfig: sizes that are not positive whole numbers, heads not dividing the hidden size,
+            or more than :data:`MAX_PARAMETERS` parameters.
+    """
+    a = arch_of(config)
+    head = head or "base"
+    if head not in HEADS:
+        raise UnsupportedArchitecture(f"Unknown head {head!r}.", "Heads: " + ", ".join(HEADS) + ".")
+    if head not in ARCH_HEADS[a.model_type]:
+        raise UnsupportedArchitecture(f"{a.model_type} has no {head} head in transformers.",
+                                      f"{a.model_type} heads: " + ", ".join(ARCH_HEADS[a.model_type]) + ".")
+    # Rough size first, so an absurd config is refused before millions of Tensor objects are made.
+    rough = a.vocab * a.embedding + a.layers * (4 * a.hidden**2 + 2 * a.hidden * a.ffn)
+    if rough > MAX_PARAMETERS:
+        raise InvalidConfig(f"This configuration has about {rough:.2g} parameters, over the calculator's limit of 10^13.",
+                            "The largest models trained so far are around 10^12; check for a typo.")
+    mt = a.model_type
+    if mt == "distilbert":
+        tensors = _distilbert(a, head)
+    elif mt == "xlnet":
+        tensors = _xlnet(a, head)
+    elif mt == "gpt2":
+        tensors = _gpt2(a, head)
+    else:
+        tensors = _encoder(a)
+        pooled = (head == "base" and mt != "electra") or (head == "pretraining" and mt in ("bert", "albert"))
+        if pooled:
+            tensors += _pooler(a)
+        if head in ("masked-lm", "causal-lm") or (head == "pretraining" and mt != "electra"):
+            name = {"bert": "cls.predictions.transform", "roberta": "lm_head", "albert": "predictions",
+                    "electra": "generator_predictions"}[mt]
+            tensors += _mlm_head(a, a.embedding, name)
+        if head == "pretraining" and mt == "bert":
+            tensors += _linear("head", "NSP head", "cls.seq_relationship", a.hidden, 2)
+        if head == "pretraining" and mt == "albert":
+            tensors += _linear("head", "SOP head", "sop_classifier.classifier", a.hidden, 2)
+        if head == "pretraining" and mt == "electra":
+            tensors += [*_linear("head", "discriminator head", "discriminator_predictions.dense", a.hidden, a.hidden),
+                        *_linear("head", "discriminator head", "discriminator_predictions.dense_prediction", a.hidden, 1)]
+    return Breakdown(a, head, tuple(tensors))
+
+
+def count_parameters(config: Any, head: str | None = None) -> int:
+    """Exact number of parameters of the transformers model for ``config`` with ``head`` (tied once)."""
+    return parameter_breakdown(config, head).total
+
+
+def albert_saving(config: Any) -> dict[str, int]:
+    """What ALBERT's two ideas save against the same shape without them (base model, pooler included).
+
+    Returns parameters of: ``bert_like`` (E = H, no sharing), ``factorized`` (E as given, no sharing),
+    ``shared`` (E = H, layers shared as given), ``albert`` (both). Without factorisation there is no
+    E→H projection either, as in BERT.
+    """
+    a = arch_of(config)
+    if a.model_type != "albert":
+        raise UnsupportedArchitecture("ALBERT's saving needs an ALBERT configuration.")
+    from dataclasses import replace
+
+    unshared = {"groups": a.layers, "inner": 1}
+    projection = a.hidden * a.hidden + a.hidden
+    return {
+        "bert_like": count_parameters(replace(a, embedding=a.hidden, **unshared)) - projection,
+        "factorized": count_parameters(replace(a, **unshared)),
+        "shared": count_parameters(replace(a, embedding=a.hidden)) - projection,
+        "albert": count_parameters(a),
+    }

@@ -1,0 +1,161 @@
+"""Exact parameter counts (against transformers on the meta device) and their breakdown."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+import pytest
+
+from analysis import params
+from analysis.params import ARCH_HEADS, count_parameters, parameter_breakdown
+from models import registry
+from models.errors import InvalidConfig, UnsupportedArchitecture
+
+CLASSES = {"base": "AutoModel", "masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM",
+           "pretraining": "AutoModelForPreTraining", "xlnet-lm": "XLNetLMHeadModel"}
+
+
+def real_count(config: dict, head: str) -> tuple[int, str]:
+    """sum(p.numel()) of the transformers model, built on the meta device (no memory)."""
+    import torch
+    import transformers
+
+    cfg = dict(config)
+    model_type = cfg.pop("model_type")
+    if head == "causal-lm" and model_type not in ("gpt2", "xlnet"):
+        cfg["is_decoder"] = True  # what BertLMHeadModel & co. expect
+    conf = transformers.AutoConfig.for_model(model_type, **cfg)
+    cls = getattr(transformers, CLASSES[head])
+    with torch.device("meta"):
+        model = cls(conf) if head == "xlnet-lm" else cls.from_config(conf)
+    return sum(p.numel() for p in model.parameters()), type(model).__name__
+
+
+CASES = [(card.id, head) for card in registry.loadable() for head in ARCH_HEADS[card.config["model_type"]]]
+
+
+@pytest.mark.parametrize(("model_id", "head"), CASES, ids=[f"{m}:{h}" for m, h in CASES])
+def test_exact_for_every_catalog_config_and_head(model_id: str, head: str) -> None:
+    config = registry.get(model_id).config
+    expected, cls = real_count(config, head)
+    assert count_parameters(config, head) == expected, cls
+
+
+TINY_VARIANTS = [
+    {"model_type": "albert", "vocab_size": 99, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 6,
+     "num_attention_heads": 4, "intermediate_size": 37, "num_hidden_groups": 3, "inner_group_num": 2},
+    {"model_type": "albert", "vocab_size": 99, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 4,
+     "num_attention_heads": 4, "intermediate_size": 37, "tie_word_embeddings": False},
+    {"model_type": "electra", "vocab_size": 99, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+     "num_attention_heads": 4, "intermediate_size": 37},
+    {"model_type": "electra", "vocab_size": 99, "embedding_size": 32, "hidden_size": 32, "num_hidden_layers": 2,
+     "num_attention_heads": 4, "intermediate_size": 37, "type_vocab_size": 3},
+    {"model_type": "gpt2", "vocab_size": 99, "n_embd": 32, "n_layer": 3, "n_head": 4, "n_positions": 40, "n_inner": 50},
+    {"model_type": "gpt2", "vocab_size": 99, "n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 40, "tie_word_embeddings": False},
+    {"model_type": "xlnet", "vocab_size": 99, "d_model": 32, "n_layer": 2, "n_head": 4, "d_inner": 37},
+    {"model_type": "xlnet", "vocab_size": 99, "d_model": 32, "n_layer": 2, "n_head": 4, "d_inner": 37, "tie_word_embeddings": False},
+    {"model_type": "distilbert", "vocab_size": 99, "dim": 32, "n_layers": 3, "n_heads": 4, "hidden_dim": 37, "max_position_embeddings": 40},
+    {"model_type": "roberta", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "intermediate_size": 37, "max_position_embeddings": 42, "type_vocab_size": 1},
+    {"model_type": "bert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "intermediate_size": 37, "tie_word_embeddings": False},
+    {"model_type": "roberta", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "intermediate_size": 37, "tie_word_embeddings": False},
+    {"model_type": "electra", "vocab_size": 99, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
+     "num_attention_heads": 4, "intermediate_size": 37, "tie_word_embeddings": False},
+    {"model_type": "distilbert", "vocab_size": 99, "dim": 32, "n_layers": 3, "n_heads": 4, "hidden_dim": 37, "tie_word_embeddings": False},
+]
+TINY_CASES = [(i, h) for i, c in enumerate(TINY_VARIANTS) for h in ARCH_HEADS[c["model_type"]]]
+
+
+@pytest.mark.parametrize(("index", "head"), TINY_CASES, ids=[f"{TINY_VARIANTS[i]['model_type']}{i}:{h}" for i, h in TINY_CASES])
+def test_exact_for_tiny_configs_with_sharing_projection_and_untied_heads(index: int, head: str) -> None:
+    config = TINY_VARIANTS[index]
+    assert count_parameters(config, head) == real_count(config, head)[0]
+
+
+def test_a_transformers_config_object_counts_the_same_as_its_dict() -> None:
+    import transformers
+
+    conf = transformers.AlbertConfig(**{k: v for k, v in registry.get("albert-base-v2").config.items() if k != "model_type"})
+    assert count_parameters(conf) == registry.get("albert-base-v2").parameters == count_parameters(registry.get("albert-base-v2").config)
+
+
+@pytest.mark.parametrize("model_type", list(params.DEFAULTS))
+def test_defaults_match_the_transformers_config_classes(model_type: str) -> None:
+    import transformers
+
+    conf = transformers.AutoConfig.for_model(model_type).to_dict()
+    for key, value in params.DEFAULTS[model_type].items():
+        assert conf.get(key) == value, key
+
+
+def test_breakdown_names_the_parts_and_sums_to_the_total() -> None:
+    bd = parameter_breakdown(registry.get("bert-base-uncased").config, "pretraining")
+    parts = bd.by_part()
+    assert sum(parts.values()) == bd.total == sum(r["parameters"] for r in bd.rows())
+    assert parts["word embeddings"] == 30522 * 768
+    assert parts["position embeddings"] == 512 * 768 and parts["token type embeddings"] == 2 * 768
+    for q in ("attention Q", "attention K", "attention V", "attention output"):
+        assert parts[q] == 12 * (768 * 768 + 768)
+    assert parts["feed-forward"] == 12 * (2 * 768 * 3072 + 3072 + 768)
+    assert parts["pooler"] == 768 * 768 + 768 and parts["NSP head"] == 768 * 2 + 2
+    # the MLM decoder is tied to the word embeddings: only its bias and the transform are new
+    assert parts["MLM head"] == 768 * 768 + 768 + 2 * 768 + 30522
+    assert bd.non_embedding == bd.total - (30522 + 512 + 2) * 768
+
+
+def test_non_embedding_count_is_close_to_kaplans_12_l_d2() -> None:
+    bd = parameter_breakdown(registry.get("gpt2-medium").config)
+    approx = 12 * 24 * 1024**2
+    assert abs(bd.non_embedding - approx) / approx < 0.01
+
+
+def test_albert_saving_reproduces_the_papers_table_1() -> None:
+    """ALBERT paper Table 1: BERT-large 334M vs ALBERT-large 18M (E=128, all layers shared)."""
+    s = params.albert_saving(registry.get("albert-large-v2").config)
+    assert s["bert_like"] > 330e6 and round(s["albert"] / 1e6) == 18
+    assert s["albert"] < s["factorized"] < s["bert_like"] and s["albert"] < s["shared"] < s["bert_like"]
+    # factorising V×H into V×E + E×H saves exactly (V+P+T)·(H−E) + 2(H−E) − (E·H + H)
+    a = params.arch_of(registry.get("albert-large-v2").config)
+    emb_rows = a.vocab + a.positions + a.token_types
+    saved = emb_rows * (a.hidden - a.embedding) + 2 * (a.hidden - a.embedding) - (a.embedding * a.hidden + a.hidden)
+    assert s["shared"] - s["albert"] == saved
+
+
+@pytest.mark.parametrize(("change", "error", "words"), [
+    ({"num_attention_heads": 7}, InvalidConfig, "do not divide"),
+    ({"hidden_size": 0}, InvalidConfig, "at least 1"),
+    ({"hidden_size": -768}, InvalidConfig, "at least 1"),
+    ({"num_hidden_layers": 2.5}, InvalidConfig, "whole number"),
+    ({"vocab_size": "lots"}, InvalidConfig, "whole number"),
+    ({"hidden_size": 10**7, "num_attention_heads": 10}, InvalidConfig, "limit"),
+    ({"model_type": "t5"}, UnsupportedArchitecture, "Unknown architecture"),
+])
+def test_bad_configs_raise_clear_errors(change: dict, error: type, words: str) -> None:
+    config = {**registry.get("bert-base-uncased").config, **change}
+    with pytest.raises(error, match=words):
+        count_parameters(config)
+
+
+def test_a_head_the_architecture_lacks_is_refused() -> None:
+    with pytest.raises(UnsupportedArchitecture, match="no masked-lm head"):
+        count_parameters(registry.get("gpt2").config, "masked-lm")
+    with pytest.raises(UnsupportedArchitecture, match="Unknown head"):
+        count_parameters(registry.get("gpt2").config, "nsp")
+
+
+def test_arch_is_accepted_directly_and_albert_groups_cannot_exceed_layers() -> None:
+    a = params.arch_of(registry.get("albert-base-v2").config)
+    assert count_parameters(a) == registry.get("albert-base-v2").parameters
+    assert count_parameters(replace(a, groups=12)) > 11 * count_parameters(a) / 2  # 12 unshared layers
+    with pytest.raises(InvalidConfig, match="more hidden groups"):
+        count_parameters({**registry.get("albert-base-v2").config, "num_hidden_groups": 13})
+
+
+def test_importing_the_calculators_does_not_import_torch() -> None:
+    import subprocess
+
+    code = "import sys, analysis.params, analysis.memory; sys.exit(1 if 'torch' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=str(__import__("pathlib").Path(__file__).parent.parent)).returncode == 0
