@@ -182,8 +182,9 @@ def model_state_bytes(model: Any, setup: TrainingSetup = TrainingSetup()) -> Mem
         "optimizer step counters": steps / (nd if z >= 1 else 1),
     }
     comp = {k: math.ceil(v / t) for k, v in comp.items() if v}
-    # Exact when nothing is approximated: no tensor parallelism, no 8-bit block scales, shapes known for Adafactor.
-    approximate = t > 1 or opt.state_bytes == 1 or (opt.factored and bd is None)
+    # Exact when nothing is approximated: no tensor parallelism, no 8-bit block scales, shapes known for
+    # Adafactor, no ZeRO partitioning (which pads its shards to an alignment).
+    approximate = t > 1 or opt.state_bytes == 1 or (opt.factored and bd is None) or (z > 0 and nd > 1)
     if t > 1:
         notes.append("Tensor parallelism: model states divided by t; layer norms and some biases are really replicated (small).")
     if opt.state_bytes == 1:

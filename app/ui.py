@@ -161,10 +161,19 @@ def restore_url_state(defaults: dict[str, Any], allowed: dict[str, Any] | None =
     """
     allowed = allowed or {}
     ignored = []
+    shadow = st.session_state.setdefault("_url_shadow", {})
     for key, default in defaults.items():
         if key in st.session_state:
+            # Re-assigning marks the value as set by the app, so a widget that comes back after a run
+            # that did not draw it (an early st.stop(), another page) shows it instead of its default.
+            st.session_state[key] = st.session_state[key]
             continue
         value = default
+        if key in shadow:
+            # Streamlit forgets a widget's value when a run ends without drawing it (an early st.stop()):
+            # the shadow copy, which is not a widget key, brings it back.
+            st.session_state[key] = shadow[key]
+            continue
         if key in st.query_params:
             try:
                 value = _parse(st.query_params[key], default)
@@ -181,9 +190,15 @@ def restore_url_state(defaults: dict[str, Any], allowed: dict[str, Any] | None =
 
 
 def save_url_state(defaults: dict[str, Any]) -> None:
-    """Write the widgets' values that differ from their defaults into the URL, so a link restores the page."""
+    """Write the widgets' values that differ from their defaults into the URL, so a link restores the page.
+
+    Call it at the end of the page and before any ``st.stop()``; it also keeps the shadow copy
+    :func:`restore_url_state` uses.
+    """
+    shadow = st.session_state.setdefault("_url_shadow", {})
     for key, default in defaults.items():
         value = st.session_state.get(key, default)
+        shadow[key] = value
         if value == default:
             if key in st.query_params:
                 del st.query_params[key]

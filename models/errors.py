@@ -67,3 +67,11 @@ class InvalidConfig(ExplorerError, ValueError):
 
 class UnsupportedArchitecture(ExplorerError, ValueError):
     """A ``model_type`` (or a head) the calculators do not know."""
+
+
+class InvalidData(ExplorerError, ValueError):
+    """Data points a fit cannot use: too few, not numbers, not positive, no spread."""
+
+
+class FitFailed(ExplorerError, RuntimeError):
+    """A non-linear fit that did not converge from any starting point."""

@@ -124,7 +124,7 @@ def test_calculator_counts_the_preset_exactly_and_follows_edits() -> None:
 
     at = calc_page()
     assert at.title[0].value == "Size, memory & compute"
-    assert metric(at, "Parameters (exact)") == f"{count_parameters(registry.get('bert-base-uncased').config, 'pretraining'):,}"
+    assert metric(at, "Parameters") == f"{count_parameters(registry.get('bert-base-uncased').config, 'pretraining'):,}"
     at.selectbox(key="sz_preset").set_value("albert-base-v2").run()
     assert not at.exception
     assert at.number_input(key="sz_emb").value == 128 and at.session_state["sz_type"] == "albert"
@@ -162,4 +162,38 @@ def test_calculator_bad_inputs_are_messages() -> None:
     at = calc_page(sz_seq="4096")
     assert not at.exception
     assert any("longer than the model's 512 positions" in e.value for e in at.error)
-    assert metric(at, "Parameters (exact)")
+    assert metric(at, "Parameters")
+
+
+def test_scaling_page_fits_the_default_data_set_with_uncertainty() -> None:
+    from analysis import scaling
+
+    at = run("views/scaling.py")
+    assert at.title[0].value == "Scaling laws"
+    text = markdown(at)
+    df = scaling.load_dataset("bert_size_ablation")
+    expected = scaling.fit("power", df["parameters"], df["lm_ppl"], bootstrap=200)
+    assert f"α = {expected.params['alpha']:.4f}** ± {expected.stderr()['alpha']:.4f}" in text
+    assert "Devlin et al. 2019" in text  # the data's source is shown
+    alloc = at.dataframe[-2].value
+    assert list(alloc["law"]) == ["Chinchilla L(N, D)", "Chinchilla replication L(N, D)", "Kaplan"]
+
+
+def test_scaling_page_state_in_the_url_and_switching_laws() -> None:
+    at = run("views/scaling.py", sc_ds="albert_configs", sc_transform="100 − y (error)", sc_boot="0")
+    assert at.selectbox(key="sc_ds").value == "albert_configs" and not at.error
+    assert "(no bootstrap)" in markdown(at)
+    at.selectbox(key="sc_law").set_value("power_const").run()
+    assert not at.exception and "L_∞ + A·x^(−α)** fitted to 6 points" in markdown(at)
+    assert at.query_params["sc_law"] == "power_const"
+
+
+def test_scaling_page_bad_choices_are_messages() -> None:
+    # three RoBERTa points cannot pin a three-parameter law
+    at = run("views/scaling.py", sc_ds="roberta_batch_size", sc_law="power_const")
+    assert any("needs at least 4 points; there are 3" in e.value for e in at.error)
+    at = run("views/scaling.py", sc_ds="nonsense", sc_boot="-5")
+    assert "ds, boot" in at.warning[0].value
+    # L(N, D) on Megatron's four configurations: too few points for five parameters
+    at = run("views/scaling.py", sc_ds="megatron_sizes", sc_law="chinchilla")
+    assert any("needs at least 6 points; there are 4" in e.value for e in at.error)

@@ -27,7 +27,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 # url path -> text the page must show once drawn
 PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
-         "calculator": "where the bytes go"}
+         "calculator": "where the bytes go", "scaling": "read its exponent with an error bar"}
 
 
 def _free_port() -> int:
@@ -149,4 +149,23 @@ def test_calculator_tabs_charts_and_a_bad_link(server: str, browser) -> None:
     assert page.get_by_text("were not valid and were reset").count() == 1
     assert page.locator('[data-testid="stException"]').count() == 0 and "Traceback" not in page.inner_text("body")
     page.screenshot(path=str(SHOTS / "calculator-bad-link.png"))
+    page.close()
+
+
+def test_scaling_page_fits_an_uploaded_csv_and_rejects_a_bad_one(server: str, browser, tmp_path: Path) -> None:
+    page, _ = open_page(browser, f"{server}/scaling", PAGES["scaling"])
+    page.locator(".js-plotly-plot .scatterlayer .point").first.wait_for(timeout=30_000)
+    page.get_by_text("Your CSV", exact=True).click()
+    good = tmp_path / "mine.csv"
+    good.write_text("params,loss\n1e6,5.0\n1e7,4.1\n1e8,3.4\n1e9,2.8\n1e10,2.3\n")
+    page.locator('input[type="file"]').set_input_files(str(good))
+    page.get_by_text("fitted to 5 points").wait_for(timeout=60_000)
+    # widgets that were not drawn while no file was chosen come back with their values, not their defaults
+    assert page.get_by_role("spinbutton", name="Bootstrap resamples").input_value() == "200"
+    page.screenshot(path=str(SHOTS / "scaling-upload.png"))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("params,loss\n0,5.0\n1e7,four\n1e8,3.4\n")
+    page.locator('input[type="file"]').set_input_files(str(bad))
+    page.get_by_text("at least two columns that are numbers").wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0 and "Traceback" not in page.inner_text("body")
     page.close()

@@ -142,9 +142,9 @@ except ExplorerError as err:
 card = PRESETS.get(st.session_state["sz_preset"])
 edited = card is not None and arch_of(config) != arch_of(card.config)
 m1, m2, m3, m4 = st.columns(4)
-m1.metric("Parameters (exact)", f"{bd.total:,}", help="Equal to sum(p.numel()) of the transformers model from this config.")
+m1.metric("Parameters", f"{bd.total:,}", help="Equal to sum(p.numel()) of the transformers model from this config.")
 m2.metric("Non-embedding N", f"{bd.non_embedding:,}", help="Kaplan et al. 2020's N: without the word/position/type embedding tables.")
-m3.metric("Embedding tables", f"{bd.embedding / bd.total:.1%}", help=f"{bd.embedding:,} parameters")
+m3.metric("Embeddings", f"{bd.embedding / bd.total:.1%}", help=f"{bd.embedding:,} parameters")
 m4.metric("fp32 weights", calc.human_bytes(bd.total * 4))
 if card is not None:
     st.caption(f"{card.id}: the paper reports {card.parameters_reported} ({card.paper}, arXiv {card.arxiv})."

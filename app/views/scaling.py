@@ -1,0 +1,180 @@
+"""Scaling-law lab: fit, compare and extrapolate power laws on published points or your own. No torch."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from analysis import scaling
+from analysis import scaling_plots as plots
+from app import ui
+from models.errors import ExplorerError
+
+MAX_UPLOAD_BYTES, MAX_ROWS = scaling.MAX_CSV_BYTES, scaling.MAX_CSV_ROWS
+DEFAULTS = {"sc_src": "built-in", "sc_ds": "bert_size_ablation", "sc_x": "", "sc_y": "", "sc_x2": "", "sc_law": "power",
+            "sc_transform": "as is", "sc_extra": 0.0, "sc_boot": 200, "sc_budget": 5.76e23}
+ALLOWED = {"sc_src": ["built-in", "upload"], "sc_ds": list(scaling.DATASETS), "sc_law": list(scaling.LAWS),
+           "sc_transform": ["as is", "100 − y (error)"], "sc_boot": (0, 1000), "sc_extra": (0.0, 1e30), "sc_budget": (1e15, 1e30)}
+LAW_LABELS = {"power": "L(x) = (x_c / x)^α", "power_const": "L(x) = L_∞ + A·x^(−α)", "chinchilla": "L(N, D) = E + A/N^α + B/D^β"}
+
+
+@st.cache_data(show_spinner="Fitting…", max_entries=64)
+def run_fit(law: str, x: tuple, y: tuple, boot: int) -> scaling.Fit:
+    return scaling.fit(law, np.array(x, dtype=object), list(y), bootstrap=boot)
+
+
+@st.cache_data(show_spinner=False)
+def builtin(key: str) -> pd.DataFrame:
+    return scaling.load_dataset(key)
+
+
+def pick(key: str, options: list[str], default: str) -> None:
+    """Keep a column choice valid when the table changes."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default if default in options else options[0]
+
+
+ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
+st.title("Scaling laws")
+st.markdown("#### Put points on log-log axes, fit a law, read its exponent with an error bar, extrapolate")
+if ignored:
+    st.warning("Some values in this link were not valid and were reset: " + ", ".join(k.removeprefix("sc_") for k in ignored) + ".",
+               icon=":material/link_off:")
+
+# ------------------------------------------------------------------------------------ the data
+src = st.segmented_control("Data", ["built-in", "upload"], key="sc_src",
+                           format_func={"built-in": "Built-in data set", "upload": "Your CSV"}.get) or "built-in"
+if src == "built-in":
+    st.selectbox("Data set (from the lecture slides)", list(scaling.DATASETS), key="sc_ds",
+                 format_func=lambda k: scaling.DATASETS[k].title)
+    ds = scaling.DATASETS[st.session_state["sc_ds"]]
+    st.caption(ds.description)
+    table, editor_key, defaults = builtin(ds.key), f"sc_edit_{ds.key}", (ds.x, ds.y, ds.law)
+else:
+    upload = st.file_uploader(f"CSV with a header row (at most {MAX_ROWS:,} rows, {MAX_UPLOAD_BYTES // 2**20} MB)", type=["csv"],
+                              key="sc_upload")
+    if upload is None:
+        st.info("Upload a CSV with at least two numeric columns (for example parameters and loss), or pick a built-in data set.")
+        ui.save_url_state(DEFAULTS)
+        st.stop()
+    try:
+        table = scaling.read_csv(upload.getvalue())
+    except ExplorerError as err:
+        ui.show_error(err)
+        ui.save_url_state(DEFAULTS)
+        st.stop()
+    editor_key, defaults = f"sc_edit_upload_{upload.file_id}", ("", "", "power")
+
+with st.expander("The table (edit cells, add or delete rows; the fit follows)", expanded=src == "upload"):
+    data = st.data_editor(table, key=editor_key, num_rows="dynamic", width="stretch", hide_index=True)
+    st.caption("Edits stay in this browser tab; a shared link restores the data set and choices, not your edits — download the CSV to keep them.")
+
+numeric = scaling.numeric_columns(data)
+if len(numeric) < 2:
+    st.error("**The table needs at least two columns that are numbers on every row.** "
+             f"Numeric now: {', '.join(numeric) or 'none'}. Fix the cells with text or leave them out.", icon=":material/error:")
+    ui.save_url_state(DEFAULTS)
+    st.stop()
+
+# ------------------------------------------------------------------------------------ the law
+c = st.columns([2, 2, 3, 2])
+pick("sc_x", numeric, defaults[0])
+pick("sc_y", numeric, defaults[1] if defaults[1] else numeric[-1])
+c[0].selectbox("x", numeric, key="sc_x")
+c[1].selectbox("y", numeric, key="sc_y")
+c[2].selectbox("Law", list(scaling.LAWS), key="sc_law", format_func=LAW_LABELS.get)
+c[3].selectbox("y as", ["as is", "100 − y (error)"], key="sc_transform",
+               help="Accuracy rises with scale; its error 100 − y falls like a loss and fits a power law.")
+law = st.session_state["sc_law"]
+if law == "chinchilla":
+    pick("sc_x2", numeric, numeric[1] if numeric[0] == st.session_state["sc_x"] else numeric[0])
+    st.selectbox("Second variable D (tokens); x is N (parameters)", numeric, key="sc_x2")
+c = st.columns([2, 2, 3])
+c[0].number_input("Extrapolate to x", min_value=0.0, key="sc_extra", format="%.4g",
+                  help="0: ten times the largest x. The point and its band are drawn on the chart.")
+c[1].number_input("Bootstrap resamples", 0, 1000, key="sc_boot", step=50, help="For standard errors and the band; 0 is fastest.")
+
+s = st.session_state
+y_raw = pd.to_numeric(data[s["sc_y"]], errors="coerce")
+y = 100 - y_raw if s["sc_transform"] != "as is" else y_raw
+x_cols = [s["sc_x"], s["sc_x2"]] if law == "chinchilla" else [s["sc_x"]]
+x = data[x_cols].apply(pd.to_numeric, errors="coerce").to_numpy()
+x_arg = tuple(map(tuple, x)) if law == "chinchilla" else tuple(x[:, 0])
+labels = [str(v) for v in data[data.columns[0]]] if data.columns[0] not in numeric and len(data) <= 30 else None
+y_label = s["sc_y"] if s["sc_transform"] == "as is" else f"100 − {s['sc_y']}"
+
+try:
+    f = run_fit(law, x_arg, tuple(y), int(s["sc_boot"]))
+except ExplorerError as err:
+    ui.show_error(err)
+    f = None
+
+if f is not None:
+    x_max = float(np.max(f.x if f.x.ndim == 1 else f.x[:, 0]))
+    x_to = s["sc_extra"] if s["sc_extra"] > x_max else 10 * x_max
+    left, right = st.columns([3, 2])
+    if f.x.ndim == 1:
+        fig = plots.fit_figure(f, s["sc_x"], y_label, x_to, labels=labels)
+        left.plotly_chart(fig, width="stretch", key="sc_plot")
+        left.plotly_chart(plots.residual_figure(f, s["sc_x"]), width="stretch", key="sc_resid")
+    else:
+        fig = plots.residual_figure(f, s["sc_x"])
+        left.markdown("**Residuals against N** (a two-variable law has no single curve to draw)")
+        left.plotly_chart(fig, width="stretch", key="sc_resid")
+    with right:
+        st.markdown(f"**{f.formula}** fitted to {len(f.y)} points")
+        params = pd.DataFrame(f.table())
+        st.dataframe(params.map(plots.describe), hide_index=True, width="stretch")
+        se = f.stderr().get("alpha", float("nan"))
+        st.markdown(f"Exponent **α = {f.params['alpha']:.4f}**" + (f" ± {se:.4f}" if np.isfinite(se) else " (no bootstrap)")
+                    + f" · residuals {100 * f.rmse_log:.2f}% RMS · R² (log) {f.r2_log:.4f}")
+        if f.x.ndim == 1:
+            y_to = float(f.predict(np.array([x_to]))[0])
+            lo, hi = f.band(np.array([x_to]))
+            st.markdown(f"At x = {x_to:.4g}: **{y_to:.4g}** ({lo[0]:.4g} – {hi[0]:.4g}, 95% band)")
+        st.caption(f"Robust fit: Huber loss on log residuals (δ = {f.huber_delta:g}, as Hoffmann et al. 2022), "
+                   f"best of {f.starts} start(s); uncertainty from {0 if f.boot is None else len(f.boot)} bootstrap resamples.")
+        if len(f.y) <= len(scaling.LAWS[law].params) + 2:
+            st.warning(f"Only {len(f.y)} points for {len(scaling.LAWS[law].params)} parameters: read the error bars, not the digits.",
+                       icon=":material/warning:")
+        curve = plots.curve_frame(f, x_to) if f.x.ndim == 1 else pd.DataFrame({"x": f.x[:, 0], "residual": f.residuals})
+        d1, d2, d3 = st.columns(3)
+        d1.download_button("Curve CSV", curve.to_csv(index=False).encode(), "scaling-fit.csv", "text/csv", key="sc_dl_csv",
+                           icon=":material/download:")
+        d2.download_button("Fit JSON", json.dumps(f.to_dict(), indent=2).encode(), "scaling-fit.json", "application/json",
+                           key="sc_dl_json", icon=":material/download:")
+        d3.download_button("Plot HTML", plots.figure_html(fig).encode(), "scaling-plot.html", "text/html", key="sc_dl_html",
+                           icon=":material/download:", help="Works offline: plotly.js is inside the file.")
+    if src == "built-in":
+        sources = sorted(set(data["source"].dropna())) if "source" in data else []
+        st.caption("Source: " + " · ".join(sources))
+
+# ------------------------------------------------------------------------------------ compute budget
+st.subheader("Compute-optimal allocation: how big a model, how many tokens?")
+c = st.columns([2, 5])
+c[0].number_input("Compute budget C (FLOPs)", min_value=1e15, max_value=1e30, key="sc_budget", format="%.3e",
+                  help="C = 6·N·D. Gopher and Chinchilla: 5.76e23; GPT-3: 3.14e23; BERT-large ≈ 2.7e20.")
+fitted = f.params if (f is not None and law == "chinchilla") else None
+try:
+    rows = scaling.allocations(float(s["sc_budget"]), fitted)
+except ExplorerError as err:
+    ui.show_error(err)
+else:
+    alloc = plots.allocation_frame(rows)
+    st.dataframe(alloc, hide_index=True, width="stretch", column_config={
+        "N_opt (parameters)": st.column_config.NumberColumn(format="%.3e"),
+        "D_opt (tokens)": st.column_config.NumberColumn(format="%.3e"),
+        "tokens per parameter": st.column_config.NumberColumn(format="%.1f"),
+        "predicted loss": st.column_config.NumberColumn(format="%.3f")})
+    ui.download_buttons(alloc, "compute-optimal", "sc_alloc")
+    st.caption("Chinchilla-form laws: closed form N_opt = G·(C/6)^(β/(α+β)), D_opt = G⁻¹·(C/6)^(α/(α+β)), "
+               "G = (αA/(βB))^(1/(α+β)) (Hoffmann et al. 2022, Eq. 4), checked against a numerical minimisation in the tests. "
+               "Kaplan's N is non-embedding and his C is C_min in PF-days. Fit the L(N, D) law to see your own allocation here.")
+with st.expander("Reference laws and their published constants"):
+    ref = pd.DataFrame([{"law": r.name, "formula": r.formula, "constants": ", ".join(f"{k} = {v:g}" for k, v in r.params.items()),
+                         "variables": r.variable, "source": r.source} for r in scaling.REFERENCE_LAWS.values()])
+    st.dataframe(ref, hide_index=True, width="stretch")
+    st.caption(f"For example, Chinchilla's law at N = 70B, D = 1.4T gives L = {scaling.reference_value('chinchilla', 70e9, 1.4e12):.3f} nats.")
+
+ui.save_url_state(DEFAULTS)
