@@ -75,3 +75,7 @@ class InvalidData(ExplorerError, ValueError):
 
 class FitFailed(ExplorerError, RuntimeError):
     """A non-linear fit that did not converge from any starting point."""
+
+
+class InvalidText(ExplorerError, ValueError):
+    """Input text a model cannot take: empty, or nothing left once control characters are removed."""

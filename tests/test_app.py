@@ -197,3 +197,54 @@ def test_scaling_page_bad_choices_are_messages() -> None:
     # L(N, D) on Megatron's four configurations: too few points for five parameters
     at = run("views/scaling.py", sc_ds="megatron_sizes", sc_law="chinchilla")
     assert any("needs at least 6 points; there are 4" in e.value for e in at.error)
+
+
+def test_attention_page_default_is_the_bundled_model() -> None:
+    at = run("views/attention.py")
+    assert at.title[0].value == "Attention explorer"
+    assert "**sentence-transformers/all-MiniLM-L6-v2** · 13 tokens · 6 layers × 12 heads" in markdown(at)
+    assert len(at.get("plotly_chart")) == 1 and not at.error
+    at.segmented_control(key="at_view").set_value("stats").run()
+    assert not at.exception and len(at.get("plotly_chart")) == 1
+    at.segmented_control(key="at_view").set_value("rollout").run()
+    assert not at.exception and "rollout" in markdown(at).lower()
+
+
+def test_attention_page_compares_two_tokenizers_and_keeps_state_in_the_url() -> None:
+    at = run("views/attention.py", at_model="bert-base-uncased", at_compare="1", at_model2="gpt2", at_layer="1", at_head="1",
+             at_text="Tokenizers disagree about words.")
+    assert not at.error, [e.value for e in at.error]
+    text = markdown(at)
+    assert "**bert-base-uncased**" in text and "**gpt2**" in text and "causal" in text
+    assert any(h.value == "Aligned by words" for h in at.subheader)
+    assert len(at.get("plotly_chart")) == 4  # two heatmaps, two word-aligned heatmaps
+    at.number_input(key="at_head").set_value(0).run()
+    assert "at_head" not in at.query_params and at.query_params["at_model2"] == "gpt2"
+
+
+def test_attention_page_bad_inputs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = run("views/attention.py", at_text="   ")
+    assert any("The text is empty" in e.value for e in at.error) and not at.exception
+    at = run("views/attention.py", at_text="a\x07b <script>alert(1)</script> 😀 東京", at_pair="B")
+    assert not at.exception and any("control character" in i.value for i in at.info)
+    at = run("views/attention.py", at_text="word " * 600)
+    assert any("truncated" in i.value for i in at.info)
+    at = run("views/attention.py", at_layer="99", at_head="99")  # beyond the model: clamped, not a crash
+    assert not at.exception and at.number_input(key="at_layer").value == 5
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path))
+    at = run("views/attention.py", at_model="roberta-large")
+    assert any("python -m models.fetch roberta-large" in e.value for e in at.error) and not at.exception
+
+
+@pytest.mark.parametrize("page", ["views/calculator.py", "views/scaling.py"])
+def test_model_free_pages_never_import_torch(page: str) -> None:
+    """The calculators and the scaling lab need no model: they must not pay for torch (clean interpreter)."""
+    code = (
+        "import sys; from streamlit.testing.v1 import AppTest; "
+        f"at = AppTest.from_file({ENTRY!r}, default_timeout=60).run(); at.switch_page({page!r}).run(); "
+        "assert not at.exception, at.exception; "
+        "heavy = [m for m in ('torch', 'transformers', 'sqlalchemy', 'gradio') if m in sys.modules]; "
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

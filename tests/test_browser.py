@@ -27,7 +27,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 # url path -> text the page must show once drawn
 PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
-         "calculator": "where the bytes go", "scaling": "read its exponent with an error bar"}
+         "calculator": "where the bytes go", "scaling": "read its exponent with an error bar",
+         "attention": "what each head of a real model looks at"}
 
 
 def _free_port() -> int:
@@ -168,4 +169,23 @@ def test_scaling_page_fits_an_uploaded_csv_and_rejects_a_bad_one(server: str, br
     page.locator('input[type="file"]').set_input_files(str(bad))
     page.get_by_text("at least two columns that are numbers").wait_for(timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0 and "Traceback" not in page.inner_text("body")
+    page.close()
+
+
+def test_attention_head_view_draws_offline_and_never_runs_typed_html(server: str, browser) -> None:
+    from urllib.parse import quote
+
+    text = quote("The cat <script>alert('x')</script> <img src=x onerror=alert(2)> sat.")
+    page, outside = open_page(browser, f"{server}/attention?at_view=head&at_text={text}", PAGES["attention"])
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    frame = page.frame_locator("iframe").first
+    frame.locator("svg text").first.wait_for(timeout=60_000)
+    assert frame.locator("svg *").count() > 100  # bertviz drew its lines and token boxes
+    assert frame.get_by_text("script").count() >= 1  # the typed HTML is shown as tokens
+    page.screenshot(path=str(SHOTS / "attention-head-view.png"))
+    page.get_by_text("Heatmap", exact=True).click()
+    page.locator(".js-plotly-plot .heatmaplayer").first.wait_for(timeout=30_000)
+    assert not dialogs and not outside, (dialogs, outside)
+    assert page.locator('[data-testid="stException"]').count() == 0
     page.close()

@@ -1,0 +1,163 @@
+"""Attention explorer: what each head of a real model looks at, in plotly and bertviz, offline."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from analysis import attention_plots as plots
+from app import ui
+from models import registry
+from models.attention import STAT_LABELS, AttentionResult, align, extract_attention, result_stats, rollout, stats_rows
+from models.errors import ExplorerError
+
+BUNDLED = registry.bundled_id()
+LONG = 128  # tokens above which the bertviz views hold one layer
+MODELS = [c.id for c in registry.loadable()]
+EXAMPLES = {
+    "The cat sat on the mat because it was tired.": "",
+    "The animal didn't cross the street because it was too tired.": "",
+    "The animal didn't cross the street because it was too wide.": "",
+    "A boy plays in the snow.": "A boy is outside.",
+    "The trophy would not fit in the brown suitcase because it was too big.": "",
+    "Paris is the capital of France.": "",
+}
+VIEWS = {"heatmap": "Heatmap", "head": "Head view (bertviz)", "model": "Model view (bertviz)", "stats": "Head statistics",
+         "rollout": "Rollout"}
+DEFAULTS = {"at_model": BUNDLED, "at_compare": False, "at_model2": "distilbert-base-uncased",
+            "at_text": next(iter(EXAMPLES)), "at_pair": "", "at_view": "heatmap", "at_layer": 0, "at_head": 0, "at_stat": "to_cls"}
+ALLOWED = {"at_model": MODELS, "at_model2": MODELS, "at_view": list(VIEWS), "at_stat": list(STAT_LABELS),
+           "at_layer": (0, 200), "at_head": (0, 200)}
+
+
+@st.cache_data(show_spinner="Running the model…", max_entries=32)
+def attention(model_id: str, text: str, pair: str) -> AttentionResult:
+    return extract_attention(model_id, text, pair or None)
+
+
+@st.cache_data(show_spinner="Building the offline view…", max_entries=8)
+def offline_view(model_id: str, text: str, pair: str, view: str, layer: int) -> str:
+    from models.attention_html import bertviz_html
+
+    r = attention(model_id, text, pair)
+    # Above 128 tokens the full view grows past a few MB (layers × T²): keep only the chosen layer.
+    return bertviz_html(r, view, layer=layer, only_layers=[layer] if len(r.tokens) > LONG else None)
+
+
+def use_example() -> None:
+    text = st.session_state["at_example"]
+    if text in EXAMPLES:
+        st.session_state["at_text"], st.session_state["at_pair"] = text, EXAMPLES[text]
+
+
+def model_label(mid: str) -> str:
+    status = ui.catalog_availability()[mid][0]
+    return f"{mid} · {ui.STATUS_LABELS[status]}"
+
+
+ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
+st.title("Attention explorer")
+st.markdown("#### Type a sentence and see what each head of a real model looks at")
+if ignored:
+    st.warning("Some values in this link were not valid and were reset: " + ", ".join(k.removeprefix("at_") for k in ignored) + ".",
+               icon=":material/link_off:")
+
+c = st.columns([3, 1, 3])
+c[0].selectbox("Model", MODELS, key="at_model", format_func=model_label)
+c[1].toggle("Compare", key="at_compare", help="A second model on the same text, side by side, aligned by words.")
+if st.session_state["at_compare"]:
+    c[2].selectbox("Second model", MODELS, key="at_model2", format_func=model_label)
+st.selectbox("Examples from the lectures", ["(pick one)", *EXAMPLES], key="at_example", on_change=use_example)
+c = st.columns([3, 2])
+c[0].text_area("Sentence A", key="at_text", height=80, max_chars=5000)
+c[1].text_area("Sentence B (optional: makes a sentence pair)", key="at_pair", height=80, max_chars=5000)
+
+s = st.session_state
+ids = [s["at_model"]] + ([s["at_model2"]] if s["at_compare"] else [])
+results: list[AttentionResult] = []
+for mid in ids:
+    try:
+        results.append(attention(mid, s["at_text"], s["at_pair"]))
+    except ExplorerError as err:
+        ui.show_error(err)
+if not results:
+    ui.save_url_state(DEFAULTS)
+    st.stop()
+for r in results:
+    for note in r.notices:
+        st.info(f"{r.model_id}: {note}", icon=":material/info:")
+
+first = results[0]
+st.segmented_control("View", list(VIEWS), key="at_view", format_func=VIEWS.get)
+c = st.columns([1, 1, 2, 2])
+max_layer = min(r.layers for r in results) - 1
+max_head = min(r.heads for r in results) - 1
+s["at_layer"] = min(s["at_layer"], max_layer)
+s["at_head"] = min(s["at_head"], max_head)
+c[0].number_input("Layer", 0, max_layer, key="at_layer")
+c[1].number_input("Head", 0, max_head, key="at_head")
+c[2].selectbox("Statistic", list(STAT_LABELS), key="at_stat", format_func=STAT_LABELS.get)
+view, li, hi = s["at_view"] or "heatmap", s["at_layer"], s["at_head"]
+
+cols = st.columns(len(results))
+for col, r in zip(cols, results, strict=True):
+    with col:
+        seg = "" if r.sentence_b_start is None else f" · pair: B starts at token {r.sentence_b_start}"
+        st.markdown(f"**{r.model_id}** · {len(r.tokens)} tokens · {r.layers} layers × {r.heads} heads"
+                    + (" · causal" if r.causal else "") + seg)
+        stats = result_stats(r)
+        key = r.model_id.replace("/", "_")
+        if view == "heatmap":
+            st.plotly_chart(plots.heatmap(r.weights[li, hi], list(r.tokens), title=f"layer {li}, head {hi}"),
+                            width="stretch", key=f"at_heat_{key}")
+        elif view in ("head", "model"):
+            html = offline_view(r.model_id, s["at_text"], s["at_pair"], view, li)
+            if len(r.tokens) > LONG:
+                st.caption(f"{len(r.tokens)} tokens: the bertviz view holds layer {li} only, to stay light. Change the layer above.")
+            st.iframe(html, height=min(2400, 90 + 23 * len(r.tokens)) if view == "head" else 900)
+            st.download_button("Download this view (offline HTML)", html.encode(), f"bertviz-{view}-{key}.html", "text/html",
+                               key=f"at_dl_html_{key}", icon=":material/download:")
+        elif view == "stats" and bool(np.all(np.isnan(stats[s["at_stat"]]))):
+            st.info(f"{r.model_id} has no token this measure needs ({STAT_LABELS[s['at_stat']]}): pick another statistic.",
+                    icon=":material/info:")
+        elif view == "stats":
+            st.plotly_chart(plots.stats_grid(stats[s["at_stat"]], STAT_LABELS[s["at_stat"]], selected=(li, hi)),
+                            width="stretch", key=f"at_stats_{key}")
+            st.caption("Measures of Clark et al. 2019, *What Does BERT Look At?*, averaged over the tokens. "
+                       "Pick a layer and head above to open it in the heatmap.")
+        else:
+            roll = rollout(r.weights)
+            st.plotly_chart(plots.heatmap(roll[li], list(r.tokens), title=f"rollout up to layer {li}", zmax=None),
+                            width="stretch", key=f"at_roll_{key}")
+            st.caption("Attention rollout (Abnar & Zuidema 2020): attention of all heads, with the residual path, "
+                       "multiplied through the layers.")
+        one = {k: float(v[li, hi]) for k, v in stats.items()}
+        st.caption(f"Layer {li}, head {hi}: " + " · ".join(f"{STAT_LABELS[k]}: {'—' if v != v else f'{v:.3f}'}" for k, v in one.items()))
+        weights_csv = pd.DataFrame([{"layer": li, "head": h, "from": i, "from_token": r.tokens[i], "to": j, "to_token": r.tokens[j],
+                                     "weight": float(r.weights[li, h, i, j])}
+                                    for h in range(r.heads) for i in range(len(r.tokens)) for j in range(len(r.tokens))])
+        d1, d2, d3 = st.columns(3)
+        d1.download_button(f"Layer {li} CSV", weights_csv.to_csv(index=False).encode(), f"attention-{key}-layer{li}.csv",
+                           "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
+        d2.download_button("Statistics CSV", pd.DataFrame(stats_rows(stats)).to_csv(index=False).encode(),
+                           f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}", icon=":material/download:")
+        d3.download_button("JSON", json.dumps(r.to_dict()).encode(), f"attention-{key}.json", "application/json",
+                           key=f"at_dl_j_{key}", icon=":material/download:")
+
+if len(results) == 2:
+    st.subheader("Aligned by words")
+    try:
+        words, a, b = align(results[0], results[1])
+    except ExplorerError as err:
+        ui.show_error(err)
+    else:
+        st.caption("Each model's tokens are merged into the words of the text (attention to a word: summed over its "
+                   "tokens; from a word: averaged), special tokens left out, so different tokenizers share one grid.")
+        w1, w2 = st.columns(2)
+        w1.plotly_chart(plots.heatmap(a[li, hi], words, title=f"{results[0].model_id}: layer {li}, head {hi}"), width="stretch",
+                        key="at_words_a")
+        w2.plotly_chart(plots.heatmap(b[li, hi], words, title=f"{results[1].model_id}: layer {li}, head {hi}"), width="stretch",
+                        key="at_words_b")
+
+ui.save_url_state(DEFAULTS)

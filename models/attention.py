@@ -1,0 +1,285 @@
+"""Real attention weights of any family member, and the analyses the Attention page shows.
+
+``extract_attention(model, text, text_pair)`` runs one forward pass with eager attention and
+returns an :class:`AttentionResult` whose ``weights`` are float32, shape (layers, heads, T, T):
+row i is where token i looks. GPT-2's upper triangle is zero (causal); XLNet gives its content
+stream. Analyses (no torch): :func:`head_stats` (Clark et al. 2019, "What Does BERT Look At?"),
+:func:`aggregate` over heads, :func:`rollout` (Abnar & Zuidema 2020), and :func:`word_attention` /
+:func:`align` to compare two tokenizers on the same text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from models.errors import AttentionUnavailable, InvalidText
+
+#: Cap for models without a position limit (XLNet's relative positions): attention is T² per head.
+DEFAULT_MAX_TOKENS = 512
+PUNCTUATION = frozenset(".,;:!?-—–()[]{}\"'`…/")
+WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    """Attention of one model on one input.
+
+    ``weights``: float32 (layers, heads, T, T), rows sum to 1. ``tokens`` are readable (``Ġ``/``▁``
+    markers removed, WordPiece ``##`` kept, special tokens kept); ``raw_tokens`` are the vocabulary's.
+    ``segments``: 0 for sentence A, 1 for B (special tokens take their neighbour's). ``words``: for
+    each token, the index of the word of the text it belongs to (None for special tokens), from
+    character offsets, so two tokenizers can be aligned.
+    """
+
+    model_id: str
+    tokens: tuple[str, ...]
+    raw_tokens: tuple[str, ...]
+    segments: tuple[int, ...]
+    special: tuple[bool, ...]
+    words: tuple[int | None, ...]
+    word_texts: tuple[str, ...]
+    weights: np.ndarray = field(repr=False)  # (L, H, T, T)
+    causal: bool = False
+    truncated: bool = False
+    input_tokens: int = 0  # tokens before truncation
+    max_tokens: int = 0
+    notices: tuple[str, ...] = ()
+    cls_like: tuple[int, ...] = ()  # positions of [CLS] / <s> / <cls>
+    sep_like: tuple[int, ...] = ()  # positions of [SEP] / </s> / <sep>
+
+    @property
+    def layers(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def heads(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def sentence_b_start(self) -> int | None:
+        return self.segments.index(1) if 1 in self.segments else None
+
+    def to_dict(self, decimals: int = 4) -> dict[str, Any]:
+        """JSON-ready: tokens, segments, and the weights rounded to ``decimals``."""
+        return {"model": self.model_id, "tokens": list(self.tokens), "segments": list(self.segments),
+                "truncated": self.truncated, "shape": list(self.weights.shape),
+                "weights": np.round(self.weights, decimals).tolist()}
+
+
+def clean_text(text: str, what: str = "text") -> tuple[str, list[str]]:
+    """Remove control and format characters (keeping tabs/newlines as spaces); refuse empty text."""
+    if not isinstance(text, str):
+        raise InvalidText(f"The {what} must be a string, not {type(text).__name__}.")
+    removed = 0
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if ch in "\t\n\r":
+            out.append(" ")
+        elif cat in ("Cc", "Cf", "Cs", "Co") and ch != "\u200d":  # keep the zero-width joiner inside emoji
+            removed += 1
+        else:
+            out.append(ch)
+    cleaned = "".join(out).strip()
+    if not cleaned:
+        raise InvalidText(f"The {what} is empty.", "Type a sentence, or pick one of the examples.")
+    notes = [f"{removed} control character(s) were removed from the {what}."] if removed else []
+    return cleaned, notes
+
+
+def readable(token: str) -> str:
+    """A vocabulary token as a person reads it: byte-level ``Ġ``/``Ċ`` and SentencePiece ``▁`` removed."""
+    shown = token.replace("Ġ", "").replace("▁", "").replace("Ċ", "\\n")
+    return shown if shown else "␣"  # a token that is only a space marker
+
+
+def _limit(model: Any, tokenizer: Any, max_tokens: int | None) -> int:
+    cfg = model.config
+    positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+    if cfg.model_type == "xlnet" or (positions is not None and positions <= 0):
+        positions = None  # XLNet: relative positions, no limit of its own (its config says -1)
+    if positions and cfg.model_type == "roberta":
+        positions -= 2  # RoBERTa's positions start after the padding index
+    tok_max = tokenizer.model_max_length if tokenizer.model_max_length and tokenizer.model_max_length < 10**6 else None
+    limits = [x for x in (positions, tok_max, max_tokens) if x]
+    return min(limits) if limits else DEFAULT_MAX_TOKENS
+
+
+def _word_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in WORD_RE.finditer(text)]
+
+
+def extract_attention(model: Any, text: str, text_pair: str | None = None, max_tokens: int | None = None) -> AttentionResult:
+    """Attention of ``model`` (a catalog id, or a ``LoadedModel`` loaded with ``attentions=True``) on ``text``.
+
+    ``text_pair`` makes a sentence pair (segments A and B). Input past the model's limit (or
+    ``max_tokens``) is truncated and the result says so (``truncated``, ``notices``).
+
+    Raises:
+        InvalidText: empty or whitespace-only text.
+        AttentionUnavailable: the model returned no attention (not loaded with eager attention).
+        models.errors.ModelUnavailable and friends: from the loader.
+    """
+    import torch
+
+    from models.loader import LoadedModel, load
+
+    lm = model if isinstance(model, LoadedModel) else load(model, attentions=True)
+    net, tok, dev = lm
+    text, notes = clean_text(text, "text")
+    pair = None
+    if text_pair is not None and text_pair.strip():
+        pair, more = clean_text(text_pair, "sentence B")
+        notes += more
+    limit = _limit(net, tok, max_tokens)
+    full = tok(text, pair, add_special_tokens=True)["input_ids"]
+    enc = tok(text, pair, truncation="longest_first" if pair else True, max_length=limit, return_tensors="pt",
+              return_offsets_mapping=True, return_token_type_ids=False)
+    offsets = enc.pop("offset_mapping")[0].tolist()
+    seq_ids = enc.sequence_ids(0)
+    truncated = len(full) > enc["input_ids"].shape[1]
+    if truncated:
+        notes.append(f"The input has {len(full)} tokens; {lm.model_id} takes {limit}, so it was truncated to the first {limit}.")
+    if pair is not None and getattr(net.config, "type_vocab_size", 0) >= 2:
+        enc["token_type_ids"] = torch.tensor([[1 if s == 1 else 0 for s in seq_ids]])
+    enc = {k: v.to(dev) for k, v in enc.items()}
+    with torch.inference_mode():
+        out = net(**enc, output_attentions=True)
+    att = getattr(out, "attentions", None)
+    t = enc["input_ids"].shape[1]
+    if not att or any(a is None or a.shape[-1] != t or a.shape[-2] != t for a in att):
+        raise AttentionUnavailable(f"{lm.model_id} returned no attention weights.",
+                                   "Load it with attentions=True (eager attention); SDPA and FlashAttention return none.")
+    weights = torch.stack([a[0] for a in att]).float().cpu().numpy()  # (L, H, T, T)
+
+    ids = enc["input_ids"][0].tolist()
+    raw = tok.convert_ids_to_tokens(ids)
+    special_ids = set(tok.all_special_ids) - {tok.unk_token_id}  # [UNK] stands for real text
+    special = [i in special_ids for i in ids]
+    segments, last = [], 0
+    for s in seq_ids:
+        last = s if s is not None else last
+        segments.append(1 if last == 1 else 0)
+    # words: by character spans of a tokenizer-independent split of each segment's text
+    spans = {0: _word_spans(text), 1: _word_spans(pair) if pair else []}
+    base = {0: 0, 1: len(spans[0])}
+    words: list[int | None] = []
+    for (start, end), s, sp in zip(offsets, seq_ids, special, strict=True):
+        if sp or s is None or end <= start:
+            words.append(None)
+            continue
+        idx = next((k for k, (a, b) in enumerate(spans[s]) if a <= start < b or (start < a < end)), None)
+        words.append(None if idx is None else base[s] + idx)
+    word_texts = tuple(text[a:b] for a, b in spans[0]) + tuple(pair[a:b] for a, b in spans[1]) if pair else \
+        tuple(text[a:b] for a, b in spans[0])
+    cls_tokens = {x for x in (tok.cls_token, tok.bos_token) if x}
+    sep_tokens = {x for x in (tok.sep_token, tok.eos_token) if x} - cls_tokens
+    causal = bool(getattr(net.config, "is_decoder", False)) or net.config.model_type == "gpt2"
+    return AttentionResult(
+        model_id=lm.model_id, tokens=tuple(readable(x) for x in raw), raw_tokens=tuple(raw), segments=tuple(segments),
+        special=tuple(special), words=tuple(words), word_texts=word_texts, weights=weights, causal=causal,
+        truncated=truncated, input_tokens=len(full), max_tokens=limit, notices=tuple(notes),
+        cls_like=tuple(i for i, x in enumerate(raw) if x in cls_tokens and special[i]),
+        sep_like=tuple(i for i, x in enumerate(raw) if x in sep_tokens and special[i]))
+
+
+# ------------------------------------------------------------------------------------------ analyses
+
+STAT_LABELS = {
+    "entropy": "entropy (nats)", "to_cls": "to [CLS]/<s>", "to_sep": "to [SEP]/</s>", "to_self": "to itself",
+    "to_prev": "to previous token", "to_next": "to next token", "to_punct": "to punctuation", "distance": "mean distance (tokens)",
+}
+
+
+def head_stats(weights: np.ndarray, tokens: tuple[str, ...] | list[str], cls_like=(), sep_like=()) -> dict[str, np.ndarray]:
+    """Per layer and head (each value (L, H)), the measures of Clark et al. 2019:
+
+    entropy of each row (nats, averaged over rows); average share of attention to [CLS]-like,
+    [SEP]-like, itself, the previous and the next token, punctuation; mean attention distance
+    Σ_j a_ij·|i − j| averaged over rows. A measure with no such token (no [CLS] in GPT-2) is NaN.
+    """
+    w = np.asarray(weights, dtype=np.float64)  # (L, H, T, T)
+    t = w.shape[-1]
+    idx = np.arange(t)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -np.nansum(np.where(w > 0, w * np.log(w), 0.0), axis=-1).mean(axis=-1)
+    nan = np.full(w.shape[:2], np.nan)
+    punct = [i for i, x in enumerate(tokens) if x and all(c in PUNCTUATION for c in x)]
+    return {
+        "entropy": ent,
+        "to_cls": w[..., list(cls_like)].sum(-1).mean(-1) if cls_like else nan,
+        "to_sep": w[..., list(sep_like)].sum(-1).mean(-1) if sep_like else nan,
+        "to_self": np.diagonal(w, axis1=-2, axis2=-1).mean(-1),
+        "to_prev": w[..., idx[1:], idx[:-1]].mean(-1) if t > 1 else nan,
+        "to_next": w[..., idx[:-1], idx[1:]].mean(-1) if t > 1 else nan,
+        "to_punct": w[..., punct].sum(-1).mean(-1) if punct else nan,
+        "distance": (w * np.abs(idx[:, None] - idx[None, :])).sum(-1).mean(-1),
+    }
+
+
+def result_stats(r: AttentionResult) -> dict[str, np.ndarray]:
+    return head_stats(r.weights, r.tokens, r.cls_like, r.sep_like)
+
+
+def stats_rows(stats: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """One row per (layer, head) with every measure: ready for a data frame or CSV."""
+    layers, heads = next(iter(stats.values())).shape
+    return [{"layer": li, "head": hi, **{k: float(v[li, hi]) for k, v in stats.items()}} for li in range(layers) for hi in range(heads)]
+
+
+def aggregate(weights: np.ndarray, how: str = "mean") -> np.ndarray:
+    """Attention combined over heads, (L, T, T): ``mean`` or ``max``."""
+    if how not in ("mean", "max"):
+        raise ValueError(f"how must be 'mean' or 'max', not {how!r}")
+    return weights.mean(axis=1) if how == "mean" else weights.max(axis=1)
+
+
+def rollout(weights: np.ndarray, residual: float = 0.5) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020), (L, T, T): R_l = Â_l · R_(l−1), with
+    Â_l = residual·I + (1 − residual)·mean_heads(A_l), rows renormalised. Row i of R_l says how
+    much token i's representation at layer l draws on each input token."""
+    a = weights.mean(axis=1).astype(np.float64)  # (L, T, T)
+    t = a.shape[-1]
+    out = np.empty_like(a)
+    r = np.eye(t)
+    for li in range(a.shape[0]):
+        hat = residual * np.eye(t) + (1 - residual) * a[li]
+        hat /= hat.sum(axis=-1, keepdims=True)
+        r = hat @ r
+        out[li] = r
+    return out
+
+
+def word_attention(r: AttentionResult) -> tuple[list[str], np.ndarray]:
+    """Attention between words, (L, H, W, W): columns summed over a word's tokens (attention *to*
+    the word), rows averaged (attention *from* it), as Clark et al. 2019 do. Special tokens are
+    dropped and rows renormalised, so two tokenizers' results on the same text share one grid."""
+    ids = sorted({w for w in r.words if w is not None})
+    if not ids:
+        return [], np.zeros((r.layers, r.heads, 0, 0), dtype=np.float32)
+    member = np.array([[1.0 if w == k else 0.0 for w in r.words] for k in ids])  # (W, T)
+    to_words = r.weights @ member.T  # (L, H, T, W)
+    counts = member.sum(axis=1)
+    from_words = np.einsum("wt,lhtv->lhwv", member, to_words) / counts[:, None]  # (L, H, W, W)
+    sums = from_words.sum(axis=-1, keepdims=True)
+    from_words = np.divide(from_words, sums, out=np.zeros_like(from_words), where=sums > 0)
+    return [r.word_texts[k] for k in ids], from_words.astype(np.float32)
+
+
+def align(a: AttentionResult, b: AttentionResult) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Two results on the same text, as word-level attention on the words both cover: (words, A, B)."""
+    if a.word_texts != b.word_texts:
+        raise InvalidText("The two results are not on the same text.", "Run both models on the same sentence.")
+    _, ma = word_attention(a)
+    _, mb = word_attention(b)
+    ids_a = sorted({w for w in a.words if w is not None})
+    ids_b = sorted({w for w in b.words if w is not None})
+    common = [k for k in ids_a if k in set(ids_b)]
+    pa = [ids_a.index(k) for k in common]
+    pb = [ids_b.index(k) for k in common]
+    return [a.word_texts[k] for k in common], ma[..., pa, :][..., pa], mb[..., pb, :][..., pb]
