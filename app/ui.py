@@ -215,3 +215,10 @@ def download_buttons(df, name: str, key: str, markdown: str | None = None) -> No
                        key=f"{key}_csv", icon=":material/download:")
     c2.download_button("Download Markdown", (markdown or to_markdown(df)).encode(), f"{name}.md", "text/markdown",
                        key=f"{key}_md", icon=":material/download:")
+
+
+def warn_ignored(ignored: list[str], prefix: str) -> None:
+    """Say which values of a shared link were invalid and reset (keys as returned by restore_url_state)."""
+    if ignored:
+        st.warning("Some values in this link were not valid and were reset: "
+                   + ", ".join(k.removeprefix(prefix) for k in ignored) + ".", icon=":material/link_off:")

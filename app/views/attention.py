@@ -59,9 +59,7 @@ def model_label(mid: str) -> str:
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Attention explorer")
 st.markdown("#### Type a sentence and see what each head of a real model looks at")
-if ignored:
-    st.warning("Some values in this link were not valid and were reset: " + ", ".join(k.removeprefix("at_") for k in ignored) + ".",
-               icon=":material/link_off:")
+ui.warn_ignored(ignored, "at_")
 
 c = st.columns([3, 1, 3])
 c[0].selectbox("Model", MODELS, key="at_model", format_func=model_label)

@@ -106,9 +106,7 @@ if "sz_filled" not in st.session_state:
 
 st.title("Size, memory & compute")
 st.markdown("#### How many parameters, where the bytes go, what fits on a GPU, and what training costs")
-if ignored:
-    st.warning("Some values in this link were not valid and were reset: " + ", ".join(k.removeprefix("sz_") for k in ignored) + ".",
-               icon=":material/link_off:")
+ui.warn_ignored(ignored, "sz_")
 
 # ------------------------------------------------------------------------------------ the model
 c1, c2 = st.columns([2, 2])

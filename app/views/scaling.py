@@ -38,9 +38,7 @@ def pick(key: str, options: list[str], default: str) -> None:
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Scaling laws")
 st.markdown("#### Put points on log-log axes, fit a law, read its exponent with an error bar, extrapolate")
-if ignored:
-    st.warning("Some values in this link were not valid and were reset: " + ", ".join(k.removeprefix("sc_") for k in ignored) + ".",
-               icon=":material/link_off:")
+ui.warn_ignored(ignored, "sc_")
 
 # ------------------------------------------------------------------------------------ the data
 src = st.segmented_control("Data", ["built-in", "upload"], key="sc_src",
