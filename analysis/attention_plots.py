@@ -55,3 +55,32 @@ def stats_grid(values: np.ndarray, measure: str, title: str = "", selected: tupl
     fig.update_layout(title=title, height=max(260, 34 * layers + 120), margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
                       xaxis={"title": "head", "dtick": 1}, yaxis={"title": "layer", "dtick": 1, "autorange": "reversed"})
     return fig
+
+
+def order_path(tokens: list[str], order: list[int], targets: list[int], selected: int | None = None) -> go.Figure:
+    """The factorization order drawn as a path over the tokens (XLNet paper, Figure 1 style): tokens
+    in sentence order along x, arcs from each position to the next one in the order, numbered; targets
+    in orange, the selected position ringed, and what it is conditioned on in blue."""
+    import plotly.graph_objects as go
+
+    n = len(tokens)
+    rank = {p: r for r, p in enumerate(order)}
+    seen = set(order[: rank[selected]]) if selected in rank else set()
+    fig = go.Figure()
+    top = 0.35 + 0.12 * max((abs(order[r + 1] - order[r]) for r in range(len(order) - 1)), default=0)
+    for r in range(len(order) - 1):
+        a, b = order[r], order[r + 1]
+        xs = np.linspace(a, b, 20)
+        height = 0.35 + 0.12 * abs(b - a)
+        ys = height * np.sin(np.linspace(0, np.pi, 20)) * (1 if r % 2 == 0 else -1)
+        fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "#999", "width": 1.5}, hoverinfo="skip", showlegend=False)
+        fig.add_annotation(x=(a + b) / 2, y=ys[10], text=str(r + 1), showarrow=False, font={"size": 11, "color": "#555"})
+    colours = ["#D55E00" if p in targets else ("#0072B2" if p in seen else "#BBBBBB") for p in range(n)]
+    fig.add_scatter(x=list(range(n)), y=[0] * n, mode="markers+text", text=[label(t) for t in tokens], textposition="bottom center",
+                    marker={"size": 22, "color": colours, "line": {"color": ["black" if p == selected else "white" for p in range(n)],
+                                                                    "width": [3 if p == selected else 1 for p in range(n)]}},
+                    customdata=[rank.get(p, -1) + 1 for p in range(n)], showlegend=False,
+                    hovertemplate="position %{x}: %{text}<br>step %{customdata} of the order<extra></extra>")
+    fig.update_layout(height=300, margin={"l": 10, "r": 10, "t": 10, "b": 10}, plot_bgcolor="white",
+                      xaxis={"visible": False, "range": [-0.7, n - 0.3]}, yaxis={"visible": False, "range": [-top - 0.9, top + 0.2]})
+    return fig

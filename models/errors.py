@@ -79,3 +79,7 @@ class FitFailed(ExplorerError, RuntimeError):
 
 class InvalidText(ExplorerError, ValueError):
     """Input text a model cannot take: empty, or nothing left once control characters are removed."""
+
+
+class InvalidOrder(ExplorerError, ValueError):
+    """A factorization order that is not a permutation of the positions, or targets outside it."""

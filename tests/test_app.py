@@ -248,3 +248,34 @@ def test_model_free_pages_never_import_torch(page: str) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_permutation_page_with_the_tiny_xlnet() -> None:
+    # "is" and "a" are single tokens of both tiny tokenizers (their vocabularies are a few hundred pieces)
+    at = run("views/permutation.py", pm_kind="left-to-right", pm_k="3", pm_ny="new york is a city .", pm_first="is",
+             pm_second="a")
+    assert at.title[0].value == "Permutation LM" and not at.error, [e.value for e in at.error]
+    assert len(at.dataframe[0].value) == 3  # predictions for the last K = 3
+    later = next(m for m in at.metric if m.label.startswith("Later"))
+    assert later.value == "0"  # the self-check: a later token never moves the prediction
+    earlier = next(m for m in at.metric if m.label.startswith("Earlier"))
+    assert float(earlier.value) > 0
+    assert any("New York" in h.value for h in at.subheader) and len(at.dataframe) >= 2
+    assert "Segment recurrence" in " ".join(h.value for h in at.subheader)
+
+
+def test_permutation_page_bad_orders_and_no_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    at = run("views/permutation.py", pm_kind="custom", pm_custom="0, 0, 1")
+    assert any("not a permutation" in e.value and "repeated" in e.value for e in at.error) and not at.exception
+    at = run("views/permutation.py", pm_text="   ")
+    assert any("empty" in e.value for e in at.error)
+    import streamlit as st
+
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path))
+    monkeypatch.setenv("BFE_ONLINE", "0")
+    st.cache_data.clear()  # availability is cached for 30 s; this "machine" just lost its models
+    st.cache_resource.clear()
+    at = run("views/permutation.py", pm_text="New York is a city")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("predictions are off" in i.value for i in at.info)
+    assert len(at.get("plotly_chart")) == 3  # the order path and the two masks still work

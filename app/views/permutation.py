@@ -1,0 +1,189 @@
+"""Permutation LM lab: XLNet's factorization orders, its two streams' masks, live predictions, recurrence."""
+
+import pandas as pd
+import streamlit as st
+
+from analysis import attention_plots as plots
+from app import ui
+from models import permutation as P
+from models.errors import ExplorerError, InvalidText
+
+XLNET, BERT = "xlnet-base-cased", "bert-base-uncased"
+KINDS = {"left-to-right": "Left to right", "right-to-left": "Right to left", "random": "Random (seeded)", "custom": "Your own"}
+PARAGRAPH = ("The cat sat on the mat because it was tired. It had chased a mouse all morning. "
+             "The mouse hid under the stairs, and the cat gave up. Then it slept in the sun.")
+DEFAULTS = {"pm_text": "New York is a city .", "pm_kind": "random", "pm_seed": 0, "pm_custom": "", "pm_k": 2, "pm_target": -1,
+            "pm_ny": "New York is a city .", "pm_first": "New", "pm_second": "York", "pm_par": PARAGRAPH, "pm_seg": 8, "pm_mem": 8}
+ALLOWED = {"pm_kind": list(KINDS), "pm_seed": (0, 10**6), "pm_k": (1, P.MAX_TOKENS), "pm_target": (-1, P.MAX_TOKENS),
+           "pm_seg": (1, 64), "pm_mem": (0, 64)}
+
+
+def ready(model_id: str) -> bool:
+    """On this machine, or downloadable right now."""
+    status = ui.catalog_availability()[model_id][0]
+    if status == "download":
+        from models.loader import is_online
+
+        return is_online()
+    return status == "ready"
+
+
+@st.cache_resource(show_spinner="Loading XLNet…")
+def xlnet_lm():
+    from models.loader import load
+
+    return load(XLNET, task="xlnet-lm")
+
+
+@st.cache_data(show_spinner="Predicting…", max_entries=32)
+def predictions(text: str, order: tuple, k: int) -> list:
+    return P.predict(xlnet_lm(), text, list(order), k, top_k=5)
+
+
+@st.cache_data(show_spinner="Checking…", max_entries=32)
+def checked(text: str, order: tuple, target: int) -> P.SelfCheck:
+    return P.self_check(xlnet_lm(), text, list(order), target)
+
+
+ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
+st.title("Permutation LM")
+st.markdown("#### XLNet predicts tokens in a random order, seeing both sides, and never its own target")
+ui.warn_ignored(ignored, "pm_")
+have_xlnet = ready(XLNET)
+s = st.session_state
+
+st.text_input("Sentence", key="pm_text", max_chars=400)
+tokens, ids = None, None
+try:
+    if have_xlnet:
+        ids, tokens = P.xlnet_tokens(xlnet_lm().tokenizer, s["pm_text"])
+    else:
+        words = s["pm_text"].split()
+        if not words:
+            raise InvalidText("The sentence is empty.", "Type a sentence, for example 'New York is a city'.")
+        tokens = [*words[: P.MAX_TOKENS], "<sep>", "<cls>"]
+except ExplorerError as err:
+    ui.show_error(err)
+    ui.save_url_state(DEFAULTS)
+    st.stop()
+if not have_xlnet:
+    st.info("XLNet is not on this machine, so tokens are the sentence's words and predictions are off; the order and "
+            "masks below work the same. To get it: `python -m models.fetch xlnet-base-cased` on a machine with internet.",
+            icon=":material/info:")
+
+n = len(tokens) - 2
+c = st.columns([4, 1, 3])
+c[0].segmented_control("Factorization order", list(KINDS), key="pm_kind", format_func=KINDS.get)
+kind = s["pm_kind"] or "random"
+if kind == "random":
+    c[1].number_input("Seed", 0, 10**6, key="pm_seed")
+if kind == "custom":
+    c[2].text_input(f"Order: the positions 0–{n - 1}, comma-separated", key="pm_custom", placeholder=", ".join(map(str, range(n))))
+try:
+    order = P.parse_order(s["pm_custom"], n) if kind == "custom" else P.make_order(kind, n, s["pm_seed"])
+except ExplorerError as err:
+    ui.show_error(err)
+    ui.save_url_state(DEFAULTS)
+    st.stop()
+
+s["pm_k"] = min(s["pm_k"], n)
+c = st.columns([2, 2])
+c[0].slider("K: predict the last K positions of the order", 1, n, key="pm_k",
+            help="XLNet's partial prediction: only the last 1/K of the order is predicted (the paper uses K = 6 or 7).")
+inputs = P.permutation_inputs(order, s["pm_k"], specials=[n, n + 1])
+targets = list(inputs.targets)
+if s["pm_target"] not in targets:
+    s["pm_target"] = targets[0]  # the first predicted: there are later targets it must not see
+c[1].selectbox("Target to inspect", targets, key="pm_target", format_func=lambda p: f"{p}: {tokens[p]}")
+tgt = s["pm_target"]
+
+st.plotly_chart(plots.order_path(tokens[:n], order, targets, tgt), width="stretch", key="pm_path")
+seen = P.conditioned_on(inputs, tgt)
+st.markdown(f"**{tokens[tgt]}** (position {tgt}, step {order.index(tgt) + 1} of the order) is predicted from: "
+            + (", ".join(f"`{tokens[j]}`" for j in seen) if seen else "*nothing: it comes first*")
+            + f". Orange: the {len(targets)} predicted positions; blue: what the selected one sees.")
+
+left, right = st.columns(2)
+left.plotly_chart(plots.heatmap(P.content_mask(inputs).astype(float), tokens, title="Content stream: may see (itself included)",
+                                zmax=1, colorbar="sees"), width="stretch", key="pm_content")
+right.plotly_chart(plots.heatmap(P.query_mask(inputs).astype(float), tokens, title="Query stream: may see (never itself)",
+                                 zmax=1, colorbar="sees"), width="stretch", key="pm_query")
+masks = pd.DataFrame([{"from": i, "from_token": tokens[i], "to": j, "to_token": tokens[j],
+                       "content_sees": bool(P.content_mask(inputs)[i, j]), "query_sees": bool(P.query_mask(inputs)[i, j]),
+                       "perm_mask": int(inputs.perm_mask[0, i, j])} for i in range(len(tokens)) for j in range(len(tokens))])
+st.download_button("Download the masks (CSV)", masks.to_csv(index=False).encode(), "xlnet-masks.csv", "text/csv",
+                   key="pm_dl_masks", icon=":material/download:")
+
+st.subheader("Predictions for the last K")
+if not have_xlnet:
+    st.info("Predictions need xlnet-base-cased (see above).", icon=":material/info:")
+else:
+    try:
+        preds = predictions(s["pm_text"], tuple(order), s["pm_k"])
+        table = pd.DataFrame([{"position": p.position, "token": p.token, "p(token)": p.true_probability,
+                               **{f"#{i + 1}": f"{t} ({q:.1%})" for i, (t, q) in enumerate(p.top)}} for p in preds])
+        st.dataframe(table, hide_index=True, width="stretch", column_config={"p(token)": st.column_config.NumberColumn(format="%.4f")})
+        st.download_button("Download predictions (CSV)", table.to_csv(index=False).encode(), "xlnet-predictions.csv", "text/csv",
+                           key="pm_dl_preds", icon=":material/download:")
+        chk = checked(s["pm_text"], tuple(order), tgt)
+        st.markdown("**Self-check.** Replace one token and watch the prediction at "
+                    f"**{tokens[tgt]}** (largest change of any probability):")
+        a, b = st.columns(2)
+        if chk.later is not None:
+            a.metric(f"Later in the order: `{tokens[chk.later]}` replaced", f"{chk.change_later:.2g}",
+                     help="It comes after the target, so the target must not see it: the change must be exactly 0.")
+        else:
+            a.caption("The target is last in the order: nothing comes after it.")
+        if chk.earlier is not None:
+            b.metric(f"Earlier in the order: `{tokens[chk.earlier]}` replaced", f"{chk.change_earlier:.2g}",
+                     help="It comes before the target, which conditions on it: the prediction should move.")
+        else:
+            b.caption("The target is first in the order: nothing comes before it.")
+    except ExplorerError as err:
+        ui.show_error(err)
+
+st.subheader("\"New York\": BERT's independence against XLNet's chain")
+if not (have_xlnet and ready(BERT)):
+    st.info(f"This comparison runs {BERT} and {XLNET}; get them with `python -m models.fetch {BERT} {XLNET}`.", icon=":material/info:")
+else:
+    c = st.columns([3, 1, 1])
+    c[0].text_input("Sentence", key="pm_ny")
+    c[1].text_input("First word", key="pm_first")
+    c[2].text_input("Second word", key="pm_second")
+    try:
+        ny = P.new_york(BERT, xlnet_lm(), s["pm_ny"], s["pm_first"], s["pm_second"])
+        st.dataframe(pd.DataFrame([
+            {"model": "BERT (both masked, independent)", "log p(first)": ny["bert_first"], "log p(second)": ny["bert_second"],
+             "log p(pair)": ny["bert_pair"]},
+            {"model": "XLNet (first, then second given first)", "log p(first)": ny["xlnet_first"],
+             "log p(second)": ny["xlnet_second_given_first"], "log p(pair)": ny["xlnet_pair"]}]), hide_index=True, width="stretch")
+        st.caption("XLNet paper §2.3: BERT's objective is log p(New | is a city) + log p(York | is a city); XLNet's "
+                   "is log p(New | is a city) + log p(York | New, is a city).")
+    except ExplorerError as err:
+        ui.show_error(err)
+
+st.subheader("Segment recurrence: attention into memory")
+if not have_xlnet:
+    st.info("Recurrence is drawn from XLNet's real attention into its memory (mems); it needs xlnet-base-cased.", icon=":material/info:")
+else:
+    st.text_area("A longer text", key="pm_par", height=90, max_chars=4000)
+    c = st.columns(2)
+    c[0].number_input("Segment length (tokens)", 1, 64, key="pm_seg")
+    c[1].number_input("Memory length (0 = vanilla, fixed context)", 0, 64, key="pm_mem")
+    try:
+        segs = P.segment_recurrence(XLNET, s["pm_par"], s["pm_seg"], s["pm_mem"])
+    except ExplorerError as err:
+        ui.show_error(err)
+    else:
+        frame = pd.DataFrame([{"segment": g.segment, **{f"layer {li}": float(v) for li, v in enumerate(g.into_memory)}} for g in segs])
+        st.line_chart(frame.set_index("segment"), height=220)
+        st.caption("Share of each segment's attention that goes into the remembered previous segment, per layer "
+                   "(Transformer-XL's recurrence, kept by XLNet as `mems`). With memory 0 every segment starts blind.")
+        if len(segs) > 1 and segs[1].memory:
+            g = segs[1]
+            mem_tokens = [f"m:{t}" for t in segs[0].tokens[-g.memory:]]
+            st.plotly_chart(plots.heatmap(g.weights[-1].mean(0), list(g.tokens), mem_tokens + list(g.tokens),
+                                          title="Segment 1, last layer, mean over heads: memory | current"),
+                            width="stretch", key="pm_mem_heat")
+
+ui.save_url_state(DEFAULTS)
