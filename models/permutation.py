@@ -182,7 +182,7 @@ def _forward(lm: Any, ids: list[int], inputs: PermutationInputs) -> np.ndarray:
     return torch.log_softmax(out.logits[0].float(), dim=-1).cpu().numpy()
 
 
-def predict(model: Any, text: str, order: Sequence[int], k: int, top_k: int = 5) -> list[TokenPrediction]:
+def predict_last_k(model: Any, text: str, order: Sequence[int], k: int, top_k: int = 5) -> list[TokenPrediction]:
     """Predictions for the last ``k`` positions of ``order`` (XLNet's partial prediction), best ``top_k`` each."""
     lm = _lm(model)
     ids, toks = xlnet_tokens(lm.tokenizer, text)

@@ -81,7 +81,7 @@ def test_predictions_for_the_last_k() -> None:
     ids, toks = P.xlnet_tokens(lm.tokenizer, TEXT)
     n = len(ids) - 2
     order = P.make_order("random", n, seed=1)
-    preds = P.predict(lm, TEXT, order, 3, top_k=4)
+    preds = P.predict_last_k(lm, TEXT, order, 3, top_k=4)
     assert [p.position for p in preds] == order[-3:]
     for p in preds:
         assert len(p.top) == 4 and p.top[0][1] >= p.top[-1][1] and 0 < p.true_probability < 1

@@ -37,7 +37,7 @@ def xlnet_lm():
 
 @st.cache_data(show_spinner="Predicting…", max_entries=32)
 def predictions(text: str, order: tuple, k: int) -> list:
-    return P.predict(xlnet_lm(), text, list(order), k, top_k=5)
+    return P.predict_last_k(xlnet_lm(), text, list(order), k, top_k=5)
 
 
 @st.cache_data(show_spinner="Checking…", max_entries=32)
