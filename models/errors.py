@@ -83,3 +83,7 @@ class InvalidText(ExplorerError, ValueError):
 
 class InvalidOrder(ExplorerError, ValueError):
     """A factorization order that is not a permutation of the positions, or targets outside it."""
+
+
+class MaskMissing(InvalidText):
+    """Fill-mask text without a [MASK] (or with more than the limit)."""

@@ -279,3 +279,36 @@ def test_permutation_page_bad_orders_and_no_model(monkeypatch: pytest.MonkeyPatc
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("predictions are off" in i.value for i in at.info)
     assert len(at.get("plotly_chart")) == 3  # the order path and the two masks still work
+
+
+def test_objectives_page_every_tab_runs_on_the_tiny_models() -> None:
+    at = run("views/objectives.py")
+    assert at.title[0].value == "Pre-training objectives" and not at.error, [e.value for e in at.error]
+    text = markdown(at)
+    # Fill the mask: three models side by side, two masks each
+    assert all(f"**{m}**" in text for m in ("bert-base-uncased", "roberta-base", "distilbert-base-uncased"))
+    assert len(at.get("plotly_chart")) == 6
+    # pseudo-perplexity, NSP, ELECTRA, GPT-2 vs BERT
+    labels = [m.label for m in at.metric]
+    assert "Sentence 1: pseudo-perplexity" in labels and "NSP: P(B follows A)" in labels
+    assert "The generator rewrote it as" in text and "**GPT-2**" in text and "BERT cannot generate" in text
+
+
+def test_objectives_page_interactions_and_link_state() -> None:
+    at = run("views/objectives.py", ob_models="albert-base-v2", ob_mode="sequential", ob_nsp_model="albert-base-v2", ob_dynamic="1")
+    assert not at.error, [e.value for e in at.error]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 2 and all("filled at step" in c.proto.spec for c in charts)
+    assert any(m.label.startswith("SOP") for m in at.metric)
+    at.toggle(key="ob_sample").set_value(True).run()
+    assert not at.exception and at.query_params["ob_sample"] == "1"
+
+
+def test_objectives_page_bad_inputs() -> None:
+    at = run("views/objectives.py", ob_fill="no mask here", ob_s1="   ", ob_models="bert-base-uncased")
+    errors = " ".join(e.value for e in at.error)
+    assert "There is no [MASK]" in errors and "empty" in errors and not at.exception
+    at = run("views/objectives.py", ob_models="bert-base-uncased", ob_fill="[MASK] " * 9)
+    assert any("limit is 8" in e.value for e in at.error)
+    at = run("views/objectives.py", ob_models="bert-base-uncased,roberta-large")  # roberta-large is not on this machine
+    assert any("roberta-large" in e.value and "models.fetch" in e.value for e in at.error)

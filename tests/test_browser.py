@@ -28,7 +28,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 # url path -> text the page must show once drawn
 PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
          "calculator": "where the bytes go", "scaling": "read its exponent with an error bar",
-         "attention": "what each head of a real model looks at", "permutation": "never its own target"}
+         "attention": "what each head of a real model looks at", "permutation": "never its own target",
+         "objectives": "What each family member was trained to do"}
 
 
 def _free_port() -> int:

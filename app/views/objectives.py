@@ -1,0 +1,216 @@
+"""Pre-training objectives lab: what each family member was trained to do, live."""
+
+import html
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app import ui
+from models import objectives as O
+from models import registry
+from models.errors import ExplorerError
+
+MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
+PRETRAIN = [c.id for c in registry.loadable() if "pretraining" in c.tasks and c.family in ("bert", "albert")]
+GEN, DISC = "google/electra-small-generator", "google/electra-small-discriminator"
+EXAMPLES = ["John visited [MASK] yesterday and really [MASK] it.", "Chickens cackle and [MASK] quack.",
+            "The capital of France is [MASK].", "The man went to the [MASK] to buy a gallon of milk."]
+DEFAULTS = {
+    "ob_models": ["bert-base-uncased", "roberta-base", "distilbert-base-uncased"], "ob_fill": EXAMPLES[0], "ob_k": 5,
+    "ob_mode": "independent", "ob_rtext": "John visited Madagascar yesterday and really loved it.", "ob_seed": 0, "ob_epochs": 4,
+    "ob_dynamic": False, "ob_wwm": False, "ob_pll_model": "bert-base-uncased", "ob_s1": "A boy plays in the snow.",
+    "ob_s2": "A boy plays on the snow.", "ob_nsp_model": "bert-base-uncased", "ob_a": "A boy plays in the snow.",
+    "ob_b": "A boy is outside.", "ob_etext": "The chef cooked the meal for the guests.", "ob_eseed": 0,
+    "ob_hand": "The chef ate the meal for the guests.", "ob_prompt": "The BERT family of models", "ob_new": 20, "ob_sample": False,
+    "ob_temp": 1.0, "ob_topk": 50, "ob_topp": 0.95, "ob_gseed": 0,
+}
+ALLOWED = {"ob_models": MLM, "ob_k": (1, 20), "ob_mode": ["independent", "sequential"], "ob_seed": (0, 10**6), "ob_epochs": (1, 20),
+           "ob_pll_model": MLM, "ob_nsp_model": PRETRAIN, "ob_eseed": (0, 10**6), "ob_new": (1, 100), "ob_temp": (0.05, 5.0),
+           "ob_topk": (0, 1000), "ob_topp": (0.05, 1.0), "ob_gseed": (0, 10**6)}
+ACTION_STYLE = {"kept": "background:#f3f3f3", "mask": "background:#0072B2;color:white", "random": "background:#D55E00;color:white",
+                "same": "background:#009E73;color:white"}
+
+
+def label(mid: str) -> str:
+    return f"{mid} · {ui.STATUS_LABELS[ui.catalog_availability()[mid][0]]}"
+
+
+def bars(preds: list, title: str) -> go.Figure:
+    fig = go.Figure(go.Bar(x=[p.probability for p in preds][::-1], y=[f"{p.token_str.strip() or '␣'} " for p in preds][::-1],
+                           orientation="h", marker_color="#0072B2", hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=60 + 28 * len(preds), margin={"l": 10, "r": 10, "t": 36, "b": 10}, xaxis_title="probability")
+    return fig
+
+
+def download(df: pd.DataFrame, name: str, key: str) -> None:
+    st.download_button("Download CSV", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=key, icon=":material/download:")
+
+
+ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
+st.title("Pre-training objectives")
+st.markdown("#### What each family member was trained to do: masked LM, NSP and SOP, replaced-token detection, left to right")
+ui.warn_ignored(ignored, "ob_")
+s = st.session_state
+tabs = st.tabs(["Fill the mask", "How BERT masks", "Which sentence is more natural?", "Does B follow A?",
+                "Spot the replaced word", "Left to right"])
+
+with tabs[0]:
+    st.multiselect("Models", MLM, key="ob_models", format_func=label, max_selections=4)
+    st.selectbox("Examples from the lectures", ["(pick one)", *EXAMPLES], key="ob_example",
+                 on_change=lambda: s.update(ob_fill=s["ob_example"]) if s["ob_example"] in EXAMPLES else None)
+    c = st.columns([5, 1, 2])
+    c[0].text_input("Text: write [MASK] for every model (RoBERTa gets its <mask>)", key="ob_fill", max_chars=1000)
+    c[1].number_input("Top k", 1, 20, key="ob_k")
+    c[2].segmented_control("Several masks", ["independent", "sequential"], key="ob_mode",
+                           help="Independent: one pass, as BERT predicts them. Sequential: fill the surest, run again.")
+    if not s["ob_models"]:
+        st.info("Pick at least one model.")
+    else:
+        table, errors = O.side_by_side(s["ob_models"], s["ob_fill"], s["ob_k"], s["ob_mode"] or "independent")
+        for mid, msg in errors.items():
+            st.error(f"**{mid}**: {msg}", icon=":material/error:")
+        if len(table):
+            cols = st.columns(len(table["model"].unique()))
+            for col, (mid, grp) in zip(cols, table.groupby("model", sort=False), strict=True):
+                col.markdown(f"**{mid}**")
+                best = s["ob_fill"]
+                for _, top in grp[grp["rank"] == 1].sort_values("mask").iterrows():
+                    best = best.replace("[MASK]", f"**{top['token'] or '␣'}**", 1)
+                for mask, g in grp.groupby("mask"):
+                    preds = [O.Prediction("", t, 0, p, "") for t, p in zip(g["token"], g["probability"], strict=True)]
+                    step = f" (filled at step {g['step'].iloc[0]})" if s["ob_mode"] == "sequential" else ""
+                    col.plotly_chart(bars(preds, f"mask {mask}{step}"), width="stretch", key=f"ob_bar_{mid}_{mask}")
+                col.markdown(f":gray[Best guess:] {best}")
+            download(table, "fill-mask", "ob_dl_fill")
+
+with tabs[1]:
+    st.text_input("Sentence", key="ob_rtext", max_chars=500)
+    c = st.columns(4)
+    c[0].number_input("Seed", 0, 10**6, key="ob_seed")
+    c[1].number_input("Epochs", 1, 20, key="ob_epochs")
+    c[2].toggle("Dynamic masking (RoBERTa)", key="ob_dynamic")
+    c[3].toggle("Whole-word masking", key="ob_wwm")
+    words_text = s["ob_rtext"].split()
+    if not words_text:
+        st.info("Type a sentence.")
+    else:
+        tokens, words, vocab = [], [], ["the", "cat", "blue", "ran", "of", "house"]
+        try:
+            from models.loader import load
+
+            tok = load("bert-base-uncased", task="masked-lm").tokenizer if ui.catalog_availability()["bert-base-uncased"][0] == "ready" else None
+        except ExplorerError:
+            tok = None
+        if tok is not None:
+            enc = tok(s["ob_rtext"])
+            tokens = tok.convert_ids_to_tokens(enc["input_ids"])
+            words = [None if i in tok.all_special_ids else w for i, w in zip(enc["input_ids"], enc.word_ids(), strict=True)]
+            vocab = [t for t in list(tok.get_vocab())[:2000] if t.isalpha()] or vocab
+        else:
+            tokens, words = ["[CLS]", *words_text, "[SEP]"], [None, *range(len(words_text)), None]
+            st.caption("BERT's tokenizer is not on this machine: the recipe runs on words.")
+        epochs = O.masking_epochs(tokens, words, vocab, s["ob_epochs"], s["ob_seed"], s["ob_dynamic"], s["ob_wwm"])
+        rows = "".join(
+            f"<tr><td style='padding:4px 8px;color:#555'>epoch {e + 1}</td><td>"
+            + " ".join(f"<span style='{ACTION_STYLE[a]};padding:2px 5px;border-radius:4px;margin:1px;display:inline-block'>"
+                       f"{html.escape(t)}</span>" for a, t in ep) + "</td></tr>" for e, ep in enumerate(epochs))
+        st.html(f"<table style='font-family:sans-serif;font-size:15px'>{rows}</table>")
+        st.html("<div style='font-family:sans-serif;font-size:13px'>" + " ".join(
+            f"<span style='{ACTION_STYLE[a]};padding:2px 6px;border-radius:4px'>{lab}</span>" for a, lab in
+            (("mask", "chosen → [MASK] (80%)"), ("random", "chosen → random token (10%)"), ("same", "chosen, kept (10%)"),
+             ("kept", "not chosen"))) + "</div>")
+        st.caption("BERT (create_pretraining_data.py): 15% of the tokens are chosen; of those 80% become [MASK], 10% a random "
+                   "token, 10% stay. BERT drew the pattern once per sequence (static; it duplicated the data 10 times); "
+                   "RoBERTa draws a new one each epoch (dynamic).")
+
+with tabs[2]:
+    c = st.columns([2, 3, 3])
+    c[0].selectbox("Model", MLM, key="ob_pll_model", format_func=label)
+    c[1].text_input("Sentence 1", key="ob_s1", max_chars=500)
+    c[2].text_input("Sentence 2", key="ob_s2", max_chars=500)
+    try:
+        r1 = O.pseudo_log_likelihood(s["ob_pll_model"], s["ob_s1"])
+        r2 = O.pseudo_log_likelihood(s["ob_pll_model"], s["ob_s2"])
+    except ExplorerError as err:
+        ui.show_error(err)
+    else:
+        m = st.columns(2)
+        m[0].metric("Sentence 1: pseudo-perplexity", f"{r1.pppl:.2f}", help=f"PLL {r1.pll:.2f} over {len(r1.tokens)} tokens")
+        m[1].metric("Sentence 2: pseudo-perplexity", f"{r2.pppl:.2f}", help=f"PLL {r2.pll:.2f} over {len(r2.tokens)} tokens")
+        better = 1 if r1.pppl < r2.pppl else 2
+        st.markdown(f"The model finds **sentence {better}** more natural (lower pseudo-perplexity).")
+        df = pd.DataFrame([{"sentence": i, "token": t, "log p": lp} for i, r in ((1, r1), (2, r2)) for t, lp in zip(r.tokens, r.log_probs, strict=True)])
+        st.dataframe(df, hide_index=True, width="stretch")
+        download(df, "pseudo-likelihood", "ob_dl_pll")
+        st.caption("Salazar et al. 2020: mask each token in turn and add log p(token | the rest); all masked copies run in one batch.")
+
+with tabs[3]:
+    c = st.columns([2, 3, 3])
+    c[0].selectbox("Model (NSP: BERT, SOP: ALBERT)", PRETRAIN, key="ob_nsp_model", format_func=label)
+    c[1].text_input("Sentence A", key="ob_a", max_chars=500)
+    c[2].text_input("Sentence B", key="ob_b", max_chars=500)
+    try:
+        rel = O.sentence_relation(s["ob_nsp_model"], s["ob_a"], s["ob_b"])
+    except ExplorerError as err:
+        ui.show_error(err)
+    else:
+        m = st.columns(2)
+        m[0].metric(f"{rel['head']}: P(B follows A)", f"{rel['p_follows']:.1%}")
+        m[1].metric(f"{rel['head']}: swapped, P(A follows B)", f"{rel['p_follows_swapped']:.1%}")
+        st.caption("BERT's NSP was trained on B = the next sentence or a random one; ALBERT's SOP on B = the next sentence "
+                   "or the two swapped, which forces it to learn order rather than topic.")
+        download(pd.DataFrame([rel]), "sentence-relation", "ob_dl_nsp")
+
+with tabs[4]:
+    c = st.columns([5, 1])
+    c[0].text_input("Sentence", key="ob_etext", max_chars=500)
+    c[1].number_input("Seed", 0, 10**6, key="ob_eseed")
+    try:
+        corrupted, det = O.electra_round(GEN, DISC, s["ob_etext"], s["ob_eseed"])
+    except ExplorerError as err:
+        ui.show_error(err)
+    else:
+        st.markdown(f"The generator rewrote it as: **{corrupted}**")
+        spans = " ".join(
+            f"<span style='padding:2px 5px;border-radius:4px;margin:1px;display:inline-block;"
+            f"background:rgba(213,94,0,{p:.2f});{'outline:2px solid black;' if r else ''}'>{html.escape(t)} "
+            f"<small>{p:.2f}</small></span>" for t, r, p in zip(det.tokens, det.replaced, det.p_replaced, strict=True))
+        st.html(f"<div style='font-family:sans-serif;font-size:15px;line-height:2'>{spans}</div>")
+        st.caption("Shade: the discriminator's probability that the token was replaced; outline: it really was.")
+        st.text_input("Replace a word by hand", key="ob_hand", max_chars=500)
+        try:
+            hand = O.discriminate(DISC, s["ob_hand"], original=s["ob_etext"])
+            st.dataframe(pd.DataFrame({"token": hand.tokens, "p(replaced)": hand.p_replaced, "really replaced": hand.replaced}),
+                         hide_index=True, width="stretch")
+        except ExplorerError as err:
+            ui.show_error(err)
+
+with tabs[5]:
+    st.text_input("Prompt", key="ob_prompt", max_chars=500)
+    c = st.columns(6)
+    c[0].number_input("New tokens", 1, 100, key="ob_new")
+    c[1].toggle("Sample", key="ob_sample")
+    c[2].number_input("Temperature", 0.05, 5.0, key="ob_temp", disabled=not s["ob_sample"])
+    c[3].number_input("Top-k", 0, 1000, key="ob_topk", disabled=not s["ob_sample"])
+    c[4].number_input("Top-p", 0.05, 1.0, key="ob_topp", disabled=not s["ob_sample"])
+    c[5].number_input("Seed", 0, 10**6, key="ob_gseed")
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**GPT-2** (trained left to right)")
+        try:
+            g = O.generate("gpt2", s["ob_prompt"], s["ob_new"], s["ob_sample"], s["ob_temp"], s["ob_topk"], s["ob_topp"], s["ob_gseed"])
+            st.markdown(f"{s['ob_prompt']} **{g.new_text}**")
+            st.caption(f"{g.seconds:.2f} s")
+        except ExplorerError as err:
+            ui.show_error(err)
+    with right:
+        st.markdown("**BERT** (appending [MASK] and filling it, again and again)")
+        try:
+            b = O.bert_generate("bert-base-uncased", s["ob_prompt"], min(s["ob_new"], 20))
+            st.markdown(f"{s['ob_prompt']} **{b.new_text}**")
+            st.caption(f"{b.seconds:.2f} s — BERT cannot generate: it was never trained to predict the next word.")
+        except ExplorerError as err:
+            ui.show_error(err)
+
+ui.save_url_state(DEFAULTS)
