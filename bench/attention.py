@@ -9,7 +9,6 @@ bertviz HTML ≤ 3 MB at 128 tokens (bertviz's own: about 54 MB).
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -17,20 +16,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.timing import timed  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("BFE_MODEL_DIR", tempfile.mkdtemp())
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
-
-def timed(fn, runs: int = 7) -> float:
-    fn()
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out)
 
 
 def extraction() -> None:

@@ -10,13 +10,13 @@
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.timing import timed  # noqa: E402
 
 TEXT = "the man went to the [MASK] to buy a gallon of milk ."
 PLL_TEXT = "the man went to the store to buy a gallon of milk because the cat was tired and the boy"  # 20 tokens
@@ -35,15 +35,6 @@ def loaded(model_id: str):
     return LoadedModel(model_id, "masked-lm", model, tok, torch.device("cpu"), torch.float32, Source("local", "bench"), "sdpa",
                        sum(p.numel() * 4 for p in model.parameters()), 0.0)
 
-
-def timed(fn, runs: int = 9) -> float:
-    fn()
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out)
 
 
 def main() -> None:
