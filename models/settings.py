@@ -38,6 +38,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("online", "BFE_ONLINE", "auto",
             "`auto`: offline when `HF_HUB_OFFLINE=1`, else a 1.5 s check that the Hub answers; "
             "`1`: always try the Hub; `0`: never touch the network."),
+    Setting("gradio_concurrency", "BFE_GRADIO_CONCURRENCY", "2",
+            "Gradio app only: how many model calls run at once; the rest wait in its queue."),
 )
 
 _DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -52,6 +54,7 @@ class Settings:
     cache_mb: int
     database_url: str
     online: str
+    gradio_concurrency: int = 2
 
     @property
     def cache_bytes(self) -> int:
@@ -85,6 +88,13 @@ def get_settings() -> Settings:
     if online not in ("auto", "1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_ONLINE={raw['online']!r} is not understood.", "Use auto, 1 or 0.")
     online = {"true": "1", "false": "0"}.get(online, online)
+    try:
+        gradio_concurrency = int(raw["gradio_concurrency"])
+        if not 1 <= gradio_concurrency <= 64:
+            raise ValueError
+    except ValueError:
+        raise InvalidSetting(f"BFE_GRADIO_CONCURRENCY={raw['gradio_concurrency']!r} is not a number from 1 to 64.",
+                             "Use a small whole number such as 2.") from None
     database_url = raw["database_url"]
     if database_url.startswith("sqlite:///~"):
         database_url = "sqlite:///" + str(Path(database_url[len("sqlite:///"):]).expanduser())
@@ -94,4 +104,5 @@ def get_settings() -> Settings:
         cache_mb=cache_mb,
         database_url=database_url,
         online=online,
+        gradio_concurrency=gradio_concurrency,
     )

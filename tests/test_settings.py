@@ -33,7 +33,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(("env", "value"), [
     ("BFE_DEVICE", "tpu"), ("BFE_DEVICE", "cpu:0"), ("BFE_MODEL_CACHE_MB", "lots"),
-    ("BFE_MODEL_CACHE_MB", "-5"), ("BFE_ONLINE", "maybe"),
+    ("BFE_MODEL_CACHE_MB", "-5"), ("BFE_ONLINE", "maybe"), ("BFE_GRADIO_CONCURRENCY", "0"), ("BFE_GRADIO_CONCURRENCY", "many"),
 ])
 def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: str, value: str) -> None:
     monkeypatch.setenv(env, value)

@@ -1,0 +1,126 @@
+"""The Gradio app on a local port, called through gradio_client on tiny models: same results as the library."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def client(tiny_dir: Path):
+    from gradio_client import Client
+
+    port = _free_port()
+    env = {**os.environ, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
+           "BFE_GRADIO_CONCURRENCY": "2"}
+    proc = subprocess.Popen([sys.executable, "-m", "app.gradio_app", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                break
+        except OSError:
+            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("the Gradio app did not start in 120 s")
+    try:
+        yield Client(url, verbose=False)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        assert proc.returncode is not None
+
+
+def test_every_endpoint_is_documented(client) -> None:
+    api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert set(api) == {"/fill_mask", "/attention", "/pseudo_perplexity", "/permutation_masks", "/calculator"}
+
+
+def test_fill_mask_equals_the_library(client) -> None:
+    from dataclasses import asdict
+
+    from models.objectives import fill_mask
+
+    got = client.predict("the cat sat on the [MASK] .", "bert-base-uncased, roberta-base, gpt2", 3, "independent", api_name="/fill_mask")
+    for mid in ("bert-base-uncased", "roberta-base"):
+        expected = [[asdict(p) for p in row] for row in fill_mask(mid, "the cat sat on the [MASK] .", 3)]
+        assert [[p["id"] for p in row] for row in got["models"][mid]] == [[p["id"] for p in row] for row in expected]
+        assert np.allclose([[p["probability"] for p in row] for row in got["models"][mid]],
+                           [[p["probability"] for p in row] for row in expected], atol=1e-6)
+    assert "masked-lm" in got["errors"]["gpt2"]
+
+
+def test_attention_equals_the_library(client) -> None:
+    from models.attention import extract_attention
+
+    got = client.predict("bert-base-uncased", "a boy plays in the snow .", "a boy is outside .", 1, 2, api_name="/attention")
+    r = extract_attention("bert-base-uncased", "a boy plays in the snow .", "a boy is outside .")
+    assert got["tokens"] == list(r.tokens) and got["segments"] == list(r.segments)
+    assert np.allclose(got["weights"], r.weights[1, 2], atol=1e-5)
+
+
+def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) -> None:
+    from analysis.params import count_parameters
+    from models import permutation as P
+    from models import registry
+    from models.objectives import pseudo_log_likelihood
+
+    got = client.predict("bert-base-uncased", "the cat sat on the mat .", api_name="/pseudo_perplexity")
+    assert got["pppl"] == pytest.approx(pseudo_log_likelihood("bert-base-uncased", "the cat sat on the mat .").pppl, rel=1e-5)
+    masks = client.predict("new york is a city", "2,0,4,1,3", 2, api_name="/permutation_masks")
+    inputs = P.permutation_inputs([2, 0, 4, 1, 3], 2, specials=[5, 6])
+    assert masks["query_mask"] == P.query_mask(inputs).astype(int).tolist() and masks["targets"] == [1, 3]
+    calc = client.predict("albert-base-v2", "pretraining", "fp32", "adamw", 4, 128, 0, 1, "T4 16 GB", api_name="/calculator")
+    assert calc["parameters"] == count_parameters(registry.get("albert-base-v2").config, "pretraining")
+    assert calc["memory_bytes"]["optimizer states"] == 8 * calc["parameters"]
+
+
+@pytest.mark.parametrize(("args", "endpoint", "words"), [
+    (("no mask here", "bert-base-uncased", 3, "independent"), "/fill_mask", "no [MASK]"),
+    (("x [MASK]", "", 3, "independent"), "/fill_mask", "at least one model"),
+    (("sentence-transformers/all-MiniLM-L6-v2", "   ", "", 0, 0), "/attention", "empty"),
+    (("bert-base-uncased", "the cat", "", 9, 0), "/attention", "layers 0–1"),
+    (("roberta-large", "the cat sat"), "/pseudo_perplexity", "models.fetch roberta-large"),
+    (("a b c", "0,0,1", 1), "/permutation_masks", "not a permutation"),
+    (("a b c", "random:x", 1), "/permutation_masks", "random:SEED"),
+    (("gpt2", "base", "mixed", "adamw", 8, 4096, 0, 1, "T4 16 GB"), "/calculator", "longer than the model's 1024 positions"),
+    (("elmo", "base", "mixed", "adamw", 8, 128, 0, 1, "T4 16 GB"), "/calculator", "not in the list of choices"),  # the dropdown refuses it
+])
+def test_bad_inputs_are_messages_and_the_server_survives(client, args, endpoint: str, words: str) -> None:
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as info:
+        client.predict(*args, api_name=endpoint)
+    assert words in str(info.value) and "Traceback" not in str(info.value)
+    assert client.predict("gpt2", "base", "mixed", "adamw", 1, 16, 0, 1, "T4 16 GB", api_name="/calculator")["parameters"] > 0
+
+
+def test_twenty_concurrent_clients_are_all_answered(client) -> None:
+    def call(i: int) -> float:
+        return client.predict("bert-base-uncased", f"the cat sat on the mat {i} .", api_name="/pseudo_perplexity")["pppl"]
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = list(pool.map(call, range(20)))
+    assert len(results) == 20 and all(r > 0 for r in results)
