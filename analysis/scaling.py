@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -456,7 +457,7 @@ def synthetic(law: str, params: dict[str, float], x: Sequence[float] | np.ndarra
 
 # ------------------------------------------------------------------------------------ built-in data
 
-DATA_DIR = __import__("pathlib").Path(__file__).resolve().parent.parent / "data" / "scaling"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "scaling"
 
 
 @dataclass(frozen=True)

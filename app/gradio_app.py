@@ -154,11 +154,13 @@ def calculator(model: str, head: str = "base", precision: str = "mixed", optimiz
 
 
 def _heatmap(result: dict):
+    import numpy as np
+
     from analysis.attention_plots import heatmap
 
     if not result:
         return None
-    return heatmap(__import__("numpy").array(result["weights"]), result["tokens"], title=f"layer {result['layer']}, head {result['head']}")
+    return heatmap(np.array(result["weights"]), result["tokens"], title=f"layer {result['layer']}, head {result['head']}")
 
 
 def build():

@@ -19,8 +19,6 @@ import numpy as np
 
 from models.errors import AttentionUnavailable, InvalidText
 
-#: Cap for models without a position limit (XLNet's relative positions): attention is T² per head.
-DEFAULT_MAX_TOKENS = 512
 PUNCTUATION = frozenset(".,;:!?-—–()[]{}\"'`…/")
 WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -64,6 +62,12 @@ class AttentionResult:
     def sentence_b_start(self) -> int | None:
         return self.segments.index(1) if 1 in self.segments else None
 
+    def layer_rows(self, layer: int) -> list[dict[str, Any]]:
+        """Every head's weights at ``layer`` in long form (head, from, to, tokens, weight): a CSV export."""
+        t = range(len(self.tokens))
+        return [{"layer": layer, "head": h, "from": i, "from_token": self.tokens[i], "to": j, "to_token": self.tokens[j],
+                 "weight": float(self.weights[layer, h, i, j])} for h in range(self.heads) for i in t for j in t]
+
     def to_dict(self, decimals: int = 4) -> dict[str, Any]:
         """JSON-ready: tokens, segments, and the weights rounded to ``decimals``."""
         return {"model": self.model_id, "tokens": list(self.tokens), "segments": list(self.segments),
@@ -98,18 +102,6 @@ def readable(token: str) -> str:
     return shown if shown else "␣"  # a token that is only a space marker
 
 
-def _limit(model: Any, tokenizer: Any, max_tokens: int | None) -> int:
-    cfg = model.config
-    positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
-    if cfg.model_type == "xlnet" or (positions is not None and positions <= 0):
-        positions = None  # XLNet: relative positions, no limit of its own (its config says -1)
-    if positions and cfg.model_type == "roberta":
-        positions -= 2  # RoBERTa's positions start after the padding index
-    tok_max = tokenizer.model_max_length if tokenizer.model_max_length and tokenizer.model_max_length < 10**6 else None
-    limits = [x for x in (positions, tok_max, max_tokens) if x]
-    return min(limits) if limits else DEFAULT_MAX_TOKENS
-
-
 def _word_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in WORD_RE.finditer(text)]
 
@@ -136,7 +128,7 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     if text_pair is not None and text_pair.strip():
         pair, more = clean_text(text_pair, "sentence B")
         notes += more
-    limit = _limit(net, tok, max_tokens)
+    limit = min(lm.max_tokens, max_tokens) if max_tokens else lm.max_tokens
     full = tok(text, pair, add_special_tokens=True)["input_ids"]
     enc = tok(text, pair, truncation="longest_first" if pair else True, max_length=limit, return_tensors="pt",
               return_offsets_mapping=True, return_token_type_ids=False)

@@ -65,6 +65,9 @@ TASK_CLASSES: dict[str, str] = {
     "xlnet-lm": "XLNetLMHeadModel",
 }
 
+#: Token cap for a model with no position limit (XLNet): attention is T² per head.
+UNLIMITED_CAP = 512
+
 #: ``model_type`` values of the architectures this app knows how to show.
 SUPPORTED_MODEL_TYPES = frozenset({"bert", "roberta", "distilbert", "albert", "xlnet", "electra", "gpt2"})
 
@@ -311,6 +314,21 @@ class LoadedModel:
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.model, self.tokenizer, self.device))
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest input this model takes, special tokens included: its positions (RoBERTa's
+        start after the padding index), capped by the tokenizer's limit; XLNet has relative
+        positions and no limit of its own, so :data:`UNLIMITED_CAP` stands in."""
+        cfg = self.model.config
+        positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+        if cfg.model_type == "xlnet" or (positions is not None and positions <= 0):
+            positions = None  # XLNet's config reports -1
+        if positions and cfg.model_type == "roberta":
+            positions -= 2
+        tok_max = self.tokenizer.model_max_length
+        limits = [x for x in (positions, tok_max if tok_max and tok_max < 10**6 else None) if x]
+        return min(limits) if limits else UNLIMITED_CAP
 
 
 @dataclass(frozen=True)

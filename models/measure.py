@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-TASK_CLASSES = {"base": "AutoModel", "masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM",
-                "pretraining": "AutoModelForPreTraining", "xlnet-lm": "XLNetLMHeadModel"}
+from models.loader import TASK_CLASSES
 
 
 def build(config: dict[str, Any], head: str = "base", device: str = "cpu"):

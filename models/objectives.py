@@ -14,8 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from models.errors import InvalidText, MaskMissing, UnsupportedTask
 
 USER_MASK = "[MASK]"
@@ -41,16 +39,6 @@ def _load(model: Any, task: str):
     return model if isinstance(model, LoadedModel) else load(model, task=task)
 
 
-def _limit(net: Any, tok: Any) -> int:
-    positions = getattr(net.config, "max_position_embeddings", None) or getattr(net.config, "n_positions", None)
-    if positions is None or positions <= 0:
-        positions = 512
-    if net.config.model_type == "roberta":
-        positions -= 2
-    tmax = tok.model_max_length if tok.model_max_length and tok.model_max_length < 10**6 else positions
-    return min(positions, tmax)
-
-
 def to_model_text(text: str, tok: Any) -> str:
     """The user's ``[MASK]`` written as this model's mask token; checks the text and the mask count."""
     if not isinstance(text, str) or not text.strip():
@@ -67,11 +55,11 @@ def to_model_text(text: str, tok: Any) -> str:
 
 
 def _encode(lm: Any, text: str):
-    net, tok, dev = lm
+    _, tok, dev = lm
     enc = tok(text, return_tensors="pt")
     n = enc["input_ids"].shape[1]
-    if n > _limit(net, tok):
-        raise InvalidText(f"The text is {n} tokens; {lm.model_id} takes at most {_limit(net, tok)}.", "Shorten it.")
+    if n > lm.max_tokens:
+        raise InvalidText(f"The text is {n} tokens; {lm.model_id} takes at most {lm.max_tokens}.", "Shorten it.")
     return enc.to(dev)
 
 
@@ -293,7 +281,7 @@ def sentence_relation(model: Any, a: str, b: str) -> dict[str, float]:
         raise InvalidText("Both sentences are needed.", "Type sentence A and sentence B.")
 
     def p_follows(x: str, y: str) -> float:
-        enc = tok(x, y, return_tensors="pt", truncation=True, max_length=_limit(net, tok)).to(dev)
+        enc = tok(x, y, return_tensors="pt", truncation=True, max_length=lm.max_tokens).to(dev)
         with torch.inference_mode():
             out = net(**enc)
         logits = out.seq_relationship_logits if net.config.model_type == "bert" else out.sop_logits
@@ -330,9 +318,9 @@ def discriminate(discriminator: Any, text: str, original: str | None = None) -> 
     ids = enc["input_ids"][0].tolist()
     replaced = [False] * len(ids)
     if original is not None:
+        # Position by position: a replacement that re-tokenises into another length shifts what follows.
         orig = tok(original.strip())["input_ids"]
-        if len(orig) == len(ids):
-            replaced = [x != y for x, y in zip(ids, orig, strict=True)]
+        replaced = [i >= len(orig) or x != orig[i] for i, x in enumerate(ids)]
     return Detection(tuple(tok.convert_ids_to_tokens(ids)), tuple(replaced), tuple(float(p) for p in probs))
 
 
@@ -347,7 +335,8 @@ def electra_round(generator: Any, discriminator: Any, text: str, seed: int = 0, 
         raise InvalidText("The text is empty.")
     enc = _encode(gen, text.strip())
     ids = enc["input_ids"][0].clone()
-    words = [None if t in set(tok.all_special_ids) else i for i, t in enumerate(ids.tolist())]
+    special = set(tok.all_special_ids)
+    words = [None if t in special else i for i, t in enumerate(ids.tolist())]
     actions = mask_pattern(words, random.Random(seed), rate)
     positions = [i for i, a in enumerate(actions) if a != "kept"]
     masked = ids.clone()
@@ -358,12 +347,7 @@ def electra_round(generator: Any, discriminator: Any, text: str, seed: int = 0, 
         probs = logits[0, p].softmax(-1).cpu()
         ids[p] = int(torch.multinomial(probs, 1, generator=g))
     corrupted = tok.decode(ids.tolist(), skip_special_tokens=True)
-    det = discriminate(discriminator, corrupted)
-    # Which tokens were replaced, judged on the discriminator's tokenization of both texts.
-    original_ids = _load(discriminator, "pretraining").tokenizer(text.strip())["input_ids"]
-    cur = _load(discriminator, "pretraining").tokenizer(corrupted)["input_ids"]
-    replaced = tuple(x != y for x, y in zip(cur, original_ids, strict=False)) + (False,) * max(0, len(cur) - len(original_ids))
-    return corrupted, Detection(det.tokens, replaced[: len(det.tokens)], det.p_replaced)
+    return corrupted, discriminate(discriminator, corrupted, original=text)
 
 
 # ------------------------------------------------------------------------------------ left to right
@@ -417,7 +401,3 @@ def bert_generate(model: Any, prompt: str, max_new_tokens: int = 10) -> Generati
         added.append(word)
         text = best.sequence if best.sequence else f"{text} {word}"
     return Generation(text, " ".join(added), time.perf_counter() - t0)
-
-
-def as_array(detection: Detection) -> np.ndarray:
-    return np.array(detection.p_replaced)

@@ -263,7 +263,6 @@ def new_york(bert: Any, xlnet: Any, text: str, first: str, second: str) -> dict[
                               "Pick two words each model has as a single token (New York, Los Angeles ...).")
         return tok.convert_tokens_to_ids(pieces[0])
 
-    words = text.split()
     if f"{first} {second}" not in text:
         raise InvalidText(f"'{first} {second}' does not occur in the sentence.")
     # BERT: both masked, one pass
@@ -290,7 +289,6 @@ def new_york(bert: Any, xlnet: Any, text: str, first: str, second: str) -> dict[
     order = [p for p in range(n) if p not in (p1, p2)] + [p1, p2]
     out = _forward(xlm, ids, permutation_inputs(order, 2, specials=[n, n + 1]))
     xl_1, xl_2 = float(out[0, ids[p1]]), float(out[1, ids[p2]])
-    del words
     return {"bert_first": bert_1, "bert_second": bert_2, "bert_pair": bert_1 + bert_2,
             "xlnet_first": xl_1, "xlnet_second_given_first": xl_2, "xlnet_pair": xl_1 + xl_2}
 

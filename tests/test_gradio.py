@@ -13,15 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.test_browser import _free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

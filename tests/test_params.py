@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +12,7 @@ from analysis import params
 from analysis.params import ARCH_HEADS, count_parameters, parameter_breakdown
 from models import registry
 from models.errors import InvalidConfig, UnsupportedArchitecture
-
-CLASSES = {"base": "AutoModel", "masked-lm": "AutoModelForMaskedLM", "causal-lm": "AutoModelForCausalLM",
-           "pretraining": "AutoModelForPreTraining", "xlnet-lm": "XLNetLMHeadModel"}
+from models.loader import TASK_CLASSES
 
 
 def real_count(config: dict, head: str) -> tuple[int, str]:
@@ -26,7 +25,7 @@ def real_count(config: dict, head: str) -> tuple[int, str]:
     if head == "causal-lm" and model_type not in ("gpt2", "xlnet"):
         cfg["is_decoder"] = True  # what BertLMHeadModel & co. expect
     conf = transformers.AutoConfig.for_model(model_type, **cfg)
-    cls = getattr(transformers, CLASSES[head])
+    cls = getattr(transformers, TASK_CLASSES[head])
     with torch.device("meta"):
         model = cls(conf) if head == "xlnet-lm" else cls.from_config(conf)
     return sum(p.numel() for p in model.parameters()), type(model).__name__
@@ -158,4 +157,4 @@ def test_importing_the_calculators_does_not_import_torch() -> None:
     import subprocess
 
     code = "import sys, analysis.params, analysis.memory; sys.exit(1 if 'torch' in sys.modules else 0)"
-    assert subprocess.run([sys.executable, "-c", code], cwd=str(__import__("pathlib").Path(__file__).parent.parent)).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent).returncode == 0

@@ -132,15 +132,13 @@ for col, r in zip(cols, results, strict=True):
                        "multiplied through the layers.")
         one = {k: float(v[li, hi]) for k, v in stats.items()}
         st.caption(f"Layer {li}, head {hi}: " + " · ".join(f"{STAT_LABELS[k]}: {'—' if v != v else f'{v:.3f}'}" for k, v in one.items()))
-        weights_csv = pd.DataFrame([{"layer": li, "head": h, "from": i, "from_token": r.tokens[i], "to": j, "to_token": r.tokens[j],
-                                     "weight": float(r.weights[li, h, i, j])}
-                                    for h in range(r.heads) for i in range(len(r.tokens)) for j in range(len(r.tokens))])
+        # Built only when clicked: at 512 tokens a layer is 3 million rows and the JSON tens of MB.
         d1, d2, d3 = st.columns(3)
-        d1.download_button(f"Layer {li} CSV", weights_csv.to_csv(index=False).encode(), f"attention-{key}-layer{li}.csv",
-                           "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
-        d2.download_button("Statistics CSV", pd.DataFrame(stats_rows(stats)).to_csv(index=False).encode(),
+        d1.download_button(f"Layer {li} CSV", lambda r=r, li=li: pd.DataFrame(r.layer_rows(li)).to_csv(index=False),
+                           f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
+        d2.download_button("Statistics CSV", lambda stats=stats: pd.DataFrame(stats_rows(stats)).to_csv(index=False),
                            f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}", icon=":material/download:")
-        d3.download_button("JSON", json.dumps(r.to_dict()).encode(), f"attention-{key}.json", "application/json",
+        d3.download_button("JSON", lambda r=r: json.dumps(r.to_dict()), f"attention-{key}.json", "application/json",
                            key=f"at_dl_j_{key}", icon=":material/download:")
 
 if len(results) == 2:

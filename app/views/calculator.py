@@ -15,7 +15,7 @@ from models import registry
 from models.errors import ExplorerError
 
 PRESETS = {c.id: c for c in registry.loadable()}
-FIELDS = {  # session key -> (label, config keys by model_type (first that applies), min, max, help)
+FIELDS = {  # session key -> (label, min, max, help)
     "sz_layers": ("Layers L", 1, 1000, "num_hidden_layers / n_layers / n_layer"),
     "sz_hidden": ("Hidden size H", 1, 65536, "hidden_size / dim / d_model / n_embd"),
     "sz_heads": ("Attention heads A", 1, 1024, "must divide H"),
@@ -95,6 +95,13 @@ def current_config() -> dict:
     if mt == "albert":
         cfg.update(num_hidden_groups=s["sz_groups"], inner_group_num=s["sz_inner"])
     return cfg
+
+
+def current_setup() -> TrainingSetup:
+    """The training setup the memory and GPU-fit tabs share (their widgets live in the memory tab)."""
+    s = st.session_state
+    return TrainingSetup(s["sz_precision"], s["sz_opt"], s["sz_zero"], s["sz_dp"], s["sz_tp"],
+                         s["sz_sp"] and s["sz_tp"] > 1, s["sz_recompute"], s["sz_flash"]).validate()
 
 
 ignored = ui.restore_url_state(DEFAULTS_STATE, ALLOWED)
@@ -198,8 +205,7 @@ with tab_m:
     c[2].selectbox("GPU (capacity line)", list(memory.GPUS), key="sz_gpu")
     s = st.session_state
     try:
-        setup = TrainingSetup(s["sz_precision"], s["sz_opt"], s["sz_zero"], s["sz_dp"], s["sz_tp"],
-                              s["sz_sp"] and s["sz_tp"] > 1, s["sz_recompute"], s["sz_flash"]).validate()
+        setup = current_setup()
         est = memory.training_memory(bd, s["sz_batch"], s["sz_seq"], setup)
         # ZeRO shards over the data-parallel GPUs: with one GPU every stage is the same, so compare on 8.
         zero_nd = s["sz_dp"] if s["sz_dp"] > 1 else 8
@@ -243,8 +249,7 @@ with tab_g:
         st.info("Pick at least one sequence length the model can take (at most its positions).")
     else:
         try:
-            setup = TrainingSetup(s["sz_precision"], s["sz_opt"], s["sz_zero"], s["sz_dp"], s["sz_tp"],
-                                  s["sz_sp"] and s["sz_tp"] > 1, s["sz_recompute"], s["sz_flash"]).validate()
+            setup = current_setup()
             gpus = [memory.GPUS[g] for g in s["sz_gpus"]] + [memory.custom_gpu(s["sz_custom_gib"])]
             fit = calc.gpu_fit_frame(bd, seq_list, setup, gpus, int(s["sz_reserve"] * GiB))
         except ExplorerError as err:

@@ -43,10 +43,6 @@ def bars(preds: list, title: str) -> go.Figure:
     return fig
 
 
-def download(df: pd.DataFrame, name: str, key: str) -> None:
-    st.download_button("Download CSV", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=key, icon=":material/download:")
-
-
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Pre-training objectives")
 st.markdown("#### What each family member was trained to do: masked LM, NSP and SOP, replaced-token detection, left to right")
@@ -82,7 +78,7 @@ with tabs[0]:
                     step = f" (filled at step {g['step'].iloc[0]})" if s["ob_mode"] == "sequential" else ""
                     col.plotly_chart(bars(preds, f"mask {mask}{step}"), width="stretch", key=f"ob_bar_{mid}_{mask}")
                 col.markdown(f":gray[Best guess:] {best}")
-            download(table, "fill-mask", "ob_dl_fill")
+            ui.download_buttons(table, "fill-mask", "ob_dl_fill")
 
 with tabs[1]:
     st.text_input("Sentence", key="ob_rtext", max_chars=500)
@@ -142,7 +138,7 @@ with tabs[2]:
         st.markdown(f"The model finds **sentence {better}** more natural (lower pseudo-perplexity).")
         df = pd.DataFrame([{"sentence": i, "token": t, "log p": lp} for i, r in ((1, r1), (2, r2)) for t, lp in zip(r.tokens, r.log_probs, strict=True)])
         st.dataframe(df, hide_index=True, width="stretch")
-        download(df, "pseudo-likelihood", "ob_dl_pll")
+        ui.download_buttons(df, "pseudo-likelihood", "ob_dl_pll")
         st.caption("Salazar et al. 2020: mask each token in turn and add log p(token | the rest); all masked copies run in one batch.")
 
 with tabs[3]:
@@ -160,7 +156,7 @@ with tabs[3]:
         m[1].metric(f"{rel['head']}: swapped, P(A follows B)", f"{rel['p_follows_swapped']:.1%}")
         st.caption("BERT's NSP was trained on B = the next sentence or a random one; ALBERT's SOP on B = the next sentence "
                    "or the two swapped, which forces it to learn order rather than topic.")
-        download(pd.DataFrame([rel]), "sentence-relation", "ob_dl_nsp")
+        ui.download_buttons(pd.DataFrame([rel]), "sentence-relation", "ob_dl_nsp")
 
 with tabs[4]:
     c = st.columns([5, 1])

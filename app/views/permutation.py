@@ -103,14 +103,15 @@ st.markdown(f"**{tokens[tgt]}** (position {tgt}, step {order.index(tgt) + 1} of 
             + (", ".join(f"`{tokens[j]}`" for j in seen) if seen else "*nothing: it comes first*")
             + f". Orange: the {len(targets)} predicted positions; blue: what the selected one sees.")
 
+content, query = P.content_mask(inputs), P.query_mask(inputs)
 left, right = st.columns(2)
-left.plotly_chart(plots.heatmap(P.content_mask(inputs).astype(float), tokens, title="Content stream: may see (itself included)",
+left.plotly_chart(plots.heatmap(content.astype(float), tokens, title="Content stream: may see (itself included)",
                                 zmax=1, colorbar="sees"), width="stretch", key="pm_content")
-right.plotly_chart(plots.heatmap(P.query_mask(inputs).astype(float), tokens, title="Query stream: may see (never itself)",
+right.plotly_chart(plots.heatmap(query.astype(float), tokens, title="Query stream: may see (never itself)",
                                  zmax=1, colorbar="sees"), width="stretch", key="pm_query")
-masks = pd.DataFrame([{"from": i, "from_token": tokens[i], "to": j, "to_token": tokens[j],
-                       "content_sees": bool(P.content_mask(inputs)[i, j]), "query_sees": bool(P.query_mask(inputs)[i, j]),
-                       "perm_mask": int(inputs.perm_mask[0, i, j])} for i in range(len(tokens)) for j in range(len(tokens))])
+masks = pd.DataFrame([{"from": i, "from_token": tokens[i], "to": j, "to_token": tokens[j], "content_sees": bool(content[i, j]),
+                       "query_sees": bool(query[i, j]), "perm_mask": int(inputs.perm_mask[0, i, j])}
+                      for i in range(len(tokens)) for j in range(len(tokens))])
 st.download_button("Download the masks (CSV)", masks.to_csv(index=False).encode(), "xlnet-masks.csv", "text/csv",
                    key="pm_dl_masks", icon=":material/download:")
 
