@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from models.errors import ExplorerError
+from models.errors import ExplorerError, InvalidCheckpoint, ModelUnavailable
 
 log = logging.getLogger("bert_family_explorer")
 
@@ -30,7 +30,10 @@ STATUS_LABELS = {
 
 def show_error(err: BaseException) -> None:
     """Show ``err`` as a friendly message: what went wrong, and how to fix it. Never a traceback."""
-    if isinstance(err, ExplorerError):
+    if isinstance(err, ModelUnavailable) and not isinstance(err, InvalidCheckpoint):
+        # A model not fetched yet is a normal state of an offline classroom machine, not a mistake.
+        st.info(f"**{err.message}**" + (f"\n\n{err.hint}" if err.hint else ""), icon=":material/cloud_download:")
+    elif isinstance(err, ExplorerError):
         st.error(f"**{err.message}**" + (f"\n\n{err.hint}" if err.hint else ""), icon=":material/error:")
     else:
         log.exception("unexpected error on a page", exc_info=err)
@@ -222,3 +225,24 @@ def warn_ignored(ignored: list[str], prefix: str) -> None:
     if ignored:
         st.warning("Some values in this link were not valid and were reset: "
                    + ", ".join(k.removeprefix(prefix) for k in ignored) + ".", icon=":material/link_off:")
+
+
+def model_ready(model_id: str) -> bool:
+    """Whether ``model_id`` can run now: on this machine, or downloadable because the Hub answers."""
+    status = catalog_availability()[model_id][0]
+    if status == "download":
+        from models.loader import is_online
+
+        return is_online()
+    return status == "ready"
+
+
+def explain_missing(model_ids: list[str], what: str = "") -> list[str]:
+    """Show one note for the models among ``model_ids`` that cannot run here, with the command that
+    fetches them; return those missing (a page then skips them instead of showing an error each)."""
+    missing = [m for m in dict.fromkeys(model_ids) if not model_ready(m)]
+    if missing:
+        st.info(f"{what or 'This needs'} {', '.join(f'**{m}**' for m in missing)}, not on this machine. On a machine with "
+                f"internet run `python -m models.fetch {' '.join(missing)}` and copy the model folder here "
+                "(see the Models page).", icon=":material/cloud_download:")
+    return missing

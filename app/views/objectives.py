@@ -60,10 +60,12 @@ with tabs[0]:
     c[1].number_input("Top k", 1, 20, key="ob_k")
     c[2].segmented_control("Several masks", ["independent", "sequential"], key="ob_mode",
                            help="Independent: one pass, as BERT predicts them. Sequential: fill the surest, run again.")
+    missing = ui.explain_missing(s["ob_models"], "Fill the mask with")
+    runnable = [m for m in s["ob_models"] if m not in missing]
     if not s["ob_models"]:
         st.info("Pick at least one model.")
-    else:
-        table, errors = O.side_by_side(s["ob_models"], s["ob_fill"], s["ob_k"], s["ob_mode"] or "independent")
+    elif runnable:
+        table, errors = O.side_by_side(runnable, s["ob_fill"], s["ob_k"], s["ob_mode"] or "independent")
         for mid, msg in errors.items():
             st.error(f"**{mid}**: {msg}", icon=":material/error:")
         if len(table):
@@ -95,7 +97,7 @@ with tabs[1]:
         try:
             from models.loader import load
 
-            tok = load("bert-base-uncased", task="masked-lm").tokenizer if ui.catalog_availability()["bert-base-uncased"][0] == "ready" else None
+            tok = load("bert-base-uncased", task="masked-lm").tokenizer if ui.model_ready("bert-base-uncased") else None
         except ExplorerError:
             tok = None
         if tok is not None:

@@ -18,16 +18,6 @@ ALLOWED = {"pm_kind": list(KINDS), "pm_seed": (0, 10**6), "pm_k": (1, P.MAX_TOKE
            "pm_seg": (1, 64), "pm_mem": (0, 64)}
 
 
-def ready(model_id: str) -> bool:
-    """On this machine, or downloadable right now."""
-    status = ui.catalog_availability()[model_id][0]
-    if status == "download":
-        from models.loader import is_online
-
-        return is_online()
-    return status == "ready"
-
-
 @st.cache_resource(show_spinner="Loading XLNet…")
 def xlnet_lm():
     from models.loader import load
@@ -49,7 +39,7 @@ ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Permutation LM")
 st.markdown("#### XLNet predicts tokens in a random order, seeing both sides, and never its own target")
 ui.warn_ignored(ignored, "pm_")
-have_xlnet = ready(XLNET)
+have_xlnet = ui.model_ready(XLNET)
 s = st.session_state
 
 st.text_input("Sentence", key="pm_text", max_chars=400)
@@ -144,7 +134,7 @@ else:
         ui.show_error(err)
 
 st.subheader("\"New York\": BERT's independence against XLNet's chain")
-if not (have_xlnet and ready(BERT)):
+if not (have_xlnet and ui.model_ready(BERT)):
     st.info(f"This comparison runs {BERT} and {XLNET}; get them with `python -m models.fetch {BERT} {XLNET}`.", icon=":material/info:")
 else:
     c = st.columns([3, 1, 1])
