@@ -87,3 +87,19 @@ class InvalidOrder(ExplorerError, ValueError):
 
 class MaskMissing(InvalidText):
     """Fill-mask text without a [MASK] (or with more than the limit)."""
+
+
+class DatabaseUnavailable(ExplorerError, RuntimeError):
+    """The results database cannot be used: unreachable, read-only, locked, or from a newer version."""
+
+
+class InvalidResult(ExplorerError, ValueError):
+    """A result (or an import file) that fails validation. ``errors`` lists (line, message); line is None for a single add."""
+
+    def __init__(self, message: str, hint: str = "", errors: list[tuple[int | None, str]] | None = None) -> None:
+        super().__init__(message, hint)
+        self.errors = errors or []
+
+
+class DuplicateResult(InvalidResult):
+    """The same result (model, variant, task, metric, split, setting, source, table) is already stored."""

@@ -12,6 +12,8 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="bfe-hf-home-")
 os.environ.pop("BFE_ONLINE", None)
 os.environ.pop("BFE_DEVICE", None)
+# Never the developer's own results database: each test gets its own (see results_db_url below).
+os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="bfe-db-"), "results.db")
 
 import pytest
 
@@ -35,6 +37,17 @@ def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(loader, "_default_cache", None)
     monkeypatch.setattr(loader, "_probe", None)
     return tiny_dir
+
+
+@pytest.fixture(autouse=True)
+def results_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh SQLite results database per test (the page and the library read DATABASE_URL)."""
+    from analysis import results_db
+
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    monkeypatch.setenv("DATABASE_URL", url)
+    yield url
+    results_db.dispose_engines()
 
 
 @pytest.fixture

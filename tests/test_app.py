@@ -237,14 +237,17 @@ def test_attention_page_bad_inputs(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert any("python -m models.fetch roberta-large" in i.value for i in at.info) and not at.exception
 
 
-@pytest.mark.parametrize("page", ["views/calculator.py", "views/scaling.py"])
-def test_model_free_pages_never_import_torch(page: str) -> None:
-    """The calculators and the scaling lab need no model: they must not pay for torch (clean interpreter)."""
+@pytest.mark.parametrize(("page", "heavy"), [("views/calculator.py", ("torch", "transformers", "sqlalchemy", "gradio")),
+                                             ("views/scaling.py", ("torch", "transformers", "sqlalchemy", "gradio")),
+                                             ("views/results.py", ("torch", "transformers", "gradio"))])
+def test_model_free_pages_never_import_torch(page: str, heavy: tuple[str, ...]) -> None:
+    """The calculators, the scaling lab and the results database need no model: no torch (clean interpreter).
+    Only the results page may import sqlalchemy: it is its job."""
     code = (
         "import sys; from streamlit.testing.v1 import AppTest; "
         f"at = AppTest.from_file({ENTRY!r}, default_timeout=60).run(); at.switch_page({page!r}).run(); "
         "assert not at.exception, at.exception; "
-        "heavy = [m for m in ('torch', 'transformers', 'sqlalchemy', 'gradio') if m in sys.modules]; "
+        f"heavy = [m for m in {heavy!r} if m in sys.modules]; "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -313,3 +316,49 @@ def test_objectives_page_bad_inputs() -> None:
     assert any("limit is 8" in e.value for e in at.error)
     at = run("views/objectives.py", ob_models="bert-base-uncased,roberta-large")  # roberta-large is not on this machine
     assert any("roberta-large" in i.value and "models.fetch roberta-large" in i.value for i in at.info)
+
+
+def results_html(at: AppTest) -> str:
+    return "\n".join(str(h.proto.body) for h in at.get("html"))
+
+
+def test_results_page_compares_checks_and_exports() -> None:
+    at = run("views/results.py")
+    assert at.title[0].value == "GLUE results database" and not at.error
+    table = results_html(at)
+    assert "RoBERTa-large" in table and "★" in table and "Liu et al. 2019, Table 5" in table  # the source is each cell's tooltip
+    assert {b.label for b in at.get("download_button")} >= {"Table (CSV)", "Markdown", "LaTeX", "Rows with sources (CSV)"}
+    for view in ("Charts", "Bigger is better?"):
+        at.segmented_control(key="gl_view").set_value(view).run()
+        assert not at.exception and len(at.get("plotly_chart")) >= 1, view
+    at.segmented_control(key="gl_view").set_value("Score check").run()
+    checks = at.dataframe[0].value
+    assert {"match", "within rounding", "differs"} <= set(checks["status"])
+    assert at.query_params["gl_view"] == "Score check"
+    at.segmented_control(key="gl_view").set_value("Tasks & sources").run()
+    assert "WNLI" in set(at.dataframe[0].value["key"]) and not at.exception
+
+
+def test_results_page_state_comes_from_the_link() -> None:
+    at = run("views/results.py", gl_split="test", gl_setting="ensemble", gl_models="ALBERT-xxlarge,RoBERTa-large")
+    table = results_html(at)
+    assert "ALBERT-xxlarge (ensemble)" in table and "XLNet-large" not in table and "99.2" in table and not at.warning
+    at = run("views/results.py", gl_split="train", gl_models='["No such model"]')
+    assert any("were not valid" in w.value for w in at.warning) and not at.exception
+
+
+def test_results_page_adds_and_imports_with_clear_errors() -> None:
+    at = run("views/results.py", gl_view="Add results")
+    at.selectbox(key="gl_add_task").set_value("RTE").run()
+    form = at.text_input
+    form[0].set_value("Class BERT")
+    form[2].set_value("250")  # out of range
+    form[4].set_value("liu2019")
+    at.button[0].click().run()
+    assert any("outside the range" in e.value for e in at.error) and not at.exception
+    at.text_input[2].set_value("71.5")
+    at.button[0].click().run()
+    assert any("Saved" in s.value for s in at.success), [e.value for e in at.error]
+    at.segmented_control(key="gl_view").set_value("Table").run()
+    at.multiselect(key="gl_models").set_value(["Class BERT", "BERT-base"]).run()
+    assert "Class BERT" in results_html(at) and "71.5" in results_html(at)

@@ -29,7 +29,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
          "calculator": "where the bytes go", "scaling": "read its exponent with an error bar",
          "attention": "what each head of a real model looks at", "permutation": "never its own target",
-         "objectives": "What each family member was trained to do"}
+         "objectives": "What each family member was trained to do", "results": "each with its paper, table and split"}
 
 
 def _free_port() -> int:
@@ -190,3 +190,37 @@ def test_attention_head_view_draws_offline_and_never_runs_typed_html(server: str
     assert not dialogs and not outside, (dialogs, outside)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
+
+
+def test_results_page_tooltips_escaping_and_a_bad_import(tiny_dir: Path, browser, tmp_path: Path) -> None:
+    from urllib.parse import quote
+
+    from analysis import results_db
+
+    evil = "<img src=x onerror=alert(1)>"
+    results_db.add_result(results_db.get_engine(), model=evil, task="SST-2", metric="acc", split="dev", value=90.0,
+                          source="liu2019", note="<script>alert(2)</script>")
+    models = quote(",".join([evil, "BERT-base", "RoBERTa-large"]))
+    with running_app(tiny_dir) as server:
+        page, outside = open_page(browser, f"{server}/results?gl_models={models}", PAGES["results"])
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        cell = page.locator("table.bfe-glue td.best").first
+        cell.wait_for(timeout=30_000)
+        assert "Liu et al. 2019" in (cell.get_attribute("title") or "")  # each value's source on hover
+        rows = page.locator("table.bfe-glue th.row").all_inner_texts()
+        assert evil in rows and "BERT-base" in rows  # typed HTML is shown as text, never run
+        page.screenshot(path=str(SHOTS / "results-table.png"))
+        page.goto(f"{server}/results?gl_view=Add+results")
+        page.get_by_text("Import a CSV").wait_for(timeout=30_000)
+        bad = tmp_path / "bad.csv"
+        bad.write_text("model,task,metric,split,value,source\nMine,CoLA,mcc,dev,50,liu2019\nMine,CoLA,mcc,dev,150,liu2019\n")
+        page.locator('input[type="file"]').set_input_files(str(bad))
+        page.get_by_role("button", name="Import").click()
+        page.get_by_text("Nothing imported").wait_for(timeout=30_000)
+        page.get_by_text("outside the range").first.wait_for(timeout=30_000)  # the problem, by line
+        page.screenshot(path=str(SHOTS / "results-bad-import.png"))
+        assert not dialogs and not outside, (dialogs, outside)
+        assert page.locator('[data-testid="stException"]').count() == 0 and "Traceback" not in page.inner_text("body")
+        page.close()
+    assert len(results_db.results_frame(results_db.get_engine(), models=["Mine"])) == 0

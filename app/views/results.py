@@ -1,0 +1,239 @@
+"""GLUE results database: published results with their sources, compared, checked, extended and exported. No torch."""
+
+import pandas as pd
+import streamlit as st
+
+from analysis import glue, glue_plots
+from analysis import results_db as db
+from app import ui
+from models.errors import ExplorerError, InvalidResult
+
+GLUE8 = ["MNLI", "QNLI", "QQP", "RTE", "SST-2", "MRPC", "CoLA", "STS-B"]
+DEFAULT_MODELS = ["BERT-base", "BERT-large", "RoBERTa-large", "XLNet-large", "ALBERT-base", "ALBERT-xxlarge", "DistilBERT",
+                  "ERNIE 2.0-large", "Megatron-3.9B"]
+DEFAULTS = {"gl_split": "dev", "gl_setting": "single", "gl_tasks": GLUE8, "gl_models": DEFAULT_MODELS, "gl_variants": False,
+            "gl_collapse": True, "gl_cols": [], "gl_base": "BERT-base", "gl_size_col": "MNLI m", "gl_view": "Table"}
+VIEWS = ["Table", "Charts", "Bigger is better?", "Score check", "Add results", "Tasks & sources"]
+
+
+@st.cache_data(ttl=60, show_spinner="Opening the results database…")
+def load_all(url: str) -> pd.DataFrame:
+    return db.results_frame(db.get_engine(url))
+
+
+@st.cache_data(ttl=600, show_spinner=False)
+def reference(url: str, kind: str) -> pd.DataFrame:
+    return db.catalog_frame(kind, db.get_engine(url))
+
+
+def written() -> None:
+    """After a write: drop the cached frames so every view shows the new rows."""
+    load_all.clear()
+    reference.clear()
+
+
+st.title("GLUE results database")
+st.markdown("#### Published GLUE, SQuAD and RACE results, each with its paper, table and split: compare, check, add your own")
+try:
+    url = db.default_url()
+    df_all = load_all(url)
+except ExplorerError as err:
+    ui.show_error(err)
+    st.stop()
+
+tasks_all = list(dict.fromkeys(df_all["task"]))
+models_all = list(dict.fromkeys(df_all["model"]))
+ignored = ui.restore_url_state(DEFAULTS, {"gl_split": ["dev", "test", "both"], "gl_setting": ["single", "ensemble", "both"],
+                                          "gl_tasks": tasks_all, "gl_models": models_all, "gl_view": VIEWS})
+ui.warn_ignored(ignored, "gl_")
+n_sources = df_all["source"].nunique()
+st.caption(f"{len(df_all):,} results from {n_sources} papers and leaderboards, transcribed from the lecture slides; hover a value "
+           f"for its source. Database: {db.get_engine(url).url.render_as_string(hide_password=True)} · seed data "
+           f"{db.seed_version()}.")
+
+st.segmented_control("View", VIEWS, key="gl_view", label_visibility="collapsed")
+current = st.session_state["gl_view"] or "Table"
+FILTERED = current in VIEWS[:4]
+comp = None
+if FILTERED:
+    c1, c2, c3, c4 = st.columns([1.2, 1.4, 1, 1])
+    c1.segmented_control("Split", ["dev", "test", "both"], key="gl_split", help="Development or test set (test = GLUE server/leaderboard).")
+    c2.segmented_control("Models", ["single", "ensemble", "both"], key="gl_setting", format_func=lambda s: {"single": "single models",
+                         "ensemble": "ensembles", "both": "both"}[s])
+    c3.toggle("Ablation variants", key="gl_variants", help="Include the papers' ablations (ALBERT's E and sharing, RoBERTa's inputs…).")
+    c4.toggle("One row per model", key="gl_collapse",
+              help="On: when several papers report the same number, the model's own paper wins, then the newest. Off: one row per paper table.")
+    split = st.session_state["gl_split"] or "dev"
+    setting = st.session_state["gl_setting"] or "both"
+    view = df_all
+    if split != "both":
+        view = view[view["split"] == split]
+    if setting != "both":
+        view = view[view["setting"] == setting]
+    if not st.session_state["gl_variants"]:
+        view = view[view["variant"] == ""]
+
+    c1, c2 = st.columns(2)
+    c1.multiselect("Tasks", tasks_all, key="gl_tasks", help="GLUE's eight scored tasks are preselected; add WNLI, AX, SQuAD, RACE…")
+    model_opts = [m for m in models_all if m in set(view[view["task"].isin(st.session_state["gl_tasks"])]["model"])]
+    kept = [m for m in st.session_state["gl_models"] if m in model_opts]
+    st.session_state["gl_models"] = kept
+    c2.multiselect(f"Models ({len(model_opts)} with results here)", list(dict.fromkeys(kept + model_opts)), key="gl_models")
+    view = view[view["task"].isin(st.session_state["gl_tasks"]) & view["model"].isin(st.session_state["gl_models"])]
+
+    if view.empty:
+        st.info("No results match: try the other split, both single models and ensembles, or more tasks and models.", icon=":material/filter_alt_off:")
+    else:
+        options = glue.column_options(view)
+        default_cols = [lbl for lbl, tm in options.items() if tm in glue.default_columns(view)]
+        chosen = [c for c in st.session_state["gl_cols"] if c in options] or default_cols
+        cols = st.multiselect("Columns (task and metric)", list(options), default=chosen, key="gl_cols_widget")
+        st.session_state["gl_cols"] = cols if cols != default_cols else []
+        keep = {options[c] for c in cols}
+        picked = view[[tm in keep for tm in zip(view["task"], view["metric"], strict=True)]]
+        comp = glue.compare(picked, collapse=st.session_state["gl_collapse"])
+
+
+if current in ("Table", "Charts", "Bigger is better?") and (comp is None or comp.empty):
+    if comp is not None:
+        st.info("Pick at least one column to compare.", icon=":material/table:")
+elif current == "Table":
+    st.html(glue.to_html(comp))
+    st.caption("★ best value in its column (↓: lower is better) · hover a value for its paper, table, split and notes · "
+               "'–' not reported in that table.")
+    caption = f"{', '.join(comp.values.columns)} ({split}, {setting} models)"
+    d1, d2, d3, d4 = st.columns(4)
+    d1.download_button("Table (CSV)", comp.values.to_csv().encode(), "glue_comparison.csv", "text/csv", icon=":material/download:")
+    d2.download_button("Markdown", glue.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
+    d3.download_button("LaTeX", glue.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
+                       icon=":material/download:")
+    d4.download_button("Rows with sources (CSV)", db.export_rows(picked), "glue_results.csv", "text/csv", icon=":material/download:",
+                       help="One row per number with its source; the same format the import accepts.")
+elif current == "Charts":
+    st.plotly_chart(glue_plots.grouped_bars(comp), width="stretch")
+    st.plotly_chart(glue_plots.radar(comp), width="stretch")
+    rows = list(comp.values.index)
+    base = st.session_state["gl_base"] if st.session_state["gl_base"] in rows else rows[0]
+    st.session_state["gl_base"] = base
+    st.selectbox("Baseline for the differences", rows, key="gl_base")
+    st.plotly_chart(glue_plots.delta_heatmap(glue.deltas(comp, st.session_state["gl_base"]), st.session_state["gl_base"]), width="stretch")
+elif current == "Bigger is better?":
+    cols = list(comp.values.columns)
+    if st.session_state["gl_size_col"] not in cols:
+        st.session_state["gl_size_col"] = max(cols, key=lambda c: comp.values[c].notna().sum())
+    st.selectbox("Score", cols, key="gl_size_col")
+    pts = glue.size_points(comp, st.session_state["gl_size_col"])
+    if len(pts) < 2:
+        st.info("Fewer than two of these models have both a parameter count and this score; pick another column or more models.")
+    else:
+        st.plotly_chart(glue_plots.score_vs_size(pts, st.session_state["gl_size_col"]), width="stretch")
+        st.markdown("Within a family, bigger usually scores higher (BERT-base → BERT-large, Megatron 336M → 3.9B). The counter-"
+                    "examples: **DistilBERT** keeps most of BERT-base's score with 40% fewer parameters, and **ALBERT** shares "
+                    "one layer's weights across all layers, so ALBERT-xxlarge (235M) beats BERT-large (334M) — parameters are not "
+                    "compute, and ALBERT-xxlarge is the slower of the two.")
+        missing = [r for r in comp.values.index if r not in set(pts["label"])]
+        if missing:
+            st.caption("Not plotted (no parameter count or no value): " + ", ".join(missing))
+elif current == "Score check":
+    st.markdown("Each reported aggregate beside the one recomputed from the same table's cells, the way that paper computes it. "
+                "**within rounding**: off by at most one unit of the last digit, which rounded cells allow; **differs**: more than that; "
+                "**cannot recompute**: the table does not print every metric the score needs (leaderboard tables print one number per task).")
+    chk = glue.score_check(df_all if split == "both" else df_all[df_all["split"] == split])
+    counts = chk["status"].value_counts()
+    m = st.columns(4)
+    for col, name in zip(m, ["match", "within rounding", "differs", "cannot recompute"], strict=True):
+        col.metric(name, int(counts.get(name, 0)))
+    st.dataframe(chk, hide_index=True, width="stretch",
+                 column_config={"reported": st.column_config.NumberColumn(format="%.2f"),
+                                "recomputed": st.column_config.NumberColumn(format="%.2f"),
+                                "difference": st.column_config.NumberColumn(format="%+.2f"),
+                                "glue_official": st.column_config.NumberColumn("GLUE score (official formula)", format="%.2f"),
+                                "glue_without_wnli": st.column_config.NumberColumn("without WNLI", format="%.2f")})
+    with st.expander("How each paper aggregates"):
+        for conv in glue.CONVENTIONS.values():
+            st.markdown(f"- **{conv.label}**: {conv.description}.")
+    ui.download_buttons(chk, "glue_score_check", key="gl_chk")
+elif current == "Add results":
+    tasks_ref = reference(url, "metrics")
+    st.markdown("Add a result from a paper or your own run. It is validated (known task and metric, value in range, a source) and "
+                "stored with `origin = user`; upgrades of the built-in data never touch it.")
+    a1, a2 = st.columns(2)
+    task = a1.selectbox("Task", list(dict.fromkeys(tasks_ref["task"])), key="gl_add_task")
+    metrics = tasks_ref[tasks_ref["task"] == task]
+    metric = a2.selectbox("Metric", list(metrics["metric"]), key="gl_add_metric",
+                          format_func=lambda k: f"{k} — {metrics.set_index('metric').loc[k, 'name']}")
+    with st.form("gl_add", clear_on_submit=False):
+        f1, f2, f3 = st.columns(3)
+        model = f1.text_input("Model", placeholder="e.g. RoBERTa-large or a new name", max_chars=100)
+        variant = f2.text_input("Variant (optional)", placeholder="e.g. 1.5M steps", max_chars=200)
+        value = f3.text_input("Value", placeholder="e.g. 84.6 (percent)")
+        f4, f5, f6 = st.columns(3)
+        split_in = f4.selectbox("Split", list(db.SPLITS))
+        setting_in = f5.selectbox("Single or ensemble", list(db.SETTINGS))
+        params_in = f6.text_input("Parameters (new models)", placeholder="e.g. 110000000")
+        f7, f8, f9 = st.columns(3)
+        source = f7.text_input("Source", placeholder="a source key (e.g. liu2019) or 'Author et al. 2024, arXiv …'", max_chars=300)
+        table_in = f8.text_input("Table", placeholder="e.g. Table 2", max_chars=100)
+        snapshot = f9.text_input("Leaderboard date (optional)", placeholder="YYYY-MM-DD")
+        note = st.text_input("Note (optional)", max_chars=1000)
+        submitted = st.form_submit_button("Add result", type="primary")
+    if submitted:
+        try:
+            new_id = db.add_result(db.get_engine(url), model=model, variant=variant, task=task, metric=metric, split=split_in,
+                                   setting=setting_in, value=value, source=source, table=table_in, snapshot=snapshot, note=note,
+                                   parameters=params_in)
+            written()
+            st.success(f"Saved (id {new_id}): {model} · {task} {metric} · {split_in} = {value}.", icon=":material/check_circle:")
+        except ExplorerError as err:
+            ui.show_error(err)
+    st.divider()
+    st.markdown(f"**Import a CSV** — columns `{'`, `'.join(db.IMPORT_COLUMNS)}` (optional: `{'`, `'.join(db.OPTIONAL_COLUMNS)}`); "
+                f"at most {db.MAX_IMPORT_ROWS:,} rows and {db.MAX_IMPORT_BYTES // 1_000_000} MB. All rows are checked first; "
+                "if any fails, nothing is imported and the problems are listed by line.")
+    upload = st.file_uploader("CSV file", type=["csv"], key="gl_upload")
+    if upload is not None and st.button("Import", key="gl_import"):
+        try:
+            report = db.import_csv(upload.getvalue(), db.get_engine(url))
+            written()
+            st.success(f"Imported {report.rows} result(s).", icon=":material/check_circle:")
+        except InvalidResult as err:
+            ui.show_error(err)
+            if err.errors:
+                problems = pd.DataFrame(err.errors[:50], columns=["line", "problem"]).set_index("line")
+                st.table(problems)
+                if len(err.errors) > 50:
+                    st.caption(f"… and {len(err.errors) - 50} more.")
+        except ExplorerError as err:
+            ui.show_error(err)
+    template = db.export_rows(df_all.head(3))
+    st.download_button("Example file (3 rows)", template, "results_template.csv", "text/csv", icon=":material/download:")
+    mine = df_all[df_all["origin"] == "user"]
+    if not mine.empty:
+        st.markdown(f"**Results added by users** ({len(mine)})")
+        st.dataframe(mine[["id", "model", "variant", "task", "metric", "split", "setting", "value", "citation", "table", "note"]],
+                     hide_index=True, width="stretch")
+        d1, d2 = st.columns([1, 3])
+        gone = d1.selectbox("Delete result id", list(mine["id"]), key="gl_del_id")
+        if d2.button("Delete", key="gl_del"):
+            try:
+                db.delete_result(int(gone), db.get_engine(url))
+                written()
+                st.rerun()
+            except ExplorerError as err:
+                ui.show_error(err)
+else:
+    tasks_tbl = reference(url, "tasks")
+    st.markdown("**The tasks** (the GLUE table from the slides, 001; other tasks from their papers)")
+    st.dataframe(tasks_tbl[["key", "name", "benchmark", "kind", "train_size", "test_size", "domain", "metrics", "source"]],
+                 hide_index=True, width="stretch")
+    st.markdown("**Metrics and their valid ranges** (a value outside is refused)")
+    st.dataframe(reference(url, "metrics"), hide_index=True, width="stretch")
+    st.markdown("**Sources**")
+    src = reference(url, "sources")
+    counts = df_all.groupby("source").size()
+    src = src.assign(results=src["key"].map(counts).fillna(0).astype(int),
+                     link=[f"https://arxiv.org/abs/{a}" if a else u for a, u in zip(src["arxiv"], src["url"], strict=True)])
+    st.dataframe(src[["key", "title", "authors", "year", "venue", "results", "link", "note"]], hide_index=True, width="stretch",
+                 column_config={"link": st.column_config.LinkColumn()})
+
+ui.save_url_state(DEFAULTS)
