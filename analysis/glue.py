@@ -181,12 +181,13 @@ def _cell_source(r: pd.Series) -> str:
     return text + (f" — {r['note']}" if isinstance(r["note"], str) and r["note"] else "")
 
 
-def compare(df: pd.DataFrame, collapse: bool = True) -> Comparison:
+def compare(df: pd.DataFrame, collapse: bool = True, order: Sequence[tuple[str, str]] | None = None) -> Comparison:
     """Pivot results into a comparison table.
 
     ``collapse=True``: one row per model (and variant, and single/ensemble); when several sources
     report the same cell, the model's own paper wins, then the newest source. ``collapse=False``:
-    one row per model and source table. Columns are (task, metric) in the order first seen.
+    one row per model and source table. Columns are (task, metric) in ``order`` (default: grouped by
+    task, in the order first seen).
     """
     if df.empty:
         empty = pd.DataFrame()
@@ -200,6 +201,9 @@ def compare(df: pd.DataFrame, collapse: bool = True) -> Comparison:
     d = d.drop_duplicates(["row", "task", "metric"], keep="first")
     n_metrics = d.groupby("task")["metric"].nunique().to_dict()
     col_order = _ordered_columns(df)
+    if order is not None:
+        rank = {tm: i for i, tm in enumerate(order)}
+        col_order = sorted(col_order, key=lambda tm: rank.get(tm, len(rank)))
     columns = {column_label(t, m, n_metrics.get(t, 1)): (t, m) for t, m in col_order if (t, m) in set(zip(d["task"], d["metric"], strict=True))}
     by_cell = {(t, m): lbl for lbl, (t, m) in columns.items()}
     d["col"] = [by_cell[(t, m)] for t, m in zip(d["task"], d["metric"], strict=True)]
@@ -251,7 +255,7 @@ def to_html(comp: Comparison) -> str:
                          f"{'<b>' if best else ''}{esc(_fmt(float(v)))}{' ★</b>' if best else ''}</td>")
         body.append(f"<tr><th class='row'>{esc(r)}</th>{''.join(cells)}</tr>")
     style = ("<style>.bfe-glue{border-collapse:collapse;font-size:0.9rem;width:100%}.bfe-glue th,.bfe-glue td{border-bottom:1px solid "
-             "rgba(128,128,128,.3);padding:4px 8px;text-align:right;white-space:nowrap}.bfe-glue th.row{text-align:left;"
+             "rgba(128,128,128,.3);padding:4px 8px;text-align:right;white-space:nowrap}.bfe-glue th.row{text-align:left;min-width:10em;"
              "white-space:normal}.bfe-glue td.best{background:rgba(46,160,67,.18)}.bfe-glue td.na{color:#999}"
              ".bfe-glue td[title]{cursor:help}</style>")
     return (f"{style}<div style='overflow-x:auto'><table class='bfe-glue'><thead><tr><th class='row'>model</th>{head}</tr></thead>"

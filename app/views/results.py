@@ -56,10 +56,11 @@ current = st.session_state["gl_view"] or "Table"
 FILTERED = current in VIEWS[:4]
 comp = None
 if FILTERED:
-    c1, c2, c3, c4 = st.columns([1.2, 1.4, 1, 1])
+    c1, c2 = st.columns(2)
     c1.segmented_control("Split", ["dev", "test", "both"], key="gl_split", help="Development or test set (test = GLUE server/leaderboard).")
     c2.segmented_control("Models", ["single", "ensemble", "both"], key="gl_setting", format_func=lambda s: {"single": "single models",
                          "ensemble": "ensembles", "both": "both"}[s])
+    c3, c4 = st.columns(2)
     c3.toggle("Ablation variants", key="gl_variants", help="Include the papers' ablations (ALBERT's E and sharing, RoBERTa's inputs…).")
     c4.toggle("One row per model", key="gl_collapse",
               help="On: when several papers report the same number, the model's own paper wins, then the newest. Off: one row per paper table.")
@@ -91,7 +92,7 @@ if FILTERED:
         st.session_state["gl_cols"] = cols if cols != default_cols else []
         keep = {options[c] for c in cols}
         picked = view[[tm in keep for tm in zip(view["task"], view["metric"], strict=True)]]
-        comp = glue.compare(picked, collapse=st.session_state["gl_collapse"])
+        comp = glue.compare(picked, collapse=st.session_state["gl_collapse"], order=[options[c] for c in cols])
 
 
 if current in ("Table", "Charts", "Bigger is better?") and (comp is None or comp.empty):
