@@ -238,9 +238,9 @@ def get_engine(url: str | None = None) -> Engine:
             kwargs["pool_pre_ping"] = True
         try:
             engine = create_engine(parsed, **kwargs)
-        except (NoSuchModuleError, ModuleNotFoundError) as err:
-            raise DatabaseUnavailable(f"No database driver for {parsed.drivername!r} ({err}).",
-                                      "For PostgreSQL: pip install 'psycopg[binary]'.") from None
+        except (NoSuchModuleError, ModuleNotFoundError):
+            raise DatabaseUnavailable(f"DATABASE_URL names a database this installation has no driver for ({parsed.drivername!r}).",
+                                      "Use sqlite:///path/to/results.db, or postgresql://user@host/db (pip install 'psycopg[binary]').") from None
         if sqlite:
             _sqlite_events(engine)
         _ENGINES[url] = engine

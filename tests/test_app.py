@@ -350,15 +350,27 @@ def test_results_page_state_comes_from_the_link() -> None:
 def test_results_page_adds_and_imports_with_clear_errors() -> None:
     at = run("views/results.py", gl_view="Add results")
     at.selectbox(key="gl_add_task").set_value("RTE").run()
-    form = at.text_input
-    form[0].set_value("Class BERT")
-    form[2].set_value("250")  # out of range
-    form[4].set_value("liu2019")
+    at.selectbox(key="gl_add_model").set_value("BERT-base")
+    at.selectbox(key="gl_add_source").set_value("liu2019")
+    next(t for t in at.text_input if t.label.startswith("Variant")).set_value("class run")
+    next(t for t in at.text_input if t.label == "Value").set_value("250")  # out of range
     at.button[0].click().run()
     assert any("outside the range" in e.value for e in at.error) and not at.exception
-    at.text_input[2].set_value("71.5")
+    next(t for t in at.text_input if t.label == "Value").set_value("71.5")
     at.button[0].click().run()
     assert any("Saved" in s.value for s in at.success), [e.value for e in at.error]
+    at.button[0].click().run()  # the same again: refused as a duplicate, not stored twice
+    assert any("already stored" in e.value for e in at.error) and not at.exception
+    from analysis import results_db
+
+    mine = results_db.results_frame(results_db.get_engine(), models=["BERT-base"], tasks=["RTE"])
+    assert mine[mine["variant"] == "class run"]["value"].tolist() == [71.5]
     at.segmented_control(key="gl_view").set_value("Table").run()
-    at.multiselect(key="gl_models").set_value(["Class BERT", "BERT-base"]).run()
-    assert "Class BERT" in results_html(at) and "71.5" in results_html(at)
+    at.toggle(key="gl_variants").set_value(True).run()
+    assert "BERT-base [class run]" in results_html(at) and "71.5" in results_html(at)
+
+
+def test_results_page_explains_an_unusable_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "nosuchdb://somewhere/results")
+    at = run("views/results.py")
+    assert any("DATABASE_URL" in e.value for e in at.error) and not at.exception

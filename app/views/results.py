@@ -165,7 +165,8 @@ elif current == "Add results":
                           format_func=lambda k: f"{k} — {metrics.set_index('metric').loc[k, 'name']}")
     with st.form("gl_add", clear_on_submit=False):
         f1, f2, f3 = st.columns(3)
-        model = f1.text_input("Model", placeholder="e.g. RoBERTa-large or a new name", max_chars=100)
+        model = f1.selectbox("Model", models_all, index=None, accept_new_options=True, key="gl_add_model",
+                             placeholder="pick one, or type a new name")
         variant = f2.text_input("Variant (optional)", placeholder="e.g. 1.5M steps", max_chars=200)
         value = f3.text_input("Value", placeholder="e.g. 84.6 (percent)")
         f4, f5, f6 = st.columns(3)
@@ -173,25 +174,32 @@ elif current == "Add results":
         setting_in = f5.selectbox("Single or ensemble", list(db.SETTINGS))
         params_in = f6.text_input("Parameters (new models)", placeholder="e.g. 110000000")
         f7, f8, f9 = st.columns(3)
-        source = f7.text_input("Source", placeholder="a source key (e.g. liu2019) or 'Author et al. 2024, arXiv …'", max_chars=300)
+        sources = reference(url, "sources")
+        source = f7.selectbox("Source", list(sources["key"]), index=None, accept_new_options=True, key="gl_add_source",
+                              format_func=lambda k: (lambda r: f"{k} — {r['title'].iloc[0][:60]}" if len(r) else k)(sources[sources["key"] == k]),
+                              placeholder="pick a paper, or type 'Author et al. 2024, …'")
         table_in = f8.text_input("Table", placeholder="e.g. Table 2", max_chars=100)
         snapshot = f9.text_input("Leaderboard date (optional)", placeholder="YYYY-MM-DD")
         note = st.text_input("Note (optional)", max_chars=1000)
         submitted = st.form_submit_button("Add result", type="primary")
     if submitted:
         try:
-            new_id = db.add_result(db.get_engine(url), model=model, variant=variant, task=task, metric=metric, split=split_in,
-                                   setting=setting_in, value=value, source=source, table=table_in, snapshot=snapshot, note=note,
+            new_id = db.add_result(db.get_engine(url), model=model or "", variant=variant, task=task, metric=metric, split=split_in,
+                                   setting=setting_in, value=value, source=source or "", table=table_in, snapshot=snapshot, note=note,
                                    parameters=params_in)
             written()
             st.success(f"Saved (id {new_id}): {model} · {task} {metric} · {split_in} = {value}.", icon=":material/check_circle:")
+            upper = metrics.set_index("metric").loc[metric, "upper"]
+            if upper == 100 and 0 < abs(float(value)) <= 1:
+                st.warning(f"Scores here are in percent: {value} means {value}%, not {float(value) * 100:g}%. If you meant the "
+                           "latter, delete this result below and add it again.", icon=":material/percent:")
         except ExplorerError as err:
             ui.show_error(err)
     st.divider()
     st.markdown(f"**Import a CSV** — columns `{'`, `'.join(db.IMPORT_COLUMNS)}` (optional: `{'`, `'.join(db.OPTIONAL_COLUMNS)}`); "
                 f"at most {db.MAX_IMPORT_ROWS:,} rows and {db.MAX_IMPORT_BYTES // 1_000_000} MB. All rows are checked first; "
                 "if any fails, nothing is imported and the problems are listed by line.")
-    upload = st.file_uploader("CSV file", type=["csv"], key="gl_upload")
+    upload = st.file_uploader("CSV file", type=["csv"], key="gl_upload", max_upload_size=max(1, db.MAX_IMPORT_BYTES // 1_000_000))
     if upload is not None and st.button("Import", key="gl_import"):
         try:
             report = db.import_csv(upload.getvalue(), db.get_engine(url))
