@@ -34,18 +34,30 @@ def grouped_bars(comp: Comparison) -> go.Figure:
     return fig
 
 
-def radar(comp: Comparison) -> go.Figure:
-    """A radar per model over the columns it reports (gaps where it does not)."""
+def radar(comp: Comparison, separate: bool = False) -> go.Figure:
+    """The models on radar axes, one per column: overlaid, or ``separate`` (a small radar per model, 3 per row)."""
+    from plotly.subplots import make_subplots
+
     cols = [_esc(c) for c in comp.values.columns]
-    fig = go.Figure()
-    for row in comp.values.index:
-        vals = comp.values.loc[row].tolist()
-        fig.add_scatterpolar(r=vals + vals[:1], theta=cols + cols[:1], name=_esc(row), connectgaps=False, mode="lines+markers",
-                             hovertemplate="%{theta}: <b>%{r}</b><extra>" + _esc(row) + "</extra>")
+    rows = list(comp.values.index)
     finite = comp.values.stack()
     low = max(0.0, math.floor(float(finite.min()) / 10) * 10) if len(finite) else 0
-    fig.update_layout(polar=dict(radialaxis=dict(range=[low, 100 if len(finite) and finite.max() <= 100 else None])),
-                      margin=dict(t=30, b=30), height=520, legend_title="model")
+    high = 100 if len(finite) and finite.max() <= 100 else None
+    per_row = 3
+    n_rows = math.ceil(len(rows) / per_row) if separate else 1
+    n_cols = per_row if separate else 1
+    fig = make_subplots(rows=n_rows, cols=n_cols, specs=[[{"type": "polar"}] * n_cols] * n_rows,
+                        subplot_titles=[_esc(r) for r in rows] if separate else None, horizontal_spacing=0.14,
+                        vertical_spacing=0.12 / (n_rows - 1) if n_rows > 1 else 0)
+    for i, row in enumerate(rows):
+        vals = comp.values.loc[row].tolist()
+        at = dict(row=i // per_row + 1, col=i % per_row + 1) if separate else dict(row=1, col=1)
+        fig.add_trace(go.Scatterpolar(r=vals + vals[:1], theta=cols + cols[:1], name=_esc(row), connectgaps=False, mode="lines+markers",
+                                      fill="toself" if separate else None, showlegend=not separate,
+                                      hovertemplate="%{theta}: <b>%{r}</b><extra>" + _esc(row) + "</extra>"), **at)
+    fig.update_polars(radialaxis=dict(range=[low, high]), angularaxis=dict(tickfont_size=10))
+    fig.update_annotations(yshift=22)  # model names above the top axis label
+    fig.update_layout(margin=dict(t=60, b=30, l=60, r=60), height=(360 * n_rows + 60) if separate else 520, legend_title="model")
     return fig
 
 

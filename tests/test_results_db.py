@@ -517,3 +517,20 @@ def test_the_library_imports_neither_torch_nor_streamlit() -> None:
             "print([m for m in ('torch', 'transformers', 'streamlit', 'gradio') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_charts_have_a_trace_per_model(lite) -> None:
+    from analysis import glue_plots
+
+    df = db.results_frame(lite, models=["BERT-base", "BERT-large", "RoBERTa-large", "DistilBERT"], tasks=["MNLI", "SST-2", "CoLA"],
+                          splits=["dev"], variants=False)
+    comp = glue.compare(df[df["metric"].isin(["acc_m", "acc", "mcc"])])
+    assert len(glue_plots.grouped_bars(comp).data) == 4
+    overlaid, each = glue_plots.radar(comp), glue_plots.radar(comp, separate=True)
+    assert len(overlaid.data) == 4 and {t.subplot for t in overlaid.data} == {"polar"}
+    assert len({t.subplot for t in each.data}) == 4  # one radar per model
+    heat = glue_plots.delta_heatmap(glue.deltas(comp, "BERT-base"), "BERT-base")
+    base_row = list(comp.values.index).index("BERT-base")
+    assert all(v == 0 or v != v for v in heat.data[0].z[base_row])
+    pts = glue.size_points(comp, "MNLI m")
+    assert pts["label"].iloc[0] == "DistilBERT" and pts["parameters"].is_monotonic_increasing

@@ -12,7 +12,7 @@ GLUE8 = ["MNLI", "QNLI", "QQP", "RTE", "SST-2", "MRPC", "CoLA", "STS-B"]
 DEFAULT_MODELS = ["BERT-base", "BERT-large", "RoBERTa-large", "XLNet-large", "ALBERT-base", "ALBERT-xxlarge", "DistilBERT",
                   "ERNIE 2.0-large", "Megatron-3.9B"]
 DEFAULTS = {"gl_split": "dev", "gl_setting": "single", "gl_tasks": GLUE8, "gl_models": DEFAULT_MODELS, "gl_variants": False,
-            "gl_collapse": True, "gl_cols": [], "gl_base": "BERT-base", "gl_size_col": "MNLI m", "gl_view": "Table"}
+            "gl_collapse": True, "gl_cols": [], "gl_base": "BERT-base", "gl_size_col": "MNLI m", "gl_view": "Table", "gl_radar_each": False}
 VIEWS = ["Table", "Charts", "Bigger is better?", "Score check", "Add results", "Tasks & sources"]
 
 
@@ -112,7 +112,8 @@ elif current == "Table":
                        help="One row per number with its source; the same format the import accepts.")
 elif current == "Charts":
     st.plotly_chart(glue_plots.grouped_bars(comp), width="stretch")
-    st.plotly_chart(glue_plots.radar(comp), width="stretch")
+    st.toggle("One radar per model", key="gl_radar_each")
+    st.plotly_chart(glue_plots.radar(comp, separate=st.session_state["gl_radar_each"]), width="stretch")
     rows = list(comp.values.index)
     base = st.session_state["gl_base"] if st.session_state["gl_base"] in rows else rows[0]
     st.session_state["gl_base"] = base
