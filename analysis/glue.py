@@ -262,27 +262,19 @@ def to_html(comp: Comparison) -> str:
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
-def _text_table(comp: Comparison, mark: str = "*") -> pd.DataFrame:
-    out = pd.DataFrame(index=comp.values.index, columns=comp.values.columns, dtype=object)
-    for r in comp.values.index:
-        for c in comp.values.columns:
-            v = comp.values.at[r, c]
-            out.at[r, c] = _fmt(float(v)) + (mark if bool(comp.best.at[r, c]) else "")
+def _text_table(comp: Comparison) -> pd.DataFrame:
+    """The values as text, formatted as the page shows them; the index is named ``model``."""
+    out = comp.values.map(lambda v: _fmt(float(v))).astype(object)
     out.index.name = "model"
     return out
 
 
 def to_markdown(comp: Comparison) -> str:
     """A GitHub Markdown table for slides; the best value per column bold. Sources listed under it."""
-    t = _text_table(comp, mark="")
-    for r in comp.values.index:
-        for c in comp.values.columns:
-            if bool(comp.best.at[r, c]):
-                t.at[r, c] = f"**{t.at[r, c]}**"
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    lines = ["| model | " + " | ".join(esc(c) for c in t.columns) + " |", "|---|" + "---|" * len(t.columns)]
-    lines += [f"| {esc(r)} | " + " | ".join(esc(v) for v in t.loc[r]) + " |" for r in t.index]
-    return "\n".join(lines) + "\n\n" + _sources_text(comp, bullet="- ")
+    from analysis.calculator import to_markdown as markdown_table
+
+    t = _text_table(comp).mask(comp.best, lambda v: "**" + v + "**")
+    return markdown_table(t) + "\n" + _sources_text(comp, bullet="- ")
 
 
 def _sources_text(comp: Comparison, bullet: str) -> str:
@@ -301,7 +293,7 @@ def latex_escape(text: str) -> str:
 
 def to_latex(comp: Comparison, caption: str = "Results") -> str:
     """A booktabs ``tabular`` in a ``table`` float; the best value per column in bold; sources in the caption."""
-    t = _text_table(comp, mark="")
+    t = _text_table(comp)
     lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "r" * len(t.columns) + "}", r"\toprule",
              "Model & " + " & ".join(latex_escape(c) for c in t.columns) + r" \\", r"\midrule"]
     for r in t.index:

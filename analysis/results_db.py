@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime as dt
+import functools
 import io
 import json
 import re
@@ -48,7 +49,6 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
-    func,
     insert,
     select,
     text,
@@ -274,7 +274,8 @@ def dispose_engines() -> None:
 
 
 def _explain(err: Exception) -> DatabaseUnavailable:
-    msg = str(getattr(err, "orig", err)).strip().splitlines()[0] if str(getattr(err, "orig", err)).strip() else type(err).__name__
+    text_ = str(getattr(err, "orig", err)).strip()
+    msg = text_.splitlines()[0] if text_ else type(err).__name__
     low = msg.lower()
     if "readonly" in low or "read-only" in low or "permission denied" in low:
         return DatabaseUnavailable("The results database is read-only, so nothing was saved.",
@@ -303,9 +304,14 @@ def _session(engine: Engine, write: bool = False) -> Iterator[Session]:
 
 
 # ----------------------------------------------------------------------------------------- seeding
+@functools.cache
+def _manifest() -> dict[str, Any]:
+    return json.loads((DATA_DIR / "manifest.json").read_text(encoding="utf-8"))
+
+
 def seed_version() -> str:
     """The version of the seed data in ``data/results/manifest.json``."""
-    return json.loads((DATA_DIR / "manifest.json").read_text(encoding="utf-8"))["version"]
+    return _manifest()["version"]
 
 
 def _read(name: str) -> list[dict[str, str]]:
@@ -315,7 +321,7 @@ def _read(name: str) -> list[dict[str, str]]:
 
 def seed_rows() -> dict[str, list[dict[str, str]]]:
     """The seed CSVs as lists of dicts: ``sources``, ``tasks``, ``metrics``, ``models``, ``results``."""
-    manifest = json.loads((DATA_DIR / "manifest.json").read_text(encoding="utf-8"))
+    manifest = _manifest()
     out = {name.removesuffix(".csv"): _read(name) for name in manifest["reference"]}
     out["results"] = [row for name in manifest["results"] for row in _read(name)]
     return out
@@ -373,10 +379,10 @@ def ensure_seeded(engine: Engine | None = None, force: bool = False) -> SeedRepo
         DatabaseUnavailable: the database cannot be created or written, or is from a newer version.
     """
     engine = engine or get_engine()
-    version = seed_version()
     cache_key = str(engine.url)
     if not force and cache_key in _SEEDED:
-        return SeedReport(version, skipped=True)
+        return SeedReport(seed_version(), skipped=True)
+    version = seed_version()
     try:
         Base.metadata.create_all(engine)
     except IntegrityError:  # two processes creating the tables at once (PostgreSQL): the other one won
@@ -617,12 +623,18 @@ def _store(s: Session, look: _Lookup, row: _Row) -> Result:
     return obj
 
 
-def _duplicate_message(s: Session, row: _Row, look: _Lookup) -> str:
-    existing = s.scalar(select(Result.value).where(
-        Result.model_id == look.models.get(row.model.lower(), -1), Result.variant == row.variant, Result.metric_id == row.metric_id,
-        Result.split == row.split, Result.setting == row.setting, Result.source_id == look.sources.get(row.source.lower(), -1),
-        Result.source_table == row.table))
-    return f"{row.label} from {row.source} {row.table}".strip() + (f" is already stored (value {existing:g})" if existing is not None else " is already stored")
+def _stored_value(s: Session, look: _Lookup, row: _Row) -> float | None:
+    """The value already stored under ``row``'s natural key, or None (a new model or source has nothing stored)."""
+    model_id, source_id = look.models.get(row.model.lower()), look.sources.get(row.source.lower())
+    if model_id is None or source_id is None:
+        return None
+    return s.scalar(select(Result.value).where(
+        Result.model_id == model_id, Result.variant == row.variant, Result.metric_id == row.metric_id, Result.split == row.split,
+        Result.setting == row.setting, Result.source_id == source_id, Result.source_table == row.table))
+
+
+def _duplicate_message(row: _Row, stored: float) -> str:
+    return f"{row.label} from {row.source} {row.table}".strip() + f" is already stored (value {stored:g})"
 
 
 # -------------------------------------------------------------------------------------- user edits
@@ -647,23 +659,15 @@ def add_result(engine: Engine | None = None, **fields: Any) -> int:
                 row = _validate(fields, look)
             except ValueError as err:
                 raise InvalidResult(f"Not saved: {err}.", "Fix the field and try again.", [(None, str(err))]) from None
-            if _exists(s, look, row):
-                raise DuplicateResult(f"Not saved: {_duplicate_message(s, row, look)}.",
+            stored = _stored_value(s, look, row)
+            if stored is not None:
+                raise DuplicateResult(f"Not saved: {_duplicate_message(row, stored)}.",
                                       "Change the variant, split or table if this is a different result.")
             obj = _store(s, look, row)
             s.flush()
             return obj.id
     except IntegrityError:  # a concurrent writer stored the same result between the check and the insert
         raise DuplicateResult("Not saved: this result was stored by someone else a moment ago.", "Reload to see it.") from None
-
-
-def _exists(s: Session, look: _Lookup, row: _Row) -> bool:
-    model_id, source_id = look.models.get(row.model.lower()), look.sources.get(row.source.lower())
-    if model_id is None or source_id is None:
-        return False
-    return s.scalar(select(func.count()).select_from(Result).where(
-        Result.model_id == model_id, Result.variant == row.variant, Result.metric_id == row.metric_id, Result.split == row.split,
-        Result.setting == row.setting, Result.source_id == source_id, Result.source_table == row.table)) > 0
 
 
 @dataclass
@@ -746,8 +750,8 @@ def import_csv(raw: bytes, engine: Engine | None = None) -> ImportReport:
                 key = (row.model.lower(), row.variant, row.metric_id, row.split, row.setting, row.source.lower(), row.table)
                 if key in seen:
                     errors.append((line, f"the same result as line {seen[key]}"))
-                elif _exists(s, look, row):
-                    errors.append((line, _duplicate_message(s, row, look)))
+                elif (stored := _stored_value(s, look, row)) is not None:
+                    errors.append((line, _duplicate_message(row, stored)))
                 seen.setdefault(key, line)
                 checked.append(row)
             if errors:

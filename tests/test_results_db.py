@@ -534,3 +534,36 @@ def test_charts_have_a_trace_per_model(lite) -> None:
     assert all(v == 0 or v != v for v in heat.data[0].z[base_row])
     pts = glue.size_points(comp, "MNLI m")
     assert pts["label"].iloc[0] == "DistilBERT" and pts["parameters"].is_monotonic_increasing
+
+
+def test_scaling_data_sets_agree_with_the_results_data() -> None:
+    """The scaling lab's CSVs (data/scaling) repeat five of these tables in wide form: the numbers must be the same."""
+    res = pd.concat([pd.read_csv(db.DATA_DIR / f, dtype=str, keep_default_na=False) for f in ("devlin2019.csv", "liu2019.csv",
+                                                                                            "lan2020.csv", "shoeybi2019.csv")])
+    res["value"] = res["value"].astype(float)
+    scaling = ROOT / "data" / "scaling"
+
+    def cell(**where) -> float:
+        return value(res, **where)
+
+    checked = 0
+    for r in pd.read_csv(scaling / "bert_size_ablation.csv").itertuples():
+        variant = f"L={r.layers}, H={r.hidden}, A={r.heads}"
+        for col, task, metric in (("lm_ppl", "MLM", "ppl"), ("mnli_m", "MNLI", "acc_m"), ("mrpc", "MRPC", "acc"), ("sst2", "SST-2", "acc")):
+            assert cell(source="devlin2019", variant=variant, task=task, metric=metric) == getattr(r, col)
+            checked += 1
+    for r, variant in zip(pd.read_csv(scaling / "roberta_batch_size.csv").itertuples(),
+                          ("batch 256, 1M steps, lr 1e-4", "batch 2K, 125K steps, lr 7e-4", "batch 8K, 31K steps, lr 1e-3"), strict=True):
+        for col, task, metric in (("ppl", "MLM", "ppl"), ("mnli_m", "MNLI", "acc_m"), ("sst2", "SST-2", "acc")):
+            assert cell(source="liu2019", table="Table 3", variant=variant, task=task, metric=metric) == getattr(r, col)
+            checked += 1
+    for r in pd.read_csv(scaling / "megatron_bert_results.csv").itertuples():
+        for col, task, metric in (("mnli_m", "MNLI", "acc_m"), ("qqp", "QQP", "acc"), ("squad11_f1", "SQuAD 1.1", "f1"),
+                                  ("squad20_em", "SQuAD 2.0", "em"), ("race", "RACE", "acc")):
+            assert cell(source="shoeybi2019", model=r.model, setting="single", task=task, metric=metric) == getattr(r, col)
+            checked += 1
+    for r in pd.read_csv(scaling / "albert_configs.csv").itertuples():
+        assert cell(source="lan2020", table="Table 2", model=r.model, task="ALBERT-avg", metric="avg") == r.avg
+        assert cell(source="lan2020", table="Table 2", model=r.model, task="MNLI", metric="acc_m") == r.mnli
+        checked += 2
+    assert checked >= 60

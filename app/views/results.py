@@ -46,10 +46,11 @@ models_all = list(dict.fromkeys(df_all["model"]))
 ignored = ui.restore_url_state(DEFAULTS, {"gl_split": ["dev", "test", "both"], "gl_setting": ["single", "ensemble", "both"],
                                           "gl_tasks": tasks_all, "gl_models": models_all, "gl_view": VIEWS})
 ui.warn_ignored(ignored, "gl_")
-n_sources = df_all["source"].nunique()
-st.caption(f"{len(df_all):,} results from {n_sources} papers and leaderboards, transcribed from the lecture slides; hover a value "
-           f"for its source. Database: {db.get_engine(url).url.render_as_string(hide_password=True)} · seed data "
-           f"{db.seed_version()}.")
+published = df_all[df_all["origin"] == "seed"]
+added = len(df_all) - len(published)
+st.caption(f"{len(published):,} published results from {published['source'].nunique()} papers and leaderboards, transcribed from the "
+           f"lecture slides{f', and {added:,} added by users' if added else ''}; hover a value for its source. Database: "
+           f"{db.get_engine(url).url.render_as_string(hide_password=True)} · seed data {db.seed_version()}.")
 
 st.segmented_control("View", VIEWS, key="gl_view", label_visibility="collapsed")
 current = st.session_state["gl_view"] or "Table"
@@ -156,12 +157,12 @@ elif current == "Score check":
             st.markdown(f"- **{conv.label}**: {conv.description}.")
     ui.download_buttons(chk, "glue_score_check", key="gl_chk")
 elif current == "Add results":
-    tasks_ref = reference(url, "metrics")
+    metrics_ref = reference(url, "metrics")
     st.markdown("Add a result from a paper or your own run. It is validated (known task and metric, value in range, a source) and "
                 "stored with `origin = user`; upgrades of the built-in data never touch it.")
     a1, a2 = st.columns(2)
-    task = a1.selectbox("Task", list(dict.fromkeys(tasks_ref["task"])), key="gl_add_task")
-    metrics = tasks_ref[tasks_ref["task"] == task]
+    task = a1.selectbox("Task", list(dict.fromkeys(metrics_ref["task"])), key="gl_add_task")
+    metrics = metrics_ref[metrics_ref["task"] == task]
     metric = a2.selectbox("Metric", list(metrics["metric"]), key="gl_add_metric",
                           format_func=lambda k: f"{k} — {metrics.set_index('metric').loc[k, 'name']}")
     with st.form("gl_add", clear_on_submit=False):
