@@ -54,18 +54,18 @@ st.caption(f"{len(published):,} published results from {published['source'].nuni
 
 st.segmented_control("View", VIEWS, key="gl_view", label_visibility="collapsed")
 current = st.session_state["gl_view"] or "Table"
-FILTERED = current in VIEWS[:4]
 comp = None
-if FILTERED:
+if current in VIEWS[:4]:  # the comparison views and the score check are per split
     c1, c2 = st.columns(2)
     c1.segmented_control("Split", ["dev", "test", "both"], key="gl_split", help="Development or test set (test = GLUE server/leaderboard).")
+    split = st.session_state["gl_split"] or "dev"
+if current in VIEWS[:3]:  # the comparison views also filter models, tasks and columns
     c2.segmented_control("Models", ["single", "ensemble", "both"], key="gl_setting", format_func=lambda s: {"single": "single models",
                          "ensemble": "ensembles", "both": "both"}[s])
     c3, c4 = st.columns(2)
     c3.toggle("Ablation variants", key="gl_variants", help="Include the papers' ablations (ALBERT's E and sharing, RoBERTa's inputs…).")
     c4.toggle("One row per model", key="gl_collapse",
               help="On: when several papers report the same number, the model's own paper wins, then the newest. Off: one row per paper table.")
-    split = st.session_state["gl_split"] or "dev"
     setting = st.session_state["gl_setting"] or "both"
     view = df_all
     if split != "both":
