@@ -262,8 +262,8 @@ def test_user_rows_survive_an_upgrade_of_the_seed_data(engine, monkeypatch) -> N
     data["results"].append(dict(second, variant="new row"))  # a row is added
     data["results"].append(dict(model="My BERT", variant="", task="CoLA", metric="mcc", split="dev", setting="single", value="1.0",
                                 source="liu2019", table="", slides="", snapshot="", note=""))
-    monkeypatch.setattr(db, "seed_rows", lambda: data)
-    monkeypatch.setattr(db, "seed_version", lambda: "next")
+    monkeypatch.setattr(db.seeding, "seed_rows", lambda: data)
+    monkeypatch.setattr(db.seeding, "seed_version", lambda: "next")
     before = count(engine)
     report = db.ensure_seeded(engine, force=True)
     assert (report.inserted, report.updated, report.deleted) == (2, 1, 1)
@@ -294,7 +294,7 @@ def test_constraints_stop_a_result_stored_twice(engine) -> None:
         s.execute(insert(db.Result), [dict(dup, origin="user")])
     with pytest.raises(IntegrityError), db._session(engine, write=True) as s:
         s.execute(insert(db.Result), [dict(dup, split="validation", variant="x", origin="user")])
-    args = dict(model="BERT-base", task="RTE", metric="acc", split="dev", value=70.0, source="devlin2019", table="mine")
+    args = dict(model="BERT-base", task="RTE", metric="acc", split="dev", value=70.0, source="Devlin et al. 2019, re-run", table="mine")
     db.add_result(engine, **args)
     with pytest.raises(DuplicateResult, match="already stored"):
         db.add_result(engine, **dict(args, value=71.0))
@@ -308,11 +308,12 @@ BAD = [
     (dict(task="GLUEE"), "unknown task"),
     (dict(metric="f1"), "unknown metric"),
     (dict(source=""), "source is required"),
-    (dict(source="a blog"), "neither a known source key"),
+    (dict(source="a blog"), "neither a source already cited"),
+    (dict(source="liu2019"), "published sources of the built-in data"),
     (dict(split="train"), "split must be"),
     (dict(setting="both"), "single or ensemble"),
     (dict(snapshot="25/07/2019"), "not a date"),
-    (dict(model="bad\x00name"), "control characters"),
+    (dict(model="bad\x00name"), "control character"),
     (dict(model="x" * 101), "longer than 100"),
     (dict(model="BERT, large"), "cannot contain commas"),
     (dict(parameters="-3"), "positive count"),
@@ -321,7 +322,7 @@ BAD = [
 
 @pytest.mark.parametrize(("change", "message"), BAD, ids=[m for _, m in BAD])
 def test_bad_results_are_refused_and_nothing_is_written(lite, change, message) -> None:
-    good = dict(model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="liu2019")
+    good = dict(model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run")
     before = count(lite)
     with pytest.raises(InvalidResult, match=message):
         db.add_result(lite, **dict(good, **change))
@@ -332,7 +333,7 @@ def test_bad_results_are_refused_and_nothing_is_written(lite, change, message) -
 
 def test_text_is_data_not_sql_and_is_escaped_when_shown(engine) -> None:
     evil = "x'); DROP TABLE bfe_results; -- <script>alert(1)</script>"
-    db.add_result(engine, model=evil, task="SST-2", metric="acc", split="dev", value=90.0, source="liu2019", note="<img src=x onerror=alert(1)>")
+    db.add_result(engine, model=evil, task="SST-2", metric="acc", split="dev", value=90.0, source="Liu et al. 2019, class re-run", note="<img src=x onerror=alert(1)>")
     df = db.results_frame(engine, models=[evil])
     assert len(df) == 1 and count(engine) > 1000
     comp = glue.compare(df)
@@ -354,7 +355,7 @@ ROWS = [dict(model="Student BERT", task="MNLI", metric="acc_m", split="dev", val
              variant="", setting="single", table="Table 1", note="3 epochs", parameters="110000000"),
         dict(model="Student BERT", task="MNLI", metric="acc_mm", split="dev", value="80.9", source="Doe et al. 2026, course report",
              variant="", setting="single", table="Table 1", note="", parameters=""),
-        dict(model="RoBERTa-large", task="RTE", metric="acc", split="test", value="88.2", source="liu2019", variant="re-run",
+        dict(model="RoBERTa-large", task="RTE", metric="acc", split="test", value="88.2", source="Liu et al. 2019, class re-run", variant="re-run",
              setting="ensemble", table="Table 5", note="", parameters="")]
 
 
@@ -416,16 +417,16 @@ def test_malformed_files_are_refused(lite, raw: bytes, message: str) -> None:
 
 
 def test_an_oversized_import_is_refused(lite, monkeypatch) -> None:
-    monkeypatch.setattr(db, "MAX_IMPORT_ROWS", 2)
+    monkeypatch.setattr(db.csvio, "MAX_IMPORT_ROWS", 2)
     with pytest.raises(InvalidResult, match="more than 2 rows"):
         db.import_csv(_csv(ROWS), lite)
-    monkeypatch.setattr(db, "MAX_IMPORT_BYTES", 100)
+    monkeypatch.setattr(db.csvio, "MAX_IMPORT_BYTES", 100)
     with pytest.raises(InvalidResult, match="limited to"):
         db.import_csv(_csv(ROWS), lite)
 
 
 def test_only_user_rows_can_be_deleted(lite) -> None:
-    new = db.add_result(lite, model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="liu2019")
+    new = db.add_result(lite, model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run")
     seed_id = int(db.results_frame(lite).iloc[0]["id"])
     with pytest.raises(InvalidResult, match="cannot be deleted"):
         db.delete_result(seed_id, lite)
@@ -444,7 +445,7 @@ def test_eight_writers_at_once(engine) -> None:
             barrier.wait()
             for i in range(50):
                 db.add_result(engine, model=f"writer-{t}", variant=f"run {i}", task="SST-2", metric="acc", split="dev",
-                              value=80 + i / 10, source="liu2019")
+                              value=80 + i / 10, source="Liu et al. 2019, class re-run")
         except BaseException as err:  # reported below
             errors.append(err)
 
@@ -468,7 +469,7 @@ def test_a_read_only_database_says_so_and_keeps_its_data(lite, tmp_path) -> None
     ro = db.get_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
     assert len(db.results_frame(ro)) == before  # reading works
     with pytest.raises(DatabaseUnavailable, match="read-only"):
-        db.add_result(ro, model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="liu2019")
+        db.add_result(ro, model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run")
     db.dispose_engines()
     assert count(db.get_engine(f"sqlite:///{path}")) == before
 
@@ -477,7 +478,7 @@ def test_a_locked_database_says_so_and_writes_nothing(lite, tmp_path, monkeypatc
     path = tmp_path / "r.db"
     before = count(lite)
     db.dispose_engines()
-    monkeypatch.setattr(db, "SQLITE_BUSY_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(db.engine, "SQLITE_BUSY_TIMEOUT_S", 0.3)
     eng = db.get_engine(f"sqlite:///{path}")
     db.ensure_seeded(eng)
     other = sqlite3.connect(path, isolation_level=None)

@@ -1,0 +1,55 @@
+"""The results database: published GLUE/SQuAD/RACE results with provenance, in SQL through SQLAlchemy 2.0.
+
+Usage::
+
+    from analysis import results_db as db
+    df = db.results_frame(models=["BERT-large"], splits=["dev"])       # pandas, one row per number
+    db.add_result(model="My BERT", task="RTE", metric="acc", split="dev", value=71.5,
+                  source="Doe et al. 2026, course project")             # validated; a duplicate is refused
+    db.import_csv(raw_bytes)                                           # all rows or none; errors by line
+
+One job per module:
+
+- :mod:`.schema`: the tables (typed ORM mappings) and the schema version;
+- :mod:`.engine`: one engine per ``DATABASE_URL``, SQLite's settings, read sessions and retried writes;
+- :mod:`.seeding`: loading ``data/results/`` on first start and on each new version, safely from many processes;
+- :mod:`.validation`: checking a user's result (names, ranges, sources);
+- :mod:`.writes`: adding, importing and deleting, safe under concurrent processes;
+- :mod:`.csvio`: the import/export CSV format, bounded in and formula-safe out;
+- :mod:`.queries`: results joined with their provenance, and the reference tables.
+
+No torch and no streamlit here.
+"""
+
+from analysis.results_db.csvio import (
+    EXPORT_COLUMNS,
+    IMPORT_COLUMNS,
+    MAX_IMPORT_BYTES,
+    MAX_IMPORT_ROWS,
+    OPTIONAL_COLUMNS,
+    export_rows,
+    parse_csv,
+)
+from analysis.results_db.engine import (
+    SQLITE_BUSY_TIMEOUT_S,
+    WRITE_ATTEMPTS,
+    _normalise_url,
+    default_url,
+    dispose_engines,
+    get_engine,
+    session,
+    write,
+)
+from analysis.results_db.engine import session as _session
+from analysis.results_db.queries import USER_MARK, catalog_frame, citation, results_frame
+from analysis.results_db.schema import SCHEMA_VERSION, SETTINGS, SPLITS, Base, Meta, Metric, Model, Result, Source, Task
+from analysis.results_db.seeding import DATA_DIR, MIGRATIONS, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
+from analysis.results_db.writes import ImportReport, add_result, delete_result, import_csv
+
+__all__ = [
+    "DATA_DIR", "EXPORT_COLUMNS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MIGRATIONS", "OPTIONAL_COLUMNS",
+    "SCHEMA_VERSION", "SETTINGS", "SPLITS", "SQLITE_BUSY_TIMEOUT_S", "USER_MARK", "WRITE_ATTEMPTS", "Base", "ImportReport", "Meta",
+    "Metric", "Model", "Result", "SeedReport", "Source", "Task", "_normalise_url", "_session", "add_result", "catalog_frame",
+    "citation", "default_url", "delete_result", "dispose_engines", "ensure_seeded", "export_rows", "get_engine", "import_csv",
+    "meta", "parse_csv", "results_frame", "seed_rows", "seed_source_keys", "seed_version", "session", "write",
+]

@@ -1,0 +1,137 @@
+"""The tables of the results database, as SQLAlchemy 2.0 typed mappings.
+
+:class:`Source` (paper, authors, year, arXiv id), :class:`Model` (name, family, parameter count,
+link to ``data/catalog.json``), :class:`Task` and its :class:`Metric` (with the metric's valid
+range), :class:`Result` (one number with split, single/ensemble, source table, leaderboard snapshot
+date and a note) and :class:`Meta` (schema and seed-data versions). ``origin`` is ``seed`` for the
+published data and ``user`` for what users add.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Date,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+SCHEMA_VERSION = 1
+SPLITS = ("dev", "test", "unspecified")
+SETTINGS = ("single", "ensemble")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Meta(Base):
+    """Key/value facts about the database itself: ``schema_version``, ``seed_version``."""
+
+    __tablename__ = "bfe_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200))
+
+
+class Source(Base):
+    """Where a number comes from: a paper, a blog post or a leaderboard."""
+
+    __tablename__ = "bfe_sources"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(300))
+    authors: Mapped[str] = mapped_column(String(500), default="")
+    year: Mapped[int | None]
+    arxiv: Mapped[str | None] = mapped_column(String(20))
+    venue: Mapped[str] = mapped_column(String(200), default="")
+    url: Mapped[str] = mapped_column(String(300), default="")
+    note: Mapped[str] = mapped_column(Text, default="")
+    origin: Mapped[str] = mapped_column(String(8), default="seed")
+
+
+class Model(Base):
+    """A model (or system) results are reported for; ``catalog_id`` links to ``data/catalog.json``."""
+
+    __tablename__ = "bfe_models"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    family: Mapped[str] = mapped_column(String(40), default="other")
+    parameters: Mapped[int | None] = mapped_column(BigInteger)
+    catalog_id: Mapped[str | None] = mapped_column(String(100))
+    note: Mapped[str] = mapped_column(Text, default="")
+    origin: Mapped[str] = mapped_column(String(8), default="seed")
+
+
+class Task(Base):
+    """A benchmark task (CoLA, SQuAD 2.0, RACE...) or an aggregate (GLUE's score, ALBERT's Avg)."""
+
+    __tablename__ = "bfe_tasks"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(40), unique=True)
+    name: Mapped[str] = mapped_column(String(100))
+    benchmark: Mapped[str] = mapped_column(String(20))
+    kind: Mapped[str] = mapped_column(String(40), default="")
+    description: Mapped[str] = mapped_column(String(300), default="")
+    train_size: Mapped[str] = mapped_column(String(20), default="")
+    test_size: Mapped[str] = mapped_column(String(20), default="")
+    domain: Mapped[str] = mapped_column(String(60), default="")
+    metrics: Mapped[str] = mapped_column(String(60), default="")
+    source: Mapped[str] = mapped_column(String(200), default="")
+    origin: Mapped[str] = mapped_column(String(8), default="seed")
+    metric_list: Mapped[list[Metric]] = relationship(back_populates="task")
+
+
+class Metric(Base):
+    """A metric of a task with its valid range; ``higher_is_better`` picks the best value in a column."""
+
+    __tablename__ = "bfe_metrics"
+    __table_args__ = (UniqueConstraint("task_id", "key", name="uq_metric_task_key"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("bfe_tasks.id"))
+    key: Mapped[str] = mapped_column(String(20))
+    name: Mapped[str] = mapped_column(String(80))
+    lower: Mapped[float | None] = mapped_column(Float)
+    upper: Mapped[float | None] = mapped_column(Float)
+    higher_is_better: Mapped[bool] = mapped_column(Boolean, default=True)
+    note: Mapped[str] = mapped_column(String(300), default="")
+    origin: Mapped[str] = mapped_column(String(8), default="seed")
+    task: Mapped[Task] = relationship(back_populates="metric_list")
+
+
+class Result(Base):
+    """One reported number. The unique constraint stops the same result being stored twice."""
+
+    __tablename__ = "bfe_results"
+    __table_args__ = (
+        UniqueConstraint("model_id", "variant", "metric_id", "split", "setting", "source_id", "source_table", name="uq_result"),
+        CheckConstraint("split IN ('dev', 'test', 'unspecified')", name="ck_result_split"),
+        CheckConstraint("setting IN ('single', 'ensemble')", name="ck_result_setting"),
+        CheckConstraint("origin IN ('seed', 'user')", name="ck_result_origin"),
+        Index("ix_result_metric_split", "metric_id", "split"),
+        Index("ix_result_model", "model_id"),
+        Index("ix_result_source", "source_id"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("bfe_models.id"))
+    variant: Mapped[str] = mapped_column(String(200), default="")
+    metric_id: Mapped[int] = mapped_column(ForeignKey("bfe_metrics.id"))
+    split: Mapped[str] = mapped_column(String(12))
+    setting: Mapped[str] = mapped_column(String(10), default="single")
+    value: Mapped[float] = mapped_column(Float)
+    source_id: Mapped[int] = mapped_column(ForeignKey("bfe_sources.id"))
+    source_table: Mapped[str] = mapped_column(String(100), default="")
+    slides: Mapped[str] = mapped_column(String(100), default="")
+    snapshot: Mapped[dt.date | None] = mapped_column(Date)
+    note: Mapped[str] = mapped_column(Text, default="")
+    origin: Mapped[str] = mapped_column(String(8), default="seed")
+    added_at: Mapped[dt.datetime] = mapped_column(DateTime, default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
