@@ -6,7 +6,7 @@ The page calls these with plain values; every number comes from :mod:`analysis.p
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from analysis import memory
@@ -128,17 +128,28 @@ def gpu_fit_frame(bd: Breakdown, seq_lens: list[int], setup: TrainingSetup, gpus
     return pd.DataFrame(data, index=pd.Index(seq_lens, name="sequence length"))
 
 
+@dataclass(frozen=True)
+class MarkdownCell:
+    """A table cell that is already Markdown (e.g. a bold best value); every other cell is escaped as text."""
+
+    markup: str
+
+
 def to_markdown(df: pd.DataFrame, index: bool = True) -> str:
-    """A GitHub-flavoured Markdown table (no tabulate dependency)."""
+    """A GitHub-flavoured Markdown table (no tabulate dependency); text cells and headers are escaped."""
+    from analysis.safe_text import markdown_text
+
     frame = df.reset_index() if index and df.index.name else df
-    cols = [str(c) for c in frame.columns]
+    cols = [markdown_text(c) for c in frame.columns]
 
     def fmt(v: Any) -> str:
+        if isinstance(v, MarkdownCell):
+            return v.markup
         if isinstance(v, float):
             return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
         if isinstance(v, int):
             return f"{v:,}"
-        return re.sub(r"\|", r"\\|", str(v))
+        return markdown_text(v)
 
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in frame.itertuples(index=False)]

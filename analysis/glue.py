@@ -271,15 +271,17 @@ def _text_table(comp: Comparison) -> pd.DataFrame:
 
 def to_markdown(comp: Comparison) -> str:
     """A GitHub Markdown table for slides; the best value per column bold. Sources listed under it."""
+    from analysis.calculator import MarkdownCell
     from analysis.calculator import to_markdown as markdown_table
+    from analysis.safe_text import markdown_text
 
-    t = _text_table(comp).mask(comp.best, lambda v: "**" + v + "**")
-    return markdown_table(t) + "\n" + _sources_text(comp, bullet="- ")
+    t = _text_table(comp)
+    t = t.astype(object).where(~comp.best.astype(bool), t.map(lambda v: MarkdownCell(f"**{markdown_text(v)}**")))
+    return markdown_table(t) + "\n" + "Sources:\n" + "\n".join("- " + markdown_text(s) for s in _source_list(comp)) + "\n"
 
 
-def _sources_text(comp: Comparison, bullet: str) -> str:
-    seen = list(dict.fromkeys(s.split(" — ")[0] for s in comp.sources.stack().dropna()))
-    return "Sources:\n" + "\n".join(bullet + s for s in seen) + "\n"
+def _source_list(comp: Comparison) -> list[str]:
+    return list(dict.fromkeys(s.split(" — ")[0] for s in comp.sources.stack().dropna()))
 
 
 _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",

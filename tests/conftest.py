@@ -50,6 +50,15 @@ def results_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     results_db.dispose_engines()
 
 
+@pytest.fixture(scope="session")
+def pg_url():
+    """A throwaway PostgreSQL server for the whole run (see tests/postgres.py)."""
+    from tests.postgres import postgres_server
+
+    with postgres_server() as url:
+        yield url
+
+
 @pytest.fixture
 def empty_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A model directory with nothing in it (only the bundled model is available)."""

@@ -351,7 +351,7 @@ def test_results_page_adds_and_imports_with_clear_errors() -> None:
     at = run("views/results.py", gl_view="Add results")
     at.selectbox(key="gl_add_task").set_value("RTE").run()
     at.selectbox(key="gl_add_model").set_value("BERT-base")
-    at.selectbox(key="gl_add_source").set_value("liu2019")
+    at.selectbox(key="gl_add_source").set_value("Liu et al. 2019, class re-run")
     next(t for t in at.text_input if t.label.startswith("Variant")).set_value("class run")
     next(t for t in at.text_input if t.label == "Value").set_value("250")  # out of range
     at.button[0].click().run()

@@ -21,16 +21,9 @@ from sqlalchemy.exc import IntegrityError
 from analysis import glue
 from analysis import results_db as db
 from models.errors import DatabaseUnavailable, DuplicateResult, InvalidResult
-from tests.postgres import postgres_server
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT.parent / "shared" / "seeds"
-
-
-@pytest.fixture(scope="session")
-def pg_url():
-    with postgres_server() as url:
-        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -333,7 +326,7 @@ def test_bad_results_are_refused_and_nothing_is_written(lite, change, message) -
 
 def test_text_is_data_not_sql_and_is_escaped_when_shown(engine) -> None:
     evil = "x'); DROP TABLE bfe_results; -- <script>alert(1)</script>"
-    db.add_result(engine, model=evil, task="SST-2", metric="acc", split="dev", value=90.0, source="Liu et al. 2019, class re-run", note="<img src=x onerror=alert(1)>")
+    db.add_result(engine, model=evil, task="SST-2", metric="acc", split="dev", value=90.0, source="Liu et al. 2019, re-run", note="<img src=x onerror=alert(1)>")
     df = db.results_frame(engine, models=[evil])
     assert len(df) == 1 and count(engine) > 1000
     comp = glue.compare(df)

@@ -35,7 +35,8 @@ def results_frame(engine: Engine | None = None, *, models: Sequence[str] | None 
     stmt = (select(Result.id, Model.name.label("model"), Result.variant, Model.family, Model.parameters, Model.catalog_id,
                    Task.key.label("task"), Task.benchmark, Metric.key.label("metric"), Metric.name.label("metric_name"),
                    Metric.higher_is_better, Result.split, Result.setting, Result.value, Source.key.label("source"),
-                   Source.title, Source.authors, Source.year, Source.arxiv, Source.origin.label("source_origin"), Result.source_table.label("table"), Result.slides,
+                   Source.title, Source.authors, Source.year, Source.arxiv, Source.origin.label("source_origin"),
+                   Result.source_table.label("table"), Result.slides,
                    Result.snapshot, Result.note, Result.origin)
             .join(Model, Result.model_id == Model.id).join(Metric, Result.metric_id == Metric.id)
             .join(Task, Metric.task_id == Task.id).join(Source, Result.source_id == Source.id))

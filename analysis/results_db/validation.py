@@ -94,10 +94,7 @@ def _number(raw_value: Any) -> float:
     if isinstance(raw_value, bool):
         raise ValueError(f"value {raw_value!r} is not a number")
     try:
-        if isinstance(raw_value, int | float):
-            value = float(raw_value)
-        else:
-            value = float(str(raw_value).strip().rstrip("%"))
+        value = float(raw_value) if isinstance(raw_value, int | float) else float(str(raw_value).strip().rstrip("%"))
     except OverflowError:
         raise ValueError("value is too large to be a score") from None
     except (ValueError, TypeError):

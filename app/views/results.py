@@ -177,9 +177,11 @@ elif current == "Add results":
         params_in = f6.text_input("Parameters (new models)", placeholder="e.g. 110000000")
         f7, f8, f9 = st.columns(3)
         sources = reference(url, "sources")
-        source = f7.selectbox("Source", list(sources["key"]), index=None, accept_new_options=True, key="gl_add_source",
-                              format_func=lambda k: (lambda r: f"{k} — {r['title'].iloc[0][:60]}" if len(r) else k)(sources[sources["key"] == k]),
-                              placeholder="pick a paper, or type 'Author et al. 2024, …'")
+        cited = list(sources.loc[sources["origin"] == "user", "title"])
+        source = f7.selectbox("Source", cited, index=None, accept_new_options=True, key="gl_add_source",
+                              placeholder="type 'Author et al. 2024, …'",
+                              help="Cite where the number comes from, with a year. The built-in sources are the slides' own "
+                                   "data: a result you add is always marked as added by a user.")
         table_in = f8.text_input("Table", placeholder="e.g. Table 2", max_chars=100)
         snapshot = f9.text_input("Leaderboard date (optional)", placeholder="YYYY-MM-DD")
         note = st.text_input("Note (optional)", max_chars=1000)
