@@ -27,7 +27,7 @@ COMPONENT_COLOURS = {
 
 def section(group: str) -> str:
     """Collapse per-layer groups so a chart shows 'transformer layers (×12)', not 12 boxes."""
-    if group.startswith("layer "):
+    if group.startswith(("layer ", "layers ")):
         return "transformer layers"
     if group.startswith("shared group"):
         return "shared layers (ALBERT)"

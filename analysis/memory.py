@@ -168,11 +168,11 @@ def model_state_bytes(model: Any, setup: TrainingSetup = TrainingSetup()) -> Mem
             per_param_states = 0
             notes.append("Adafactor's factored state needs the tensor shapes; give a configuration, not a count (counted as 0).")
         else:
-            per_param_states = sum((t.shape[0] + math.prod(t.shape[1:])) if len(t.shape) >= 2 else t.numel for t in bd.tensors)
+            per_param_states = sum((t.shape[0] + math.prod(t.shape[1:])) * t.copies if len(t.shape) >= 2 else t.numel for t in bd.tensors)
         states = per_param_states * state_bytes
     else:
         states = n * opt.states * state_bytes
-    steps = 4 * len(bd.tensors) if (opt.step_tensor and bd is not None) else 0
+    steps = 4 * bd.tensor_count if (opt.step_tensor and bd is not None) else 0
     nd, t, z = setup.data_parallel, setup.tensor_parallel, setup.zero_stage
     comp = {
         "weights": n * w / (nd if z >= 3 else 1),

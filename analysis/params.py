@@ -7,6 +7,11 @@ tests check every catalog configuration on the ``meta`` device). Tied weights (t
 and the word embeddings) are one tensor and counted once; ALBERT's shared layers are counted once
 per group, as they are stored.
 
+Counting is arithmetic per layer *kind*: the L identical layers of a model are one set of
+:class:`Tensor` records with ``copies=L``, so the cost does not grow with the depth. Every size is
+checked against :data:`LIMITS` (a declared sanity bound, also the size calculator's input limits)
+and refused with :class:`InvalidConfig` in microseconds.
+
 ``config`` is a transformers config object or a plain dict with the same keys (missing keys take
 the transformers defaults of that ``model_type``).
 """
@@ -61,6 +66,14 @@ ARCH_HEADS: dict[str, tuple[str, ...]] = {
 #: Above this the calculators refuse: no model has been trained near it, and it is usually a typo.
 MAX_PARAMETERS = 10**13
 
+#: Sanity bounds on each size (inclusive): far past every model trained so far, and the calculator
+#: page's input limits. A config beyond them is refused with InvalidConfig before anything is counted.
+LIMITS: dict[str, int] = {
+    "vocabulary size": 1_000_000, "hidden size": 65_536, "layers": 1_000, "attention heads": 1_024,
+    "feed-forward size": 262_144, "positions": 1_000_000, "token types": 16, "embedding size": 65_536,
+    "hidden groups": 1_000, "layers per group": 100,
+}
+
 EMBEDDING_PARTS = frozenset({"word embeddings", "position embeddings", "token type embeddings"})
 
 
@@ -98,10 +111,12 @@ class Tensor:
     part: str
     name: str
     shape: tuple[int, ...]
+    copies: int = 1  # identical tensors in as many layers (``group`` names them: "layers 0–11")
 
     @property
     def numel(self) -> int:
-        return math.prod(self.shape)
+        """Parameters in all copies together."""
+        return math.prod(self.shape) * self.copies
 
 
 @dataclass(frozen=True)
@@ -139,9 +154,14 @@ class Breakdown:
             out[t.group] = out.get(t.group, 0) + t.numel
         return out
 
+    @property
+    def tensor_count(self) -> int:
+        """How many parameter tensors the model holds (copies counted)."""
+        return sum(t.copies for t in self.tensors)
+
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per tensor (group, part, name, shape, parameters): ready for a data frame."""
-        return [{"group": t.group, "part": t.part, "name": t.name, "shape": " × ".join(map(str, t.shape)),
+        """One dict per tensor kind (group, part, name, shape, copies, parameters of all copies): ready for a data frame."""
+        return [{"group": t.group, "part": t.part, "name": t.name, "shape": " × ".join(map(str, t.shape)), "copies": t.copies,
                  "parameters": t.numel} for t in self.tensors]
 
 
@@ -157,7 +177,7 @@ def _get(cfg: Mapping[str, Any], defaults: Mapping[str, Any], *keys: str) -> Any
 
 def _positive_int(name: str, value: Any, allow_zero: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-        raise InvalidConfig(f"{name} must be a whole number, not {value!r}.")
+        raise InvalidConfig(f"{name} must be a whole number, not {str(value)[:40]!r}.")
     value = int(value)
     if value < 0 or (value == 0 and not allow_zero):
         raise InvalidConfig(f"{name} must be {'zero or more' if allow_zero else 'at least 1'}, not {value}.")
@@ -195,6 +215,10 @@ def arch_of(config: Any) -> Arch:
         "layers per group": g("inner_group_num") if mt == "albert" else 1,
     }
     v = {k: _positive_int(k, x, allow_zero=k in ("positions", "token types")) for k, x in raw.items()}
+    over = [f"{k} {v[k]:,} (limit {LIMITS[k]:,})" for k in v if v[k] > LIMITS[k]]
+    if over:
+        raise InvalidConfig("This configuration is past the calculator's sanity bounds: " + "; ".join(over) + ".",
+                            "No trained model comes near these sizes; check for a typo.")
     if mt not in ("xlnet",) and v["positions"] == 0:
         raise InvalidConfig("positions must be at least 1.")
     if v["hidden size"] % v["attention heads"]:
@@ -209,15 +233,26 @@ def arch_of(config: Any) -> Arch:
                 inner=v["layers per group"], tied=bool(cfg.get("tie_word_embeddings", True)))
 
 
-def _linear(group: str, part: str, name: str, n_in: int, n_out: int, bias: bool = True) -> list[Tensor]:
-    out = [Tensor(group, part, f"{name}.weight", (n_out, n_in))]
+def _linear(group: str, part: str, name: str, n_in: int, n_out: int, bias: bool = True, copies: int = 1) -> list[Tensor]:
+    out = [Tensor(group, part, f"{name}.weight", (n_out, n_in), copies)]
     if bias:
-        out.append(Tensor(group, part, f"{name}.bias", (n_out,)))
+        out.append(Tensor(group, part, f"{name}.bias", (n_out,), copies))
     return out
 
 
-def _norm(group: str, part: str, name: str, n: int) -> list[Tensor]:
-    return [Tensor(group, part, f"{name}.weight", (n,)), Tensor(group, part, f"{name}.bias", (n,))]
+def _norm(group: str, part: str, name: str, n: int, copies: int = 1) -> list[Tensor]:
+    return [Tensor(group, part, f"{name}.weight", (n,), copies), Tensor(group, part, f"{name}.bias", (n,), copies)]
+
+
+def _layers_group(n: int) -> str:
+    return "layer 0" if n == 1 else f"layers 0–{n - 1}"
+
+
+def _repeat(tensors: list[Tensor], copies: int) -> list[Tensor]:
+    """The same tensors in ``copies`` identical layers (one record each, not one per layer)."""
+    from dataclasses import replace
+
+    return [replace(t, copies=t.copies * copies) for t in tensors]
 
 
 def _bert_layer(a: Arch, group: str) -> list[Tensor]:
@@ -264,26 +299,23 @@ def _encoder(a: Arch) -> list[Tensor]:
     out = _embeddings(a, a.embedding)
     if a.model_type == "albert":
         out += _linear("embeddings", "embedding projection", "embedding_hidden_mapping_in", a.embedding, a.hidden)
-        for gi in range(a.groups):
-            for li in range(a.inner):
-                out += _bert_layer(a, f"shared group {gi}" + (f".{li}" if a.inner > 1 else ""))
+        stored = a.groups * a.inner  # each group stores inner_group_num layers, shared by the layers that use it
+        out += _repeat(_bert_layer(a, "shared group 0" if stored == 1 else f"shared groups ({a.groups} × {a.inner} layers)"), stored)
     else:
         if a.model_type == "electra" and a.embedding != a.hidden:
             out += _linear("embeddings", "embedding projection", "embeddings_project", a.embedding, a.hidden)
-        for i in range(a.layers):
-            out += _bert_layer(a, f"layer {i}")
+        out += _repeat(_bert_layer(a, _layers_group(a.layers)), a.layers)
     return out
 
 
 def _distilbert(a: Arch, head: str) -> list[Tensor]:
     h, f = a.hidden, a.ffn
     out = _embeddings(a, h)
-    for i in range(a.layers):
-        g = f"layer {i}"
-        out += [*_linear(g, "attention Q", "q_lin", h, h), *_linear(g, "attention K", "k_lin", h, h),
+    g = _layers_group(a.layers)
+    out += _repeat([*_linear(g, "attention Q", "q_lin", h, h), *_linear(g, "attention K", "k_lin", h, h),
                 *_linear(g, "attention V", "v_lin", h, h), *_linear(g, "attention output", "out_lin", h, h),
                 *_norm(g, "layer norms", "sa_layer_norm", h), *_linear(g, "feed-forward", "ffn.lin1", h, f),
-                *_linear(g, "feed-forward", "ffn.lin2", f, h), *_norm(g, "layer norms", "output_layer_norm", h)]
+                *_linear(g, "feed-forward", "ffn.lin2", f, h), *_norm(g, "layer norms", "output_layer_norm", h)], a.layers)
     if head != "base":
         out += _mlm_head(a, h, "vocab")
     return out
@@ -293,15 +325,14 @@ def _xlnet(a: Arch, head: str) -> list[Tensor]:
     h, f, n, d = a.hidden, a.ffn, a.heads, a.head_dim
     out = [Tensor("embeddings", "word embeddings", "word_embedding.weight", (a.vocab, h)),
            Tensor("embeddings", "mask embedding", "mask_emb", (1, 1, h))]
-    for i in range(a.layers):
-        g = f"layer {i}"
-        out += [Tensor(g, "attention Q", "rel_attn.q", (h, n, d)), Tensor(g, "attention K", "rel_attn.k", (h, n, d)),
+    g = _layers_group(a.layers)
+    out += _repeat([Tensor(g, "attention Q", "rel_attn.q", (h, n, d)), Tensor(g, "attention K", "rel_attn.k", (h, n, d)),
                 Tensor(g, "attention V", "rel_attn.v", (h, n, d)), Tensor(g, "attention output", "rel_attn.o", (h, n, d)),
                 Tensor(g, "relative positions", "rel_attn.r", (h, n, d)),
                 *(Tensor(g, "relative positions", f"rel_attn.{b}", (n, d)) for b in ("r_r_bias", "r_s_bias", "r_w_bias")),
                 Tensor(g, "relative positions", "rel_attn.seg_embed", (2, n, d)),
                 *_norm(g, "layer norms", "rel_attn.layer_norm", h), *_norm(g, "layer norms", "ff.layer_norm", h),
-                *_linear(g, "feed-forward", "ff.layer_1", h, f), *_linear(g, "feed-forward", "ff.layer_2", f, h)]
+                *_linear(g, "feed-forward", "ff.layer_1", h, f), *_linear(g, "feed-forward", "ff.layer_2", f, h)], a.layers)
     if head != "base":
         if not a.tied:
             out.append(Tensor("head", "LM head", "lm_loss.weight", (a.vocab, h)))
@@ -313,15 +344,14 @@ def _gpt2(a: Arch, head: str) -> list[Tensor]:
     h, f = a.hidden, a.ffn
     out = [Tensor("embeddings", "word embeddings", "wte.weight", (a.vocab, h)),
            Tensor("embeddings", "position embeddings", "wpe.weight", (a.positions, h))]
-    for i in range(a.layers):
-        g = f"layer {i}"
-        # c_attn is one Conv1D producing Q, K and V; split here so the parts read as in the other families.
-        out += [*_norm(g, "layer norms", "ln_1", h),
+    g = _layers_group(a.layers)
+    # c_attn is one Conv1D producing Q, K and V; split here so the parts read as in the other families.
+    out += _repeat([*_norm(g, "layer norms", "ln_1", h),
                 Tensor(g, "attention Q", "attn.c_attn.weight[:, :H]", (h, h)), Tensor(g, "attention Q", "attn.c_attn.bias[:H]", (h,)),
                 Tensor(g, "attention K", "attn.c_attn.weight[:, H:2H]", (h, h)), Tensor(g, "attention K", "attn.c_attn.bias[H:2H]", (h,)),
                 Tensor(g, "attention V", "attn.c_attn.weight[:, 2H:]", (h, h)), Tensor(g, "attention V", "attn.c_attn.bias[2H:]", (h,)),
                 *_linear(g, "attention output", "attn.c_proj", h, h), *_norm(g, "layer norms", "ln_2", h),
-                *_linear(g, "feed-forward", "mlp.c_fc", h, f), *_linear(g, "feed-forward", "mlp.c_proj", f, h)]
+                *_linear(g, "feed-forward", "mlp.c_fc", h, f), *_linear(g, "feed-forward", "mlp.c_proj", f, h)], a.layers)
     out += _norm("final layer norm", "final layer norm", "ln_f", h)
     if head != "base" and not a.tied:
         out.append(Tensor("head", "LM head", "lm_head.weight", (a.vocab, h)))
@@ -343,8 +373,8 @@ def parameter_breakdown(config: Any, head: str | None = None) -> Breakdown:
     if head not in ARCH_HEADS[a.model_type]:
         raise UnsupportedArchitecture(f"{a.model_type} has no {head} head in transformers.",
                                       f"{a.model_type} heads: " + ", ".join(ARCH_HEADS[a.model_type]) + ".")
-    # Rough size first, so an absurd config is refused before millions of Tensor objects are made.
-    rough = a.vocab * a.embedding + a.layers * (4 * a.hidden**2 + 2 * a.hidden * a.ffn)
+    # Rough size first: the limits bound each number, this bounds their product.
+    rough = a.vocab * a.embedding + max(a.layers, a.groups * a.inner) * (4 * a.hidden**2 + 2 * a.hidden * a.ffn)
     if rough > MAX_PARAMETERS:
         raise InvalidConfig(f"This configuration has about {rough:.2g} parameters, over the calculator's limit of 10^13.",
                             "The largest models trained so far are around 10^12; check for a typo.")

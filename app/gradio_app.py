@@ -15,15 +15,20 @@ Endpoints (``gradio_client.Client(url).predict(..., api_name=...)``), each retur
 The functions below only translate between JSON and the library; every error a user can cause
 comes back as a ``gradio.Error`` with the library's message and hint, never a traceback. Models are
 loaded once per process through ``models.loader`` (the same cache and offline rules as Streamlit);
-the queue runs at most ``BFE_GRADIO_CONCURRENCY`` (default 2) model calls at a time.
+the queue runs at most ``BFE_GRADIO_CONCURRENCY`` (default 2) model calls at a time, and the two
+model-free endpoints (masks, calculator) share a second queue of :data:`LIGHT_CONCURRENCY`, so every
+call is queued and a flood of cheap calls never starves the model calls. Request bodies are limited
+to :data:`MAX_BODY_BYTES`; an unknown endpoint is a 404.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -39,6 +44,11 @@ from models.errors import ExplorerError  # noqa: E402
 
 log = logging.getLogger("bert_family_explorer.gradio")
 MAX_MODELS = 4
+#: The largest request body (and upload) the API takes: its longest input is a 128-token sentence.
+MAX_BODY_BYTES = 256 * 1024
+#: Model-free calls (masks, calculator) that may run at once, in their own queue.
+LIGHT_CONCURRENCY = 4
+API_NAMES = frozenset({"fill_mask", "attention", "pseudo_perplexity", "permutation_masks", "calculator"})
 
 
 def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -60,6 +70,17 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # ------------------------------------------------------------------------------------ the API functions
+
+
+def _bounded(name: str, value: Any, lo: int, hi: int) -> int:
+    """A whole number in [lo, hi] (the Streamlit page's limits), or :class:`InvalidConfig` saying so."""
+    from models.errors import InvalidConfig
+
+    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
+        raise InvalidConfig(f"{name} must be a whole number, not {str(value)[:30]!r}.")
+    if not lo <= value <= hi:
+        raise InvalidConfig(f"{name} must be between {lo:,} and {hi:,}, not {value:,.0f}.")
+    return int(value)
 
 
 @friendly
@@ -143,9 +164,11 @@ def calculator(model: str, head: str = "base", precision: str = "mixed", optimiz
     if not card.config:
         raise ExplorerError(f"{card.id} has no configuration in the catalog (it is catalog-only).", "Pick a downloadable model.")
     bd = parameter_breakdown(card.config, head or "base")
-    setup = memory.TrainingSetup(precision, optimizer, int(zero_stage), int(data_parallel)).validate()
-    est = memory.training_memory(bd, int(batch_size), int(seq_len), setup)
-    fit = memory.max_batch_size(bd, gpu, int(seq_len), setup)
+    batch_size, seq_len = _bounded("batch_size", batch_size, 1, 100_000), _bounded("seq_len", seq_len, 1, 1_000_000)
+    zero_stage, data_parallel = _bounded("zero_stage", zero_stage, 0, 3), _bounded("data_parallel", data_parallel, 1, 100_000)
+    setup = memory.TrainingSetup(precision, optimizer, zero_stage, data_parallel).validate()
+    est = memory.training_memory(bd, batch_size, seq_len, setup)
+    fit = memory.max_batch_size(bd, gpu, seq_len, setup)
     return {"parameters": bd.total, "non_embedding": bd.non_embedding, "parts": bd.by_part(), "memory_bytes": est.components,
             "memory_total_bytes": est.total, "max_batch": {"gpu": fit.gpu, "seq_len": fit.seq_len, "batch": fit.max_batch}}
 
@@ -202,7 +225,8 @@ def build():
             xo = gr.Textbox("random:0", label="Order: left-to-right, right-to-left, random:SEED, or positions 2,0,1,…")
             xk = gr.Number(2, precision=0, label="K (0 = predict all)")
             xj = gr.JSON(label="Masks")
-            gr.Button("Build", variant="primary").click(permutation_masks, [xs, xo, xk], xj, api_name="permutation_masks", queue=False)
+            gr.Button("Build", variant="primary").click(permutation_masks, [xs, xo, xk], xj, api_name="permutation_masks",
+                                                       concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
         with gr.Tab("Parameters & memory"):
             cm = gr.Dropdown(loadable, value="bert-base-uncased", label="Model (its real config)")
             ch = gr.Dropdown(list(HEADS), value="base", label="Head")
@@ -215,10 +239,39 @@ def build():
             cg = gr.Dropdown(list(memory.GPUS), value="V100 16 GB", label="GPU")
             cj = gr.JSON(label="Counts and bytes")
             gr.Button("Compute", variant="primary").click(calculator, [cm, ch, cp, co, cb, cs, cz, cd, cg], cj, api_name="calculator",
-                                                          queue=False)
+                                                          concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
     from models.settings import get_settings
 
     return demo.queue(default_concurrency_limit=get_settings().gradio_concurrency, max_size=256)
+
+
+class UnknownEndpoint404:
+    """ASGI middleware: a call to an API name the app does not have is a 404, not Gradio's 500.
+
+    Gradio raises ``FnIndexInferError`` deep in its route for ``/gradio_api/call/<unknown>``, which
+    reaches the client as "Internal Server Error"; this answers before the route runs.
+    """
+
+    _CALL = re.compile(r"^/gradio_api/(?:call|run)/(?:v2/)?([^/]+)/?$")
+
+    def __init__(self, app: Any, names: frozenset[str] = API_NAMES) -> None:
+        self.app, self.names = app, names
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and (m := self._CALL.match(scope.get("path", ""))) and m.group(1) not in self.names:
+            body = json.dumps({"detail": f"No endpoint /{m.group(1)[:60]}; see /gradio_api/info."}).encode()
+            await send({"type": "http.response.start", "status": 404,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+def launch_options() -> dict[str, Any]:
+    """What ``launch()`` needs beyond host and port: request-size limits and the 404 for unknown endpoints."""
+    from starlette.middleware import Middleware
+
+    return {"max_file_size": MAX_BODY_BYTES, "app_kwargs": {"max_body_size": MAX_BODY_BYTES, "middleware": [Middleware(UnknownEndpoint404)]}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -229,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", os.environ.get("PORT", "7860"))))
     args = parser.parse_args(argv)
     theme = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
-    build().launch(server_name=args.host, server_port=args.port, show_error=True, theme=theme, footer_links=["api"])
+    build().launch(server_name=args.host, server_port=args.port, show_error=True, theme=theme, footer_links=["api"], **launch_options())
 
 
 if __name__ == "__main__":

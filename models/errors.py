@@ -30,7 +30,7 @@ class UnknownModel(ExplorerError, LookupError):
             if suggestions
             else "See the Models page (or `python -m models.fetch --list`) for the catalog."
         )
-        super().__init__(f"Unknown model {model_id!r}.", hint)
+        super().__init__(f"Unknown model {str(model_id)[:100]!r}.", hint)
 
 
 class InvalidModelId(ExplorerError, ValueError):
@@ -43,6 +43,10 @@ class ModelUnavailable(ExplorerError):
 
 class InvalidCheckpoint(ModelUnavailable):
     """A checkpoint folder that cannot be loaded: no weights, no tokenizer, a corrupt config."""
+
+
+class ModelTooLarge(InvalidCheckpoint):
+    """A checkpoint whose config or tensor headers declare more parameters than the size budget (``BFE_MAX_PARAMS``)."""
 
 
 class UnsafeCheckpoint(InvalidCheckpoint):

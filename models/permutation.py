@@ -14,6 +14,7 @@ XLNet import it when called.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,43 +26,72 @@ from models.errors import InvalidOrder, InvalidText
 MAX_TOKENS = 128  # the page's limit: masks are T × T and predictions run T passes in the self-check
 
 
+#: The longest order the library takes (T positions: masks are T × T). XLNet has relative positions and
+#: no limit of its own; the loader caps its inputs at the same 512 tokens.
+MAX_ORDER_LENGTH = 512
+#: Characters of a typed order: enough for MAX_ORDER_LENGTH positions with separators, nothing more.
+MAX_ORDER_CHARS = 8 * MAX_ORDER_LENGTH
+
+
 def check_order(order: Sequence[int], n: int) -> list[int]:
-    """``order`` as a list, if it is a permutation of 0..n−1; else :class:`InvalidOrder` saying what is wrong."""
+    """``order`` as a list, if it is a permutation of 0..n−1; else :class:`InvalidOrder` saying what is wrong.
+
+    Linear in the length, and refused at once past :data:`MAX_ORDER_LENGTH` positions.
+    """
+    if not 0 < n <= MAX_ORDER_LENGTH:
+        raise InvalidOrder(f"An order covers 1 to {MAX_ORDER_LENGTH} positions, not {n}.", "Use a shorter sentence.")
+    if len(order) > MAX_ORDER_LENGTH:
+        raise InvalidOrder(f"The order has {len(order):,} positions; the sentence has {n}.", f"List each of 0 to {n - 1} exactly once.")
+    if any(isinstance(x, bool) for x in order):
+        raise InvalidOrder("The order must be whole numbers (positions), separated by commas.")
     try:
         seq = [int(x) for x in order]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InvalidOrder("The order must be whole numbers (positions), separated by commas.") from None
-    if any(str(x).strip() != str(int(x)) for x in order if isinstance(x, str)):
+    if any(str(x).strip() != str(int(x)) for x in order if isinstance(x, str)) or any(
+            isinstance(x, float) and not x.is_integer() for x in order):
         raise InvalidOrder("The order must be whole numbers (positions), separated by commas.")
-    out_of_range = sorted({x for x in seq if not 0 <= x < n})
-    dupes = sorted({x for x in seq if seq.count(x) > 1})
-    missing = sorted(set(range(n)) - set(seq))
+    counts = Counter(seq)
+    out_of_range = sorted(x for x in counts if not 0 <= x < n)
+    dupes = sorted(x for x, c in counts.items() if c > 1 and 0 <= x < n)
+    missing = [x for x in range(n) if x not in counts]
     if out_of_range or dupes or missing:
         parts = []
         if out_of_range:
-            parts.append(f"out of range (positions are 0–{n - 1}): {out_of_range}")
+            parts.append(f"out of range (positions are 0–{n - 1}): {_few(out_of_range)}")
         if dupes:
-            parts.append(f"repeated: {dupes}")
+            parts.append(f"repeated: {_few(dupes)}")
         if missing:
-            parts.append(f"missing: {missing}")
+            parts.append(f"missing: {_few(missing)}")
         raise InvalidOrder("The order is not a permutation of the positions: " + "; ".join(parts) + ".",
                            f"List each of 0 to {n - 1} exactly once.")
     return seq
 
 
+def _few(xs: list[int], limit: int = 12) -> str:
+    return str(xs) if len(xs) <= limit else str(xs[:limit])[:-1] + f", … ({len(xs) - limit} more)]"
+
+
 def parse_order(text: str, n: int) -> list[int]:
     """'3, 1, 0, 2' → [3, 1, 0, 2], checked."""
+    if not isinstance(text, str):
+        raise InvalidOrder("The order must be text: positions separated by commas.")
+    if len(text) > MAX_ORDER_CHARS:
+        raise InvalidOrder(f"The order is {len(text):,} characters long; at most {MAX_ORDER_CHARS:,}.",
+                           f"Type the positions 0 to {n - 1} in the order to predict them.")
     items = [x.strip() for x in text.replace(";", ",").replace(" ", ",").split(",") if x.strip()]
     if not items:
         raise InvalidOrder("The order is empty.", f"Type the positions 0 to {n - 1} in the order to predict them.")
-    if not all(x.lstrip("-").isdigit() for x in items):
-        bad = next(x for x in items if not x.lstrip("-").isdigit())
-        raise InvalidOrder(f"{bad!r} is not a position.", "Type whole numbers separated by commas, like 2, 0, 1.")
+    bad = next((x for x in items if not (x.lstrip("-").isascii() and x.lstrip("-").isdigit()) or len(x) > 6), None)
+    if bad is not None:
+        raise InvalidOrder(f"{bad[:20]!r} is not a position.", "Type whole numbers separated by commas, like 2, 0, 1.")
     return check_order([int(x) for x in items], n)
 
 
 def make_order(kind: str, n: int, seed: int = 0) -> list[int]:
     """``left-to-right``, ``right-to-left`` or ``random`` (seeded) order of n positions."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_ORDER_LENGTH:
+        raise InvalidOrder(f"An order covers 1 to {MAX_ORDER_LENGTH} positions, not {str(n)[:20]}.", "Use a shorter sentence.")
     if kind == "left-to-right":
         return list(range(n))
     if kind == "right-to-left":

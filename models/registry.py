@@ -153,7 +153,16 @@ def bundled_id() -> str:
 
 
 def find(model_id: str) -> ModelCard | None:
-    """The card for an id or Hub id (case-insensitive), or None."""
+    """The card for an id or Hub id (case-insensitive), or None.
+
+    Raises:
+        InvalidModelId: ``model_id`` is not text (None, a number, a list ...).
+    """
+    if not isinstance(model_id, str):
+        from models.errors import InvalidModelId
+
+        raise InvalidModelId(f"A model id must be text, not {type(model_id).__name__}.",
+                             "Use a catalog id such as 'bert-base-uncased'.")
     key = model_id.strip().lower()
     for card in all_models():
         if key in (card.id.lower(), (card.hub_id or "").lower()):
@@ -177,7 +186,7 @@ def suggest(model_id: str, n: int = 3) -> list[str]:
     """Catalog ids that look like ``model_id`` (for 'did you mean ...')."""
     ids = [c.id for c in all_models()]
     by_lower = {i.lower(): i for i in ids}
-    key = model_id.strip().lower()
+    key = model_id.strip().lower()[:200] if isinstance(model_id, str) else ""
     close = difflib.get_close_matches(key, list(by_lower), n=n, cutoff=0.5)
     if not close:
         close = [i for i in by_lower if key and (key in i or i.split("/")[-1] in key)][:n]

@@ -40,6 +40,9 @@ SETTINGS: tuple[Setting, ...] = (
             "`1`: always try the Hub; `0`: never touch the network."),
     Setting("gradio_concurrency", "BFE_GRADIO_CONCURRENCY", "2",
             "Gradio app only: how many model calls run at once; the rest wait in its queue."),
+    Setting("max_params", "BFE_MAX_PARAMS", "1000000000",
+            "Largest model (parameters) that may be loaded; a checkpoint is measured from its config and tensor "
+            "headers before any weights are read. The default (10^9, about 4 GB in fp32) suits a 16 GB CPU Space."),
 )
 
 _DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -55,6 +58,7 @@ class Settings:
     database_url: str
     online: str
     gradio_concurrency: int = 2
+    max_params: int = 1_000_000_000
 
     @property
     def cache_bytes(self) -> int:
@@ -95,6 +99,13 @@ def get_settings() -> Settings:
     except ValueError:
         raise InvalidSetting(f"BFE_GRADIO_CONCURRENCY={raw['gradio_concurrency']!r} is not a number from 1 to 64.",
                              "Use a small whole number such as 2.") from None
+    try:
+        max_params = int(float(raw["max_params"]))
+        if not 1 <= max_params <= 10**13:
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise InvalidSetting(f"BFE_MAX_PARAMS={raw['max_params'][:30]!r} is not a parameter count from 1 to 10^13.",
+                             "Use a whole number such as 1000000000.") from None
     database_url = raw["database_url"]
     if database_url.startswith("sqlite:///~"):
         database_url = "sqlite:///" + str(Path(database_url[len("sqlite:///"):]).expanduser())
@@ -105,4 +116,5 @@ def get_settings() -> Settings:
         database_url=database_url,
         online=online,
         gradio_concurrency=gradio_concurrency,
+        max_params=max_params,
     )

@@ -326,7 +326,7 @@ def test_bad_results_are_refused_and_nothing_is_written(lite, change, message) -
 
 def test_text_is_data_not_sql_and_is_escaped_when_shown(engine) -> None:
     evil = "x'); DROP TABLE bfe_results; -- <script>alert(1)</script>"
-    db.add_result(engine, model=evil, task="SST-2", metric="acc", split="dev", value=90.0, source="Liu et al. 2019, re-run", note="<img src=x onerror=alert(1)>")
+    db.add_result(engine, model=evil, task="SST-2", metric="acc", split="dev", value=90.0, source="Liu et al. 2019, rerun", note="<img src=x onerror=alert(1)>")
     df = db.results_frame(engine, models=[evil])
     assert len(df) == 1 and count(engine) > 1000
     comp = glue.compare(df)

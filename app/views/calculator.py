@@ -9,23 +9,23 @@ import streamlit as st
 from analysis import calculator as calc
 from analysis import memory
 from analysis.memory import GiB, TrainingSetup
-from analysis.params import ARCH_HEADS, DEFAULTS, HEADS, albert_saving, arch_of, parameter_breakdown
+from analysis.params import ARCH_HEADS, DEFAULTS, HEADS, LIMITS, albert_saving, arch_of, parameter_breakdown
 from app import ui
 from models import registry
 from models.errors import ExplorerError
 
 PRESETS = {c.id: c for c in registry.loadable()}
-FIELDS = {  # session key -> (label, min, max, help)
-    "sz_layers": ("Layers L", 1, 1000, "num_hidden_layers / n_layers / n_layer"),
-    "sz_hidden": ("Hidden size H", 1, 65536, "hidden_size / dim / d_model / n_embd"),
-    "sz_heads": ("Attention heads A", 1, 1024, "must divide H"),
-    "sz_ffn": ("Feed-forward size", 1, 262144, "intermediate_size (usually 4·H)"),
-    "sz_vocab": ("Vocabulary V", 1, 1_000_000, "WordPiece 30,522 · BPE 50,257/50,265 · SentencePiece 30,000/32,000"),
-    "sz_pos": ("Positions", 1, 1_000_000, "max_position_embeddings; XLNet has none (relative positions)"),
-    "sz_types": ("Token types", 0, 16, "segment embeddings (BERT 2, RoBERTa 1)"),
-    "sz_emb": ("Embedding size E", 1, 65536, "ALBERT and ELECTRA factorise V×H into V×E + E×H"),
-    "sz_groups": ("Hidden groups", 1, 1000, "ALBERT: layers share parameters within a group (1 = all shared)"),
-    "sz_inner": ("Layers per group", 1, 100, "ALBERT inner_group_num"),
+FIELDS = {  # session key -> (label, min, max, help); the maxima are analysis.params.LIMITS, the calculator's sanity bounds
+    "sz_layers": ("Layers L", 1, LIMITS["layers"], "num_hidden_layers / n_layers / n_layer"),
+    "sz_hidden": ("Hidden size H", 1, LIMITS["hidden size"], "hidden_size / dim / d_model / n_embd"),
+    "sz_heads": ("Attention heads A", 1, LIMITS["attention heads"], "must divide H"),
+    "sz_ffn": ("Feed-forward size", 1, LIMITS["feed-forward size"], "intermediate_size (usually 4·H)"),
+    "sz_vocab": ("Vocabulary V", 1, LIMITS["vocabulary size"], "WordPiece 30,522 · BPE 50,257/50,265 · SentencePiece 30,000/32,000"),
+    "sz_pos": ("Positions", 1, LIMITS["positions"], "max_position_embeddings; XLNet has none (relative positions)"),
+    "sz_types": ("Token types", 0, LIMITS["token types"], "segment embeddings (BERT 2, RoBERTa 1)"),
+    "sz_emb": ("Embedding size E", 1, LIMITS["embedding size"], "ALBERT and ELECTRA factorise V×H into V×E + E×H"),
+    "sz_groups": ("Hidden groups", 1, LIMITS["hidden groups"], "ALBERT: layers share parameters within a group (1 = all shared)"),
+    "sz_inner": ("Layers per group", 1, LIMITS["layers per group"], "ALBERT inner_group_num"),
 }
 CONFIG_KEYS = {
     "sz_layers": ("num_hidden_layers", "n_layers", "n_layer"), "sz_hidden": ("hidden_size", "dim", "d_model", "n_embd"),
