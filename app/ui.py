@@ -41,6 +41,19 @@ def show_error(err: BaseException) -> None:
                  "The details are in the server log; try again, or pick another model or input.", icon=":material/error:")
 
 
+def local_viewer() -> bool:
+    """Whether the browser reached the server as localhost: only then do pages show server paths.
+
+    On a public Space or a classroom server, folder and database paths tell visitors nothing they
+    can use and something they should not know; a teacher running the app on a laptop sees them.
+    """
+    try:
+        host = (st.context.headers.get("Host") or "").rsplit(":", 1)[0].strip("[]").lower()
+    except Exception:  # noqa: BLE001 - no request context (AppTest, bare script): a local run
+        return True
+    return host in ("", "localhost", "127.0.0.1", "::1")
+
+
 @contextmanager
 def friendly_errors() -> Iterator[None]:
     """Run a block; any exception becomes a friendly message and the rest of the page still draws.

@@ -82,6 +82,8 @@ PROBE_TIMEOUT_S = 1.5
 _PROBE_TTL_S = 60.0
 #: How long a failed Hub download is remembered: loads in that window fail at once.
 HUB_FAILURE_TTL_S = 120.0
+#: How long the Hub may take to answer before a load gives up on it.
+HUB_ANSWER_TIMEOUT_S = 5.0
 #: A config.json larger than this is not a model config (real ones are a few kB).
 MAX_CONFIG_BYTES = 1_000_000
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
@@ -343,6 +345,27 @@ def _looks_like_no_network(err: BaseException) -> bool:
     return False
 
 
+def _hub_answers(hub_id: str) -> bool:
+    """One HTTP request to the Hub's API, bounded by :data:`HUB_ANSWER_TIMEOUT_S` (proxies respected).
+
+    Any HTTP answer, even an error status, means the Hub is there. Needed because the Hub client's
+    first request (transformers' revision lookup) has no timeout of its own: on a network that
+    accepts connections and never answers, a load would otherwise wait forever.
+    """
+    import urllib.error
+    import urllib.request
+
+    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/api/models/{hub_id}", method="HEAD"),
+                                    timeout=HUB_ANSWER_TIMEOUT_S):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 def how_to_get(card: ModelCard, settings: Settings | None = None) -> str:
     """One sentence telling a user how to make ``card`` available offline."""
     if not card.loadable:
@@ -600,6 +623,7 @@ def load(model_id: str, task: str = "base", *, attentions: bool = False, device:
 
 def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.device, attn: str,
                    allow_untrained_head: bool) -> LoadedModel:
+    global _hub_failed_at
     import transformers
 
     from models.device import inference_dtype
@@ -616,9 +640,15 @@ def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.devic
         checked = preflight(Path(source.location))
         if task == "xlnet-lm" and checked.config.get("model_type") != "xlnet":
             raise UnsupportedTask(f"{mid} is a {checked.config.get('model_type')} model; the xlnet-lm head needs XLNet.")
-    elif card is not None and card.parameters > get_settings().max_params:
-        raise ModelTooLarge(f"{card.id} has {card.parameters:,} parameters; this server loads models up to "
-                            f"{get_settings().max_params:,} (BFE_MAX_PARAMS).", "Pick a smaller model.")
+    else:
+        if card is not None and card.parameters > get_settings().max_params:
+            raise ModelTooLarge(f"{card.id} has {card.parameters:,} parameters; this server loads models up to "
+                                f"{get_settings().max_params:,} (BFE_MAX_PARAMS).", "Pick a smaller model.")
+        if not _hub_answers(source.location):
+            global _hub_failed_at
+            _hub_failed_at = time.monotonic()
+            raise ModelUnavailable(f"{mid} is not on this machine and the Hugging Face Hub did not answer within "
+                                   f"{HUB_ANSWER_TIMEOUT_S:.0f} s.", how_to_get(card) if card else "")
     try:
         model, info = model_cls.from_pretrained(
             source.location, output_loading_info=True, use_safetensors=True, trust_remote_code=False,
@@ -630,7 +660,6 @@ def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.devic
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, RecursionError) as err:
         detail = _scrub(str(err).splitlines()[0][:300] if str(err) else "", source.location)
         if source.kind == "hub":
-            global _hub_failed_at
             if _looks_like_no_network(err):
                 _hub_failed_at = time.monotonic()
             raise ModelUnavailable(f"Could not download {mid} from the Hub ({type(err).__name__}: {detail}).",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -101,6 +103,9 @@ def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) 
     (("a b c", "random:x", 1), "/permutation_masks", "random:SEED"),
     (("gpt2", "base", "mixed", "adamw", 8, 4096, 0, 1, "T4 16 GB"), "/calculator", "longer than the model's 1024 positions"),
     (("elmo", "base", "mixed", "adamw", 8, 128, 0, 1, "T4 16 GB"), "/calculator", "not in the list of choices"),  # the dropdown refuses it
+    (("gpt2", "base", "mixed", "adamw", 10**12, 128, 0, 1, "T4 16 GB"), "/calculator", "between 1 and 100,000"),
+    (("gpt2", "base", "mixed", "adamw", 8, 128, 0, 10**9, "T4 16 GB"), "/calculator", "between 1 and 100,000"),
+    (("a b c", "9" * 5000, 1), "/permutation_masks", "characters long"),
 ])
 def test_bad_inputs_are_messages_and_the_server_survives(client, args, endpoint: str, words: str) -> None:
     from gradio_client.exceptions import AppError
@@ -118,3 +123,47 @@ def test_twenty_concurrent_clients_are_all_answered(client) -> None:
     with ThreadPoolExecutor(max_workers=20) as pool:
         results = list(pool.map(call, range(20)))
     assert len(results) == 20 and all(r > 0 for r in results)
+
+
+def _post(url: str, body: bytes) -> tuple[int, str]:
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_an_unknown_endpoint_is_a_404_and_an_oversized_body_a_413(client) -> None:
+    from app.gradio_app import MAX_BODY_BYTES
+
+    base = client.src.rstrip("/")
+    for path in ("/gradio_api/call/nope", "/gradio_api/run/nope", "/gradio_api/call/v2/nope"):
+        code, text = _post(base + path, b'{"data": []}')
+        assert code == 404 and "No endpoint /nope" in text
+    big = json.dumps({"data": ["a " * MAX_BODY_BYTES, "left-to-right", 0]}).encode()
+    code, _ = _post(base + "/gradio_api/call/permutation_masks", big)
+    assert code == 413
+    assert client.predict("a b c", "left-to-right", 1, api_name="/permutation_masks")["targets"] == [2]
+
+
+def test_a_thirty_thousand_position_order_is_refused_quickly_and_others_are_not_slowed(client) -> None:
+    from gradio_client.exceptions import AppError
+
+    order = ",".join(str(i) for i in range(30_000))
+    t0 = time.perf_counter()
+    with pytest.raises(AppError, match="characters long"):
+        client.predict("a b c", order, 1, api_name="/permutation_masks")
+    assert time.perf_counter() - t0 < 5
+    t0 = time.perf_counter()
+    assert client.predict("gpt2", "base", "mixed", "adamw", 1, 16, 0, 1, "T4 16 GB", api_name="/calculator")["parameters"] > 0
+    assert time.perf_counter() - t0 < 5
+
+
+def test_every_endpoint_is_behind_the_queue() -> None:
+    from app.gradio_app import API_NAMES, build
+
+    demo = build()
+    fns = {f.api_name: f for f in demo.fns.values() if f.api_name in API_NAMES}
+    assert set(fns) == API_NAMES
+    assert all(f.queue for f in fns.values()), [n for n, f in fns.items() if not f.queue]

@@ -35,6 +35,7 @@ from analysis.results_db.engine import (
     WRITE_ATTEMPTS,
     _normalise_url,
     default_url,
+    describe_database,
     dispose_engines,
     get_engine,
     session,
@@ -50,6 +51,6 @@ __all__ = [
     "DATA_DIR", "EXPORT_COLUMNS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MIGRATIONS", "OPTIONAL_COLUMNS",
     "SCHEMA_VERSION", "SETTINGS", "SPLITS", "SQLITE_BUSY_TIMEOUT_S", "USER_MARK", "WRITE_ATTEMPTS", "Base", "ImportReport", "Meta",
     "Metric", "Model", "Result", "SeedReport", "Source", "Task", "_normalise_url", "_session", "add_result", "catalog_frame",
-    "citation", "default_url", "delete_result", "dispose_engines", "ensure_seeded", "export_rows", "get_engine", "import_csv",
+    "citation", "default_url", "describe_database", "delete_result", "dispose_engines", "ensure_seeded", "export_rows", "get_engine", "import_csv",
     "meta", "parse_csv", "results_frame", "seed_rows", "seed_source_keys", "seed_version", "session", "write",
 ]

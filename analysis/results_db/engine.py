@@ -122,6 +122,13 @@ def _sqlite_events(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("bfe_write") else "BEGIN")
 
 
+def describe_database(engine: Engine, paths: bool = True) -> str:
+    """The database in a few words: the URL without password, or (``paths=False``) just its kind, for public pages."""
+    if paths:
+        return engine.url.render_as_string(hide_password=True)
+    return {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(engine.dialect.name, engine.dialect.name)
+
+
 def dispose_engines() -> None:
     """Close every pooled connection (tests, and before deleting a database file)."""
     with _ENGINES_LOCK:

@@ -29,7 +29,8 @@ st.markdown(
 st.code("python -m models.fetch --kit            # the small models every page uses\n"
         "python -m models.fetch roberta-large    # or any catalog id\n"
         "python -m models.fetch --list           # what is here", language="bash")
-st.caption(f"Model folder on this machine: `{settings.model_dir}`")
+st.caption(f"Model folder on this machine: `{settings.model_dir}`" if ui.local_viewer()
+           else "Model folder on this machine: the one `BFE_MODEL_DIR` names (shown only to a browser on the server itself).")
 
 st.subheader("Check that a model loads")
 loadable = [c.id for c in registry.loadable()]

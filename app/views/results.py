@@ -50,7 +50,7 @@ published = df_all[df_all["origin"] == "seed"]
 added = len(df_all) - len(published)
 st.caption(f"{len(published):,} published results from {published['source'].nunique()} papers and leaderboards, transcribed from the "
            f"lecture slides{f', and {added:,} added by users' if added else ''}; hover a value for its source. Database: "
-           f"{db.get_engine(url).url.render_as_string(hide_password=True)} · seed data {db.seed_version()}.")
+           f"{db.describe_database(db.get_engine(url), paths=ui.local_viewer())} · seed data {db.seed_version()}.")
 
 st.segmented_control("View", VIEWS, key="gl_view", label_visibility="collapsed")
 current = st.session_state["gl_view"] or "Table"
