@@ -225,9 +225,10 @@ def save_url_state(defaults: dict[str, Any]) -> None:
 def download_buttons(df, name: str, key: str, markdown: str | None = None) -> None:
     """CSV and Markdown download buttons for a data frame (Markdown from ``analysis.calculator.to_markdown``)."""
     from analysis.calculator import to_markdown
+    from analysis.safe_text import csv_bytes
 
     c1, c2 = st.columns(2)
-    c1.download_button("Download CSV", df.to_csv(index=df.index.name is not None).encode(), f"{name}.csv", "text/csv",
+    c1.download_button("Download CSV", csv_bytes(df, index=df.index.name is not None), f"{name}.csv", "text/csv",
                        key=f"{key}_csv", icon=":material/download:")
     c2.download_button("Download Markdown", (markdown or to_markdown(df)).encode(), f"{name}.md", "text/markdown",
                        key=f"{key}_md", icon=":material/download:")

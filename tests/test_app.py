@@ -348,7 +348,12 @@ def test_results_page_state_comes_from_the_link() -> None:
 
 
 def test_results_page_adds_and_imports_with_clear_errors() -> None:
+    from analysis import results_db
+
+    # A citation used once is offered in the Source picker (AppTest cannot type a new option).
+    results_db.add_result(model="Earlier run", task="RTE", metric="acc", split="dev", value=60.0, source="Liu et al. 2019, class re-run")
     at = run("views/results.py", gl_view="Add results")
+    assert "liu2019" not in at.selectbox(key="gl_add_source").options  # published keys are not offered
     at.selectbox(key="gl_add_task").set_value("RTE").run()
     at.selectbox(key="gl_add_model").set_value("BERT-base")
     at.selectbox(key="gl_add_source").set_value("Liu et al. 2019, class re-run")
@@ -361,8 +366,6 @@ def test_results_page_adds_and_imports_with_clear_errors() -> None:
     assert any("Saved" in s.value for s in at.success), [e.value for e in at.error]
     at.button[0].click().run()  # the same again: refused as a duplicate, not stored twice
     assert any("already stored" in e.value for e in at.error) and not at.exception
-    from analysis import results_db
-
     mine = results_db.results_frame(results_db.get_engine(), models=["BERT-base"], tasks=["RTE"])
     assert mine[mine["variant"] == "class run"]["value"].tolist() == [71.5]
     at.segmented_control(key="gl_view").set_value("Table").run()

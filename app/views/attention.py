@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import attention_plots as plots
+from analysis.safe_text import csv_bytes
 from app import ui
 from models import registry
 from models.attention import STAT_LABELS, AttentionResult, align, extract_attention, result_stats, rollout, stats_rows
@@ -134,9 +135,9 @@ for col, r in zip(cols, results, strict=True):
         st.caption(f"Layer {li}, head {hi}: " + " · ".join(f"{STAT_LABELS[k]}: {'—' if v != v else f'{v:.3f}'}" for k, v in one.items()))
         # Built only when clicked: at 512 tokens a layer is 3 million rows and the JSON tens of MB.
         d1, d2, d3 = st.columns(3)
-        d1.download_button(f"Layer {li} CSV", lambda r=r, li=li: pd.DataFrame(r.layer_rows(li)).to_csv(index=False),
+        d1.download_button(f"Layer {li} CSV", lambda r=r, li=li: csv_bytes(pd.DataFrame(r.layer_rows(li))),
                            f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
-        d2.download_button("Statistics CSV", lambda stats=stats: pd.DataFrame(stats_rows(stats)).to_csv(index=False),
+        d2.download_button("Statistics CSV", lambda stats=stats: csv_bytes(pd.DataFrame(stats_rows(stats))),
                            f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}", icon=":material/download:")
         d3.download_button("JSON", lambda r=r: json.dumps(r.to_dict()), f"attention-{key}.json", "application/json",
                            key=f"at_dl_j_{key}", icon=":material/download:")

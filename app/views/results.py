@@ -5,6 +5,7 @@ import streamlit as st
 
 from analysis import glue, glue_plots
 from analysis import results_db as db
+from analysis.safe_text import csv_bytes
 from app import ui
 from models.errors import ExplorerError, InvalidResult
 
@@ -105,7 +106,7 @@ elif current == "Table":
                "'–' not reported in that table.")
     caption = f"{', '.join(comp.values.columns)} ({split}, {setting} models)"
     d1, d2, d3, d4 = st.columns(4)
-    d1.download_button("Table (CSV)", comp.values.to_csv().encode(), "glue_comparison.csv", "text/csv", icon=":material/download:")
+    d1.download_button("Table (CSV)", csv_bytes(comp.values, index=True), "glue_comparison.csv", "text/csv", icon=":material/download:")
     d2.download_button("Markdown", glue.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
     d3.download_button("LaTeX", glue.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
                        icon=":material/download:")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from analysis import scaling
 from analysis import scaling_plots as plots
+from analysis.safe_text import csv_bytes
 from app import ui
 from models.errors import ExplorerError
 
@@ -138,7 +139,7 @@ if f is not None:
                        icon=":material/warning:")
         curve = plots.curve_frame(f, x_to) if f.x.ndim == 1 else pd.DataFrame({"x": f.x[:, 0], "residual": f.residuals})
         d1, d2, d3 = st.columns(3)
-        d1.download_button("Curve CSV", curve.to_csv(index=False).encode(), "scaling-fit.csv", "text/csv", key="sc_dl_csv",
+        d1.download_button("Curve CSV", csv_bytes(curve), "scaling-fit.csv", "text/csv", key="sc_dl_csv",
                            icon=":material/download:")
         d2.download_button("Fit JSON", json.dumps(f.to_dict(), indent=2).encode(), "scaling-fit.json", "application/json",
                            key="sc_dl_json", icon=":material/download:")
