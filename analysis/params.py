@@ -193,7 +193,13 @@ def arch_of(config: Any) -> Arch:
     """
     if isinstance(config, Arch):
         return config
-    cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    if hasattr(config, "to_dict"):
+        cfg = config.to_dict()
+    elif isinstance(config, Mapping):
+        cfg = dict(config)
+    else:
+        raise InvalidConfig(f"A configuration is a dict or a transformers config, not {type(config).__name__}.",
+                            "Pass e.g. {'model_type': 'bert', 'hidden_size': 768, ...} or AutoConfig.for_model('bert').")
     mt = cfg.get("model_type")
     if mt not in DEFAULTS:
         raise UnsupportedArchitecture(

@@ -50,6 +50,15 @@ def _describe(ch: str) -> str:
     return f"U+{ord(ch):04X}" + (f" {name.lower()}" if name else "")
 
 
+def _text(value: Any, field: str) -> str:
+    """Text, or a number written as text; anything else (an object, a list, a bool) is refused."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f"{field} must be text, not {type(value).__name__}")
+
+
 def clean_name(value: Any, field: str, limit: int = 200, required: bool = False) -> str:
     """A name as stored: NFKC-normalised and stripped; refuses line breaks, control and invisible characters.
 
@@ -57,7 +66,7 @@ def clean_name(value: Any, field: str, limit: int = 200, required: bool = False)
         ValueError: with the reason (which character, which field), or when empty but ``required``,
             or longer than ``limit`` characters.
     """
-    text = "" if value is None else unicodedata.normalize("NFKC", str(value))
+    text = "" if value is None else unicodedata.normalize("NFKC", _text(value, field))
     if (ch := _bad_char(text)) is not None:
         what = "a line break" if ch in "\r\n\u2028\u2029\x85" else f"an invisible or control character ({_describe(ch)})"
         raise ValueError(f"{field} contains {what}; names must be one line of visible text")
@@ -71,7 +80,7 @@ def clean_name(value: Any, field: str, limit: int = 200, required: bool = False)
 
 def clean_note(value: Any, field: str = "note", limit: int = 1000) -> str:
     """Free text (a note): like :func:`clean_name`, but line breaks and tabs are allowed."""
-    text = "" if value is None else unicodedata.normalize("NFKC", str(value)).replace("\r\n", "\n")
+    text = "" if value is None else unicodedata.normalize("NFKC", _text(value, field)).replace("\r\n", "\n")
     if (ch := _bad_char(text, allow="\n\t")) is not None:
         raise ValueError(f"{field} contains an invisible or control character ({_describe(ch)})")
     text = text.strip()

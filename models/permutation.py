@@ -38,8 +38,10 @@ def check_order(order: Sequence[int], n: int) -> list[int]:
 
     Linear in the length, and refused at once past :data:`MAX_ORDER_LENGTH` positions.
     """
-    if not 0 < n <= MAX_ORDER_LENGTH:
-        raise InvalidOrder(f"An order covers 1 to {MAX_ORDER_LENGTH} positions, not {n}.", "Use a shorter sentence.")
+    if isinstance(order, str | bytes) or not isinstance(order, Sequence):
+        raise InvalidOrder(f"An order is a list of positions, not {type(order).__name__}.", "Pass e.g. [2, 0, 1].")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= MAX_ORDER_LENGTH:
+        raise InvalidOrder(f"An order covers 1 to {MAX_ORDER_LENGTH} positions, not {str(n)[:20]}.", "Use a shorter sentence.")
     if len(order) > MAX_ORDER_LENGTH:
         raise InvalidOrder(f"The order has {len(order):,} positions; the sentence has {n}.", f"List each of 0 to {n - 1} exactly once.")
     if any(isinstance(x, bool) for x in order):
@@ -111,9 +113,12 @@ def _targets(order: list[int], targets: int | Sequence[int] | None) -> list[int]
         if not 1 <= targets <= n:
             raise InvalidOrder(f"K = {targets} predictions, but the sentence has {n} tokens.", f"Pick K from 1 to {n}.")
         return order[n - targets:]
-    t = [int(x) for x in targets]
+    try:
+        t = [int(x) for x in targets]
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidOrder("Targets are K (a whole number) or a list of positions.") from None
     if bad := [x for x in t if x not in order]:
-        raise InvalidOrder(f"Targets {bad} are not positions of the order.")
+        raise InvalidOrder(f"Targets {_few(bad)} are not positions of the order.")
     return sorted(t, key=order.index)
 
 
@@ -133,6 +138,8 @@ def permutation_inputs(order: Sequence[int], targets: int | Sequence[int] | None
     the order. ``targets``: K (the last K of the order: XLNet's partial prediction), explicit
     positions, or None for all.
     """
+    if isinstance(order, str | bytes) or not isinstance(order, Sequence):
+        raise InvalidOrder(f"An order is a list of positions, not {type(order).__name__}.", "Pass e.g. [2, 0, 1].")
     n = len(order)
     seq = check_order(order, n)
     tg = _targets(seq, targets)

@@ -130,3 +130,35 @@ def test_streamlit_request_limits_fit_what_the_app_needs() -> None:
     largest_upload_mb = max(results_db.MAX_IMPORT_BYTES, scaling.MAX_CSV_BYTES) / 2**20
     assert largest_upload_mb <= server["maxUploadSize"] <= 2 * largest_upload_mb + 1
     assert 10 <= server["maxMessageSize"] <= 64  # enough for a 512-token heatmap, far below the 200 MB default
+
+
+# ------------------------------------------------------------ library entry points, wrong types
+def _entry_points():
+    from analysis import results_db as db
+    from analysis import scaling
+    from models import registry
+
+    return {
+        "count_parameters(None)": lambda: count_parameters(None),
+        "count_parameters([1, 2])": lambda: count_parameters([1, 2]),
+        "training_memory('abc')": lambda: memory.training_memory("abc"),
+        "training_memory(None)": lambda: memory.training_memory(None),
+        "results_frame(models=5)": lambda: db.results_frame(models=5),
+        "add_result(model=object())": lambda: db.add_result(model=object(), task="RTE", metric="acc", split="dev", value=5,
+                                                            source="X et al. 2020, y"),
+        "import_csv(None)": lambda: db.import_csv(None),
+        "permutation_inputs(None)": lambda: P.permutation_inputs(None),
+        "permutation_inputs(targets=['x'])": lambda: P.permutation_inputs([0, 1], targets=["x"]),
+        "registry.get(5)": lambda: registry.get(5),
+        "scaling.fit(None)": lambda: scaling.fit("power", None, None),
+    }
+
+
+@pytest.mark.parametrize("name", list(_entry_points()))
+def test_library_entry_points_raise_the_projects_errors_for_wrong_types(name: str) -> None:
+    from models.errors import ExplorerError
+
+    with pytest.raises(ExplorerError) as info:
+        _entry_points()[name]()
+    assert info.value.hint or info.value.message
+    assert " at 0x" not in str(info.value) and "/tmp" not in str(info.value)

@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select
 from analysis.results_db.engine import get_engine, session
 from analysis.results_db.schema import Metric, Model, Result, Source, Task
 from analysis.results_db.seeding import ensure_seeded
+from models.errors import InvalidResult
 
 #: Appended to the citation of a source a user typed, so a user's row never reads as a published one.
 USER_MARK = " (added by a user)"
@@ -40,16 +41,10 @@ def results_frame(engine: Engine | None = None, *, models: Sequence[str] | None 
                    Result.snapshot, Result.note, Result.origin)
             .join(Model, Result.model_id == Model.id).join(Metric, Result.metric_id == Metric.id)
             .join(Task, Metric.task_id == Task.id).join(Source, Result.source_id == Source.id))
-    if models is not None:
-        stmt = stmt.where(Model.name.in_(list(models)))
-    if tasks is not None:
-        stmt = stmt.where(Task.key.in_(list(tasks)))
-    if splits is not None:
-        stmt = stmt.where(Result.split.in_(list(splits)))
-    if settings is not None:
-        stmt = stmt.where(Result.setting.in_(list(settings)))
-    if sources is not None:
-        stmt = stmt.where(Source.key.in_(list(sources)))
+    for column, wanted, what in ((Model.name, models, "models"), (Task.key, tasks, "tasks"), (Result.split, splits, "splits"),
+                                 (Result.setting, settings, "settings"), (Source.key, sources, "sources")):
+        if wanted is not None:
+            stmt = stmt.where(column.in_(_names(wanted, what)))
     if not variants:
         stmt = stmt.where(Result.variant == "")
     with session(engine) as s:
@@ -60,6 +55,15 @@ def results_frame(engine: Engine | None = None, *, models: Sequence[str] | None 
     df["citation"] = [citation(a, y, t) + (USER_MARK if o == "user" else "")
                       for a, y, t, o in zip(df["authors"], df["year"], df["title"], df.pop("source_origin"), strict=True)]
     return df
+
+
+def _names(wanted: Any, what: str) -> list[str]:
+    """A filter as a list of names; one name alone is accepted. Raises InvalidResult for anything else."""
+    if isinstance(wanted, str):
+        return [wanted]
+    if isinstance(wanted, Sequence | set | frozenset) and all(isinstance(w, str) for w in wanted):
+        return list(wanted)
+    raise InvalidResult(f"The {what} filter must be a list of names, not {type(wanted).__name__}.", "Pass e.g. [\"BERT-base\"].")
 
 
 def citation(authors: str | None, year: Any, title: str) -> str:
