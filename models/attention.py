@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from models.errors import AttentionUnavailable, InvalidText
+from models.errors import AttentionUnavailable, InvalidText, check_text_length
 
 PUNCTUATION = frozenset(".,;:!?-—–()[]{}\"'`…/")
 WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -79,6 +79,7 @@ def clean_text(text: str, what: str = "text") -> tuple[str, list[str]]:
     """Remove control and format characters (keeping tabs/newlines as spaces); refuse empty text."""
     if not isinstance(text, str):
         raise InvalidText(f"The {what} must be a string, not {type(text).__name__}.")
+    check_text_length(text, what)
     removed = 0
     out = []
     for ch in text:

@@ -107,3 +107,16 @@ class InvalidResult(ExplorerError, ValueError):
 
 class DuplicateResult(InvalidResult):
     """The same result (model, variant, task, metric, split, setting, source, table) is already stored."""
+
+
+#: The longest text any model function takes, in characters: far past every model's token limit
+#: (512 tokens is about 3,000 characters), so a longer text is a mistake or an attack, refused
+#: before a tokenizer spends seconds on it.
+MAX_TEXT_CHARS = 20_000
+
+
+def check_text_length(text: object, what: str = "text") -> None:
+    """Raise :class:`InvalidText` when ``text`` is a string longer than :data:`MAX_TEXT_CHARS`."""
+    if isinstance(text, str) and len(text) > MAX_TEXT_CHARS:
+        raise InvalidText(f"The {what} is {len(text):,} characters long; at most {MAX_TEXT_CHARS:,} are taken.",
+                          "Models read a few hundred words at most: shorten it.")

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from models.errors import InvalidText, MaskMissing, UnsupportedTask
+from models.errors import InvalidText, MaskMissing, UnsupportedTask, check_text_length
 
 USER_MASK = "[MASK]"
 MAX_MASKS = 8
@@ -43,6 +43,7 @@ def to_model_text(text: str, tok: Any) -> str:
     """The user's ``[MASK]`` written as this model's mask token; checks the text and the mask count."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidText("The text is empty.", f"Type a sentence with {USER_MASK} where a word should be guessed.")
+    check_text_length(text)
     count = text.count(USER_MASK)
     if count == 0:
         raise MaskMissing(f"There is no {USER_MASK} in the text.",
@@ -56,6 +57,7 @@ def to_model_text(text: str, tok: Any) -> str:
 
 def _encode(lm: Any, text: str):
     _, tok, dev = lm
+    check_text_length(text)
     enc = tok(text, return_tensors="pt")
     n = enc["input_ids"].shape[1]
     if n > lm.max_tokens:
@@ -279,6 +281,8 @@ def sentence_relation(model: Any, a: str, b: str) -> dict[str, float]:
     a, b = (a or "").strip(), (b or "").strip()
     if not a or not b:
         raise InvalidText("Both sentences are needed.", "Type sentence A and sentence B.")
+    check_text_length(a, "sentence A")
+    check_text_length(b, "sentence B")
 
     def p_follows(x: str, y: str) -> float:
         enc = tok(x, y, return_tensors="pt", truncation=True, max_length=lm.max_tokens).to(dev)
@@ -319,6 +323,7 @@ def discriminate(discriminator: Any, text: str, original: str | None = None) -> 
     replaced = [False] * len(ids)
     if original is not None:
         # Position by position: a replacement that re-tokenises into another length shifts what follows.
+        check_text_length(original, "original text")
         orig = tok(original.strip())["input_ids"]
         replaced = [i >= len(orig) or x != orig[i] for i, x in enumerate(ids)]
     return Detection(tuple(tok.convert_ids_to_tokens(ids)), tuple(replaced), tuple(float(p) for p in probs))
@@ -373,6 +378,7 @@ def generate(model: Any, prompt: str, max_new_tokens: int = 20, sample: bool = F
         raise InvalidText("Max new tokens must be 1 to 200.")
     if sample and not (0 < temperature <= 5 and 0 < top_p <= 1 and 0 <= top_k <= 1000):
         raise InvalidText("Temperature must be in (0, 5], top-p in (0, 1], top-k in [0, 1000].")
+    check_text_length(prompt, "prompt")
     enc = tok(prompt.strip(), return_tensors="pt").to(dev)
     torch.manual_seed(seed)
     t0 = time.perf_counter()

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from models.errors import InvalidOrder, InvalidText
+from models.errors import InvalidOrder, InvalidText, check_text_length
 
 MAX_TOKENS = 128  # the page's limit: masks are T × T and predictions run T passes in the self-check
 
@@ -195,6 +195,7 @@ def xlnet_tokens(tokenizer: Any, text: str) -> tuple[list[int], list[str]]:
     text = (text or "").strip()
     if not text:
         raise InvalidText("The sentence is empty.", "Type a sentence, for example 'New York is a city'.")
+    check_text_length(text, "sentence")
     ids = tokenizer(text, add_special_tokens=True)["input_ids"]
     if len(ids) > MAX_TOKENS:
         raise InvalidText(f"The sentence has {len(ids)} tokens; this lab takes at most {MAX_TOKENS}.", "Use a shorter sentence.")
@@ -289,6 +290,8 @@ def new_york(bert: Any, xlnet: Any, text: str, first: str, second: str) -> dict[
 
     from models.loader import load
 
+    for value, what in ((text, "sentence"), (first, "first word"), (second, "second word")):
+        check_text_length(value, what)
     blm = bert if not isinstance(bert, str) else load(bert, task="masked-lm")
     xlm = _lm(xlnet)
 
@@ -355,6 +358,7 @@ def segment_recurrence(model: Any, text: str, segment_length: int = 8, memory_le
     text = (text or "").strip()
     if not text:
         raise InvalidText("The text is empty.", "Paste a paragraph: recurrence needs several segments.")
+    check_text_length(text)
     ids = tok(text, add_special_tokens=False)["input_ids"][: MAX_TOKENS * 4]
     toks = [t.replace("▁", "") or "␣" for t in tok.convert_ids_to_tokens(ids)]
     body = getattr(net, "transformer", net)

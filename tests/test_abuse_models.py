@@ -244,3 +244,20 @@ def test_every_library_error_is_an_explorer_error_with_a_hint(copy_of) -> None:
         with pytest.raises(ExplorerError) as info:
             call()
         assert info.value.hint, info.value
+
+
+def test_text_past_the_character_limit_is_refused_before_tokenizing() -> None:
+    from models import objectives as O
+    from models import permutation as P
+    from models.attention import extract_attention
+    from models.errors import MAX_TEXT_CHARS, InvalidText
+
+    huge = "word " * (MAX_TEXT_CHARS // 4)
+    calls = [lambda: extract_attention("bert-base-uncased", huge), lambda: O.fill_mask("bert-base-uncased", huge + " [MASK]"),
+             lambda: O.pseudo_log_likelihood("bert-base-uncased", huge), lambda: O.sentence_relation("bert-base-uncased", huge, "b"),
+             lambda: O.generate("gpt2", huge), lambda: P.segment_recurrence("xlnet-base-cased", huge)]
+    for call in calls:
+        t0 = time.perf_counter()
+        with pytest.raises(InvalidText, match="characters long"):
+            call()
+        assert time.perf_counter() - t0 < 2
