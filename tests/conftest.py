@@ -50,6 +50,31 @@ def results_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     results_db.dispose_engines()
 
 
+@pytest.fixture
+def lite(tmp_path: Path):
+    """A fresh, seeded SQLite results database of its own (for the tests about files and writers)."""
+    from analysis import results_db as db
+
+    db.dispose_engines()
+    eng = db.get_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    db.ensure_seeded(eng)
+    yield eng
+    db.dispose_engines()
+
+
+def count_results(engine, **where) -> int:
+    """How many results ``engine``'s database holds, optionally only those whose columns equal ``where``."""
+    from sqlalchemy import func, select
+
+    from analysis import results_db as db
+
+    with db.session(engine) as s:
+        stmt = select(func.count()).select_from(db.Result)
+        for k, v in where.items():
+            stmt = stmt.where(getattr(db.Result, k) == v)
+        return s.scalar(stmt)
+
+
 @pytest.fixture(scope="session")
 def pg_url():
     """A throwaway PostgreSQL server for the whole run (see tests/postgres.py)."""

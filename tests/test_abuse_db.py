@@ -27,26 +27,10 @@ from analysis import results_db as db
 from analysis.safe_text import csv_bytes, markdown_text, neutralise_cell, restore_cell
 from models.errors import DuplicateResult, InvalidResult
 from tests import db_stress
+from tests.conftest import count_results as _count
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = dict(task="CoLA", metric="mcc", split="dev", value=40.0, source="Doe et al. 2026, class project")
-
-
-def _count(engine, **where) -> int:
-    with db.session(engine) as s:
-        stmt = select(func.count()).select_from(db.Result)
-        for k, v in where.items():
-            stmt = stmt.where(getattr(db.Result, k) == v)
-        return s.scalar(stmt)
-
-
-@pytest.fixture
-def lite(tmp_path: Path):
-    db.dispose_engines()
-    eng = db.get_engine(f"sqlite:///{tmp_path / 'r.db'}")
-    db.ensure_seeded(eng)
-    yield eng
-    db.dispose_engines()
 
 
 def _fresh_pg(pg_url: str) -> str:

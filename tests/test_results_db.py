@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from analysis import glue
 from analysis import results_db as db
 from models.errors import DatabaseUnavailable, DuplicateResult, InvalidResult
+from tests.conftest import count_results as count
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -38,24 +39,6 @@ def engine(request, tmp_path: Path):
     db.ensure_seeded(eng)
     yield eng
     db.dispose_engines()
-
-
-@pytest.fixture
-def lite(tmp_path: Path):
-    """A fresh, seeded SQLite database (for the tests about files)."""
-    db.dispose_engines()
-    eng = db.get_engine(f"sqlite:///{tmp_path / 'r.db'}")
-    db.ensure_seeded(eng)
-    yield eng
-    db.dispose_engines()
-
-
-def count(eng, **where) -> int:
-    with db._session(eng) as s:
-        stmt = select(func.count()).select_from(db.Result)
-        for k, v in where.items():
-            stmt = stmt.where(getattr(db.Result, k) == v)
-        return s.scalar(stmt)
 
 
 def value(df: pd.DataFrame, **where) -> float:
