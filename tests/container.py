@@ -132,7 +132,7 @@ def _environment(cfg: dict, port: int, env: dict[str, str] | None) -> dict[str, 
 def healthcheck(image: str, root: Path, port: int, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the image's own HEALTHCHECK command inside it, as its user, with its environment."""
     cfg = _image_config(image)
-    test = cfg["Healthcheck"]["Test"]
+    test = json.loads(_run("podman", "image", "inspect", "--format", "{{json .Config.Healthcheck}}", image))["Test"]
     assert test[0] == "CMD-SHELL", test
     uid = _run("chroot", str(root), "id", "-u", cfg.get("User") or "root")
     return subprocess.run(["chroot", f"--userspec={uid}:{uid}", str(root), "/usr/bin/env", "-i",
