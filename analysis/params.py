@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from models.errors import InvalidConfig, UnsupportedArchitecture
@@ -256,8 +256,6 @@ def _layers_group(n: int) -> str:
 
 def _repeat(tensors: list[Tensor], copies: int) -> list[Tensor]:
     """The same tensors in ``copies`` identical layers (one record each, not one per layer)."""
-    from dataclasses import replace
-
     return [replace(t, copies=t.copies * copies) for t in tensors]
 
 
@@ -425,8 +423,6 @@ def albert_saving(config: Any) -> dict[str, int]:
     a = arch_of(config)
     if a.model_type != "albert":
         raise UnsupportedArchitecture("ALBERT's saving needs an ALBERT configuration.")
-    from dataclasses import replace
-
     unshared = {"groups": a.layers, "inner": 1}
     projection = a.hidden * a.hidden + a.hidden
     return {

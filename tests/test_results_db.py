@@ -255,7 +255,7 @@ def test_user_rows_survive_an_upgrade_of_the_seed_data(engine, monkeypatch) -> N
 
 
 def test_a_newer_schema_is_refused(lite) -> None:
-    with db._session(lite, write=True) as s:
+    with db.session(lite, write=True) as s:
         s.get(db.Meta, "schema_version").value = str(db.SCHEMA_VERSION + 1)
     with pytest.raises(DatabaseUnavailable, match="newer version"):
         db.ensure_seeded(lite, force=True)
@@ -263,12 +263,12 @@ def test_a_newer_schema_is_refused(lite) -> None:
 
 # ------------------------------------------------------------------------- constraints, validation
 def test_constraints_stop_a_result_stored_twice(engine) -> None:
-    with db._session(engine) as s:
+    with db.session(engine) as s:
         row = s.scalars(select(db.Result).limit(1)).one()
         dup = {c: getattr(row, c) for c in ("model_id", "variant", "metric_id", "split", "setting", "value", "source_id", "source_table")}
-    with pytest.raises(IntegrityError), db._session(engine, write=True) as s:
+    with pytest.raises(IntegrityError), db.session(engine, write=True) as s:
         s.execute(insert(db.Result), [dict(dup, origin="user")])
-    with pytest.raises(IntegrityError), db._session(engine, write=True) as s:
+    with pytest.raises(IntegrityError), db.session(engine, write=True) as s:
         s.execute(insert(db.Result), [dict(dup, split="validation", variant="x", origin="user")])
     args = dict(model="BERT-base", task="RTE", metric="acc", split="dev", value=70.0, source="Devlin et al. 2019, re-run", table="mine")
     db.add_result(engine, **args)

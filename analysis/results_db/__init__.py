@@ -41,7 +41,6 @@ from analysis.results_db.engine import (
     session,
     write,
 )
-from analysis.results_db.engine import session as _session
 from analysis.results_db.queries import USER_MARK, catalog_frame, citation, results_frame
 from analysis.results_db.schema import SCHEMA_VERSION, SETTINGS, SPLITS, Base, Meta, Metric, Model, Result, Source, Task
 from analysis.results_db.seeding import DATA_DIR, MIGRATIONS, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
@@ -71,7 +70,6 @@ __all__ = [
     "Source",
     "Task",
     "_normalise_url",
-    "_session",
     "add_result",
     "catalog_frame",
     "citation",
