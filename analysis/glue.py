@@ -301,7 +301,7 @@ def to_latex(comp: Comparison, caption: str = "Results") -> str:
     for r in t.index:
         cells = [(rf"\textbf{{{latex_escape(v)}}}" if bool(comp.best.at[r, c]) else latex_escape(v)) for c, v in t.loc[r].items()]
         lines.append(latex_escape(r) + " & " + " & ".join(cells) + r" \\")
-    srcs = "; ".join(dict.fromkeys(s.split(" — ")[0] for s in comp.sources.stack().dropna()))
+    srcs = "; ".join(_source_list(comp))
     lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{latex_escape(caption)}. Sources: {latex_escape(srcs)}.}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
