@@ -10,6 +10,7 @@ stream. Analyses (no torch): :func:`head_stats` (Clark et al. 2019, "What Does B
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -107,6 +108,41 @@ def _word_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in WORD_RE.finditer(text)]
 
 
+def _word_index(starts: list[int], ends: list[int], start: int, end: int) -> int | None:
+    """The first word (sorted, non-overlapping spans) that holds character ``start`` or begins inside
+    ``[start, end)``: a binary search, so a 512-token input costs microseconds, not a T × W scan."""
+    j = bisect.bisect_right(starts, start)
+    if j and start < ends[j - 1]:
+        return j - 1
+    if j < len(starts) and starts[j] < end:
+        return j
+    return None
+
+
+def _forward_attention(lm: Any, enc: dict[str, Any], t: int) -> np.ndarray:
+    """One forward pass; its attention as float32 (L, H, T, T). Written straight into one array
+    where the model supports it (:mod:`models.capture`), else gathered from ``output_attentions``."""
+    import torch
+
+    from models import capture
+
+    net = lm.model
+    config = getattr(net.config, "text_config", net.config)
+    with torch.inference_mode():
+        if lm.dtype == torch.float32 and capture.supports(net) \
+                and net.config._attn_implementation == capture.IMPLEMENTATION:
+            with capture.capturing(config.num_hidden_layers, config.num_attention_heads, t, lm.device) as cap:
+                net(**enc)
+            if cap.complete:
+                return cap.buffer.cpu().numpy()
+        out = net(**enc, output_attentions=True)
+    att = getattr(out, "attentions", None)
+    if not att or any(a is None or a.shape[-1] != t or a.shape[-2] != t for a in att):
+        raise AttentionUnavailable(f"{lm.model_id} returned no attention weights.",
+                                   "Load it with attentions=True (eager attention); SDPA and FlashAttention return none.")
+    return torch.stack([a[0] for a in att]).float().cpu().numpy()
+
+
 def extract_attention(model: Any, text: str, text_pair: str | None = None, max_tokens: int | None = None) -> AttentionResult:
     """Attention of ``model`` (a catalog id, or a ``LoadedModel`` loaded with ``attentions=True``) on ``text``.
 
@@ -118,7 +154,6 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
         AttentionUnavailable: the model returned no attention (not loaded with eager attention).
         models.errors.ModelUnavailable and friends: from the loader.
     """
-    import torch
 
     from models.loader import LoadedModel, load
 
@@ -130,25 +165,22 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
         pair, more = clean_text(text_pair, "sentence B")
         notes += more
     limit = min(lm.max_tokens, max_tokens) if max_tokens else lm.max_tokens
-    full = tok(text, pair, add_special_tokens=True)["input_ids"]
-    enc = tok(text, pair, truncation="longest_first" if pair else True, max_length=limit, return_tensors="pt",
-              return_offsets_mapping=True, return_token_type_ids=False)
+    # Tokenized once; a second time, truncated, only when the input is longer than the model takes.
+    # Segment ids as the tokenizer makes them (BERT's second [SEP] is segment B), for models that have them.
+    types = pair is not None and getattr(net.config, "type_vocab_size", 0) >= 2
+    enc = tok(text, pair, return_tensors="pt", return_offsets_mapping=True, return_token_type_ids=types)
+    full = enc["input_ids"].shape[1]
+    truncated = full > limit
+    if truncated:
+        enc = tok(text, pair, truncation="longest_first" if pair else True, max_length=limit, return_tensors="pt",
+                  return_offsets_mapping=True, return_token_type_ids=types)
     offsets = enc.pop("offset_mapping")[0].tolist()
     seq_ids = enc.sequence_ids(0)
-    truncated = len(full) > enc["input_ids"].shape[1]
     if truncated:
-        notes.append(f"The input has {len(full)} tokens; {lm.model_id} takes {limit}, so it was truncated to the first {limit}.")
-    if pair is not None and getattr(net.config, "type_vocab_size", 0) >= 2:
-        enc["token_type_ids"] = torch.tensor([[1 if s == 1 else 0 for s in seq_ids]])
+        notes.append(f"The input has {full} tokens; {lm.model_id} takes {limit}, so it was truncated to the first {limit}.")
     enc = {k: v.to(dev) for k, v in enc.items()}
-    with torch.inference_mode():
-        out = net(**enc, output_attentions=True)
-    att = getattr(out, "attentions", None)
     t = enc["input_ids"].shape[1]
-    if not att or any(a is None or a.shape[-1] != t or a.shape[-2] != t for a in att):
-        raise AttentionUnavailable(f"{lm.model_id} returned no attention weights.",
-                                   "Load it with attentions=True (eager attention); SDPA and FlashAttention return none.")
-    weights = torch.stack([a[0] for a in att]).float().cpu().numpy()  # (L, H, T, T)
+    weights = _forward_attention(lm, enc, t)
 
     ids = enc["input_ids"][0].tolist()
     raw = tok.convert_ids_to_tokens(ids)
@@ -161,12 +193,14 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     # words: by character spans of a tokenizer-independent split of each segment's text
     spans = {0: _word_spans(text), 1: _word_spans(pair) if pair else []}
     base = {0: 0, 1: len(spans[0])}
+    starts = {k: [a for a, _ in v] for k, v in spans.items()}
+    ends = {k: [b for _, b in v] for k, v in spans.items()}
     words: list[int | None] = []
     for (start, end), s, sp in zip(offsets, seq_ids, special, strict=True):
         if sp or s is None or end <= start:
             words.append(None)
             continue
-        idx = next((k for k, (a, b) in enumerate(spans[s]) if a <= start < b or (start < a < end)), None)
+        idx = _word_index(starts[s], ends[s], start, end)
         words.append(None if idx is None else base[s] + idx)
     word_texts = tuple(text[a:b] for a, b in spans[0]) + tuple(pair[a:b] for a, b in spans[1]) if pair else \
         tuple(text[a:b] for a, b in spans[0])
@@ -176,7 +210,7 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     return AttentionResult(
         model_id=lm.model_id, tokens=tuple(readable(x) for x in raw), raw_tokens=tuple(raw), segments=tuple(segments),
         special=tuple(special), words=tuple(words), word_texts=word_texts, weights=weights, causal=causal,
-        truncated=truncated, input_tokens=len(full), max_tokens=limit, notices=tuple(notes),
+        truncated=truncated, input_tokens=full, max_tokens=limit, notices=tuple(notes),
         cls_like=tuple(i for i, x in enumerate(raw) if x in cls_tokens and special[i]),
         sep_like=tuple(i for i, x in enumerate(raw) if x in sep_tokens and special[i]))
 

@@ -678,6 +678,10 @@ def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.devic
     model.eval()
     model.to(dev)
     if attn == "eager":
+        from models import capture
+
+        # Same arithmetic as eager; lets extract_attention take the weights without a stacking copy.
+        capture.enable(model)
         _check_attentions(model, tokenizer, dev, mid)
     nbytes = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
     return LoadedModel(mid, task, model, tokenizer, dev, dtype, source, model.config._attn_implementation, nbytes,

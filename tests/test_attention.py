@@ -145,3 +145,58 @@ def test_analyses_do_not_need_torch_at_import() -> None:
 
     code = "import sys, models.attention, analysis.attention_plots; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent).returncode == 0
+
+
+@pytest.mark.parametrize("model_id", [*TINY_MODELS, MINILM])
+@pytest.mark.parametrize("pair", [None, "A boy is outside."])
+def test_weights_equal_transformers_eager_output_attentions(model_id: str, pair: str | None) -> None:
+    """Captured in place (BERT-like) or stacked (GPT-2, XLNet): the same numbers transformers' own eager
+    model returns with output_attentions, on the inputs its tokenizer makes (segment ids included)."""
+    import torch
+    import transformers
+
+    from models import capture
+    from models.loader import load
+
+    lm = load(model_id, attentions=True)
+    r = extract_attention(lm, TEXT, pair)
+    ref = getattr(transformers, type(lm.model).__name__).from_pretrained(lm.source.location, attn_implementation="eager")
+    ref.eval()
+    enc = lm.tokenizer(TEXT, pair, return_tensors="pt",
+                       return_token_type_ids=bool(pair) and getattr(ref.config, "type_vocab_size", 0) >= 2)
+    with torch.inference_mode():
+        out = ref(**enc, output_attentions=True)
+    att = out.attentions
+    expected = torch.stack([a[0] for a in att]).numpy()
+    assert r.weights.shape == expected.shape
+    np.testing.assert_allclose(r.weights, expected, atol=1e-5, rtol=0)
+    assert (lm.model.config._attn_implementation == capture.IMPLEMENTATION) == (lm.model.config.model_type in capture.CAPTURE_TYPES)
+    # outside extract_attention the capturing model is plain eager: same attentions, for a padded batch too
+    if lm.tokenizer.pad_token is None:  # GPT-2 has no padding token
+        return
+    batch = lm.tokenizer([TEXT, "a boy ."], return_tensors="pt", padding=True)
+    with torch.inference_mode():
+        mine, theirs = lm.model(**batch, output_attentions=True), ref(**batch, output_attentions=True)
+    for a, b in zip(mine.attentions, theirs.attentions, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+def test_capture_writes_one_buffer_and_falls_back_outside_it() -> None:
+    import torch
+
+    from models import capture
+    from models.loader import load
+
+    lm = load(MINILM, attentions=True)
+    enc = lm.tokenizer(TEXT, return_tensors="pt")
+    t = enc["input_ids"].shape[1]
+    cfg = lm.model.config
+    with torch.inference_mode():
+        with capture.capturing(cfg.num_hidden_layers, cfg.num_attention_heads, t, lm.device) as cap:
+            lm.model(**enc)
+        assert cap.complete and cap.layer == cfg.num_hidden_layers
+        np.testing.assert_allclose(cap.buffer.sum(-1).numpy(), 1.0, atol=1e-5)
+        # a buffer of the wrong size is left alone (the layers run plain eager), and says so
+        with capture.capturing(cfg.num_hidden_layers, cfg.num_attention_heads, t + 1, lm.device) as wrong:
+            lm.model(**enc)
+        assert wrong.layer == 0 and not wrong.complete
