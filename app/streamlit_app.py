@@ -36,3 +36,5 @@ with ui.friendly_errors():
 # After the page, so the memory figure includes a model the page has just loaded.
 with ui.friendly_errors():
     ui.sidebar_status()
+# Once per process, after the first page is drawn (`python -m app.serve` starts it with the server).
+ui.start_warmup()

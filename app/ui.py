@@ -140,6 +140,15 @@ def sidebar_status() -> None:
     sb.markdown("**Model memory**")
     sb.caption(f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
                f"{len(info.entries)} model(s) loaded")
+    from models import warmup
+    from models.gate import default_gate
+
+    gate = default_gate().info()
+    w = warmup.current()
+    state = {"running": f"warming up ({w.step})", "ready": f"warmed up in {w.seconds:.1f} s",
+             "failed": "warm-up failed (see the model's page)"}.get(w.state, "")
+    sb.caption(f"Model queue: {gate.running} running, {gate.waiting} waiting (at most {gate.limit} at once)"
+               + (f" · {state}" if state else ""))
 
 
 def _parse(raw: str, default: Any) -> Any:
@@ -260,3 +269,64 @@ def explain_missing(model_ids: list[str], what: str = "") -> list[str]:
                 f"internet run `python -m models.fetch {' '.join(missing)}` and copy the model folder here "
                 "(see the Models page).", icon=":material/cloud_download:")
     return missing
+
+
+# ----------------------------------------------------------------------------- model calls and warm-up
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+def _run_abandoned() -> bool:
+    """Whether this script run is no longer wanted: the session closed, or a newer run was asked for.
+
+    Streamlit keeps that in the run's ``ScriptRequests`` state (no public accessor: read defensively,
+    so a Streamlit that renames it only means a waiting call is not abandoned early).
+    """
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    requests = getattr(ctx, "script_requests", None)
+    state = getattr(requests, "_state", None)
+    return state is not None and getattr(state, "name", "CONTINUE") != "CONTINUE"
+
+
+def model_call(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` through the process's model queue (``BFE_MODEL_CONCURRENCY`` at once, identical
+    calls in flight computed once). A session that leaves while waiting gives its place up.
+
+    ``fn`` is a named function (its module, name and the arguments are the identity of the call).
+    """
+    from models.gate import default_gate
+
+    return default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), lambda: fn(*args),
+                              cancelled=_run_abandoned)
+
+
+def start_warmup() -> None:
+    """Start warming the model pages in the background (once per process; ``BFE_WARMUP=0`` turns it off)."""
+    from models import warmup
+
+    warmup.start()
+
+
+def await_warmup(model_ids: list[str]) -> None:
+    """Before a page runs ``model_ids``: if the server is still warming one of them, say so and wait.
+
+    A warm-up that failed is reported here (the page then tries the load itself and shows its error).
+    """
+    from models import warmup
+
+    w = warmup.current()
+    if w.model_id not in model_ids:
+        return
+    if w.busy:
+        with st.spinner(f"Getting the model ready: the server has just started ({w.step})…"):
+            w.wait(timeout=300)
+    if w.state == "failed" and w.error is not None:
+        st.warning(f"Preparing **{w.model_id}** in the background failed ({type(w.error).__name__}: "
+                   f"{str(w.error)[:300]}); trying again now.", icon=":material/warning:")

@@ -16,7 +16,7 @@ fi
 cd "$(dirname "$0")/.."
 case "${1:-${BFE_APP:-streamlit}}" in
     streamlit)
-        exec streamlit run app/streamlit_app.py --server.port "${PORT:-8501}" --server.address 0.0.0.0 ;;
+        exec python -m app.serve --server.port "${PORT:-8501}" --server.address 0.0.0.0 ;;
     gradio)
         exec python -m app.gradio_app --host 0.0.0.0 --port "${PORT:-7860}" ;;
     *)

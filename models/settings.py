@@ -40,6 +40,12 @@ SETTINGS: tuple[Setting, ...] = (
             "`1`: always try the Hub; `0`: never touch the network."),
     Setting("gradio_concurrency", "BFE_GRADIO_CONCURRENCY", "2",
             "Gradio app only: how many model calls run at once; the rest wait in its queue."),
+    Setting("model_concurrency", "BFE_MODEL_CONCURRENCY", "2",
+            "Streamlit app: how many model calls run at once across all browser sessions; the rest wait their "
+            "turn (a session that leaves gives its place up), and identical calls running at once are computed once."),
+    Setting("warmup", "BFE_WARMUP", "1",
+            "`1`: when the server starts, import torch and transformers and load the bundled model in the "
+            "background, so the first visit to a model page does not wait; `0`: load on first use."),
     Setting("max_params", "BFE_MAX_PARAMS", "1000000000",
             "Largest model (parameters) that may be loaded; a checkpoint is measured from its config and tensor "
             "headers before any weights are read. The default (10^9, about 4 GB in fp32) suits a 16 GB CPU Space."),
@@ -59,6 +65,8 @@ class Settings:
     online: str
     gradio_concurrency: int = 2
     max_params: int = 1_000_000_000
+    model_concurrency: int = 2
+    warmup: bool = True
 
     @property
     def cache_bytes(self) -> int:
@@ -106,6 +114,16 @@ def get_settings() -> Settings:
     except (ValueError, OverflowError):
         raise InvalidSetting(f"BFE_MAX_PARAMS={raw['max_params'][:30]!r} is not a parameter count from 1 to 10^13.",
                              "Use a whole number such as 1000000000.") from None
+    try:
+        model_concurrency = int(raw["model_concurrency"])
+        if not 1 <= model_concurrency <= 64:
+            raise ValueError
+    except ValueError:
+        raise InvalidSetting(f"BFE_MODEL_CONCURRENCY={raw['model_concurrency'][:30]!r} is not a number from 1 to 64.",
+                             "Use a small whole number such as 2.") from None
+    warmup = raw["warmup"].lower()
+    if warmup not in ("1", "0", "true", "false"):
+        raise InvalidSetting(f"BFE_WARMUP={raw['warmup'][:30]!r} is not understood.", "Use 1 or 0.")
     database_url = raw["database_url"]
     if database_url.startswith("sqlite:///~"):
         database_url = "sqlite:///" + str(Path(database_url[len("sqlite:///"):]).expanduser())
@@ -117,4 +135,6 @@ def get_settings() -> Settings:
         online=online,
         gradio_concurrency=gradio_concurrency,
         max_params=max_params,
+        model_concurrency=model_concurrency,
+        warmup=warmup in ("1", "true"),
     )

@@ -31,11 +31,15 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the app at the tiny models, with a fresh process-wide model cache for each test."""
-    from models import loader
+    from models import gate, loader, warmup
 
     monkeypatch.setenv("BFE_MODEL_DIR", str(tiny_dir))
     monkeypatch.setattr(loader, "_default_cache", None)
     monkeypatch.setattr(loader, "_probe", None)
+    # No background warm-up racing the tests' own loads (tests/test_speed.py turns it on where it is tested).
+    monkeypatch.setenv("BFE_WARMUP", "0")
+    monkeypatch.setattr(gate, "_default", None)
+    warmup.reset()
     return tiny_dir
 
 

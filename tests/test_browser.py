@@ -1,4 +1,4 @@
-"""Browser test: `streamlit run` on a local port, every page opened in headless Chromium.
+"""Browser test: the app started as the README does (`python -m app.serve`) on a local port, every page opened in headless Chromium.
 
 Uses Debian's Chromium (``/usr/bin/chromium``, or ``BFE_CHROMIUM``) driven by Playwright; every
 request that leaves localhost is blocked and recorded, so the pages are shown to work offline.
@@ -41,7 +41,7 @@ def _free_port() -> int:
 def start_server(env: dict[str, str], port: int) -> subprocess.Popen:
     """Start the app as the README does and wait until /_stcore/health answers (60 s at most)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/streamlit_app.py", "--server.port", str(port),
+        [sys.executable, "-m", "app.serve", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60

@@ -114,7 +114,7 @@ def test_start_script_puts_data_on_persistent_storage_only_when_it_is_there(tmp_
     assert with_data == f"sqlite:///{tmp_path}/data/bfe/results.db|{tmp_path}/data/bfe/models|{tmp_path}/data/huggingface"
     mine = subprocess.run(show, capture_output=True, text=True, env={**env, "DATABASE_URL": "postgresql://db/x"}, check=True).stdout
     assert mine.startswith("postgresql://db/x|")  # a setting given in the environment wins
-    pick = script.replace('exec streamlit run', 'echo streamlit; exit 0; exec streamlit run').replace(
+    pick = script.replace('exec python -m app.serve', 'echo streamlit; exit 0; exec python -m app.serve').replace(
         'exec python -m app.gradio_app', 'echo gradio; exit 0; exec python -m app.gradio_app')
     fake.write_text(pick)
     assert subprocess.run(["sh", str(fake)], capture_output=True, text=True, env=env).stdout.strip() == "streamlit"

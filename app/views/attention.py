@@ -34,7 +34,7 @@ ALLOWED = {"at_model": MODELS, "at_model2": MODELS, "at_view": list(VIEWS), "at_
 
 @st.cache_data(show_spinner="Running the model…", max_entries=32)
 def attention(model_id: str, text: str, pair: str) -> AttentionResult:
-    return extract_attention(model_id, text, pair or None)
+    return ui.model_call(extract_attention, model_id, text, pair or None)
 
 
 @st.cache_data(show_spinner="Building the offline view…", max_entries=8)
@@ -75,6 +75,7 @@ c[1].text_area("Sentence B (optional: makes a sentence pair)", key="at_pair", he
 s = st.session_state
 ids = [s["at_model"]] + ([s["at_model2"]] if s["at_compare"] else [])
 results: list[AttentionResult] = []
+ui.await_warmup(ids)
 for mid in ids:
     try:
         results.append(attention(mid, s["at_text"], s["at_pair"]))

@@ -65,7 +65,7 @@ with tabs[0]:
     if not s["ob_models"]:
         st.info("Pick at least one model.")
     elif runnable:
-        table, errors = O.side_by_side(runnable, s["ob_fill"], s["ob_k"], s["ob_mode"] or "independent")
+        table, errors = ui.model_call(O.side_by_side, runnable, s["ob_fill"], s["ob_k"], s["ob_mode"] or "independent")
         for mid, msg in errors.items():
             st.error(f"**{mid}**: {msg}", icon=":material/error:")
         if len(table):
@@ -128,8 +128,8 @@ with tabs[2]:
     c[1].text_input("Sentence 1", key="ob_s1", max_chars=500)
     c[2].text_input("Sentence 2", key="ob_s2", max_chars=500)
     try:
-        r1 = O.pseudo_log_likelihood(s["ob_pll_model"], s["ob_s1"])
-        r2 = O.pseudo_log_likelihood(s["ob_pll_model"], s["ob_s2"])
+        r1 = ui.model_call(O.pseudo_log_likelihood, s["ob_pll_model"], s["ob_s1"])
+        r2 = ui.model_call(O.pseudo_log_likelihood, s["ob_pll_model"], s["ob_s2"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
@@ -149,7 +149,7 @@ with tabs[3]:
     c[1].text_input("Sentence A", key="ob_a", max_chars=500)
     c[2].text_input("Sentence B", key="ob_b", max_chars=500)
     try:
-        rel = O.sentence_relation(s["ob_nsp_model"], s["ob_a"], s["ob_b"])
+        rel = ui.model_call(O.sentence_relation, s["ob_nsp_model"], s["ob_a"], s["ob_b"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
@@ -165,7 +165,7 @@ with tabs[4]:
     c[0].text_input("Sentence", key="ob_etext", max_chars=500)
     c[1].number_input("Seed", 0, 10**6, key="ob_eseed")
     try:
-        corrupted, det = O.electra_round(GEN, DISC, s["ob_etext"], s["ob_eseed"])
+        corrupted, det = ui.model_call(O.electra_round, GEN, DISC, s["ob_etext"], s["ob_eseed"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
@@ -178,7 +178,7 @@ with tabs[4]:
         st.caption("Shade: the discriminator's probability that the token was replaced; outline: it really was.")
         st.text_input("Replace a word by hand", key="ob_hand", max_chars=500)
         try:
-            hand = O.discriminate(DISC, s["ob_hand"], original=s["ob_etext"])
+            hand = ui.model_call(O.discriminate, DISC, s["ob_hand"], s["ob_etext"])
             st.dataframe(pd.DataFrame({"token": hand.tokens, "p(replaced)": hand.p_replaced, "really replaced": hand.replaced}),
                          hide_index=True, width="stretch")
         except ExplorerError as err:
@@ -197,7 +197,8 @@ with tabs[5]:
     with left:
         st.markdown("**GPT-2** (trained left to right)")
         try:
-            g = O.generate("gpt2", s["ob_prompt"], s["ob_new"], s["ob_sample"], s["ob_temp"], s["ob_topk"], s["ob_topp"], s["ob_gseed"])
+            g = ui.model_call(O.generate, "gpt2", s["ob_prompt"], s["ob_new"], s["ob_sample"], s["ob_temp"], s["ob_topk"],
+                              s["ob_topp"], s["ob_gseed"])
             st.markdown(f"{s['ob_prompt']} **{g.new_text}**")
             st.caption(f"{g.seconds:.2f} s")
         except ExplorerError as err:
@@ -205,7 +206,7 @@ with tabs[5]:
     with right:
         st.markdown("**BERT** (appending [MASK] and filling it, again and again)")
         try:
-            b = O.bert_generate("bert-base-uncased", s["ob_prompt"], min(s["ob_new"], 20))
+            b = ui.model_call(O.bert_generate, "bert-base-uncased", s["ob_prompt"], min(s["ob_new"], 20))
             st.markdown(f"{s['ob_prompt']} **{b.new_text}**")
             st.caption(f"{b.seconds:.2f} s — BERT cannot generate: it was never trained to predict the next word.")
         except ExplorerError as err:

@@ -26,14 +26,22 @@ def xlnet_lm():
     return load(XLNET, task="xlnet-lm")
 
 
+def _predict(text: str, order: tuple, k: int) -> list:
+    return P.predict_last_k(xlnet_lm(), text, list(order), k, top_k=5)
+
+
+def _check(text: str, order: tuple, target: int) -> P.SelfCheck:
+    return P.self_check(xlnet_lm(), text, list(order), target)
+
+
 @st.cache_data(show_spinner="Predicting…", max_entries=32)
 def predictions(text: str, order: tuple, k: int) -> list:
-    return P.predict_last_k(xlnet_lm(), text, list(order), k, top_k=5)
+    return ui.model_call(_predict, text, order, k)
 
 
 @st.cache_data(show_spinner="Checking…", max_entries=32)
 def checked(text: str, order: tuple, target: int) -> P.SelfCheck:
-    return P.self_check(xlnet_lm(), text, list(order), target)
+    return ui.model_call(_check, text, order, target)
 
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)

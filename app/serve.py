@@ -1,0 +1,32 @@
+"""Start the Streamlit app the way `streamlit run app/streamlit_app.py` does, with the warm-up begun first.
+
+    python -m app.serve [streamlit options, e.g. --server.port 8501]
+
+`streamlit run` runs no code of ours until the first browser session opens a page, so a plain
+`streamlit run` warms the model pages only after that first visit. This entry point starts the
+warm-up (:mod:`models.warmup`, a background thread) in the server process before Streamlit's own
+command line takes over, so the first student to open the Attention page finds the model loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from streamlit.web import cli
+
+    from models import warmup
+
+    warmup.start()
+    sys.argv = ["streamlit", "run", str(ROOT / "app" / "streamlit_app.py"), *(sys.argv[1:] if argv is None else argv)]
+    cli.main(prog_name="streamlit")
+
+
+if __name__ == "__main__":
+    main()

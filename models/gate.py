@@ -1,0 +1,150 @@
+"""One bounded queue for model calls from every browser session of a process, and single-flight.
+
+Streamlit runs each session's script in its own thread, so thirty students pressing "run" at once
+would start thirty forward passes, each allocating its activations (attention alone is
+layers × heads × T² floats): memory grows with the class and every call slows down. Gradio has its
+own queue (``BFE_GRADIO_CONCURRENCY``); Streamlit has none, so this is a small one:
+
+- at most ``limit`` calls run at once (``BFE_MODEL_CONCURRENCY``); the others wait, first come
+  first served (a ``threading.Semaphore`` wakes waiters in order);
+- a caller whose session has gone (or has asked for a new run) gives its place up: ``cancelled``
+  is polled while it waits and :class:`CallCancelled` is raised;
+- identical calls (same ``key``) in flight at the same moment are computed once and share the
+  result (single-flight); the followers wait without taking a place.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import TypeVar
+
+from models.errors import ExplorerError
+
+T = TypeVar("T")
+POLL_S = 0.1
+
+
+class CallCancelled(ExplorerError):
+    """The caller stopped waiting for its turn (its browser session closed, or it asked for a new run)."""
+
+
+class _LeaderGone(Exception):
+    """The call that followers were waiting on was cancelled before it ran: they try again."""
+
+
+@dataclass(frozen=True)
+class GateInfo:
+    limit: int
+    running: int
+    waiting: int
+    computed: int
+    shared: int  # calls answered by an identical call in flight
+
+
+class ModelGate:
+    """At most ``limit`` calls at once; identical calls in flight are computed once."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self.limit = limit
+        self._slots = threading.Semaphore(limit)
+        self._lock = threading.Lock()
+        self._inflight: dict[Hashable, Future] = {}
+        self._running = self._waiting = self._computed = self._shared = 0
+
+    def run(self, key: Hashable, fn: Callable[[], T], cancelled: Callable[[], bool] = lambda: False) -> T:
+        """``fn()`` when a place is free, or the result of an identical call (``key``) already running.
+
+        Raises:
+            CallCancelled: ``cancelled()`` became true while this call waited.
+            whatever ``fn`` raises (followers of the same key get the same exception).
+        """
+        while True:
+            with self._lock:
+                future = self._inflight.get(key)
+                leader = future is None
+                if leader:
+                    future = self._inflight[key] = Future()
+            if leader:
+                return self._lead(key, future, fn, cancelled)
+            try:
+                value = self._follow(future, cancelled)
+            except _LeaderGone:
+                continue
+            with self._lock:
+                self._shared += 1
+            return value
+
+    def _follow(self, future: Future, cancelled: Callable[[], bool]) -> T:
+        while True:
+            try:
+                return future.result(timeout=POLL_S)
+            except FutureTimeout:
+                if cancelled():
+                    raise CallCancelled("Stopped waiting: the page was closed or changed.") from None
+
+    def _lead(self, key: Hashable, future: Future, fn: Callable[[], T], cancelled: Callable[[], bool]) -> T:
+        try:
+            self._acquire(cancelled)
+        except CallCancelled:
+            self._finish(key)
+            future.set_exception(_LeaderGone())
+            raise
+        try:
+            with self._lock:
+                self._running += 1
+            value = fn()
+        except BaseException as err:
+            self._release(key)
+            future.set_exception(err)
+            raise
+        self._release(key)
+        future.set_result(value)
+        return value
+
+    def _acquire(self, cancelled: Callable[[], bool]) -> None:
+        with self._lock:
+            self._waiting += 1
+        try:
+            while not self._slots.acquire(timeout=POLL_S):
+                if cancelled():
+                    raise CallCancelled("Stopped waiting: the page was closed or changed.")
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
+    def _release(self, key: Hashable) -> None:
+        with self._lock:
+            self._running -= 1
+            self._computed += 1
+        self._slots.release()
+        self._finish(key)
+
+    def _finish(self, key: Hashable) -> None:
+        with self._lock:
+            self._inflight.pop(key, None)
+
+    def info(self) -> GateInfo:
+        with self._lock:
+            return GateInfo(self.limit, self._running, self._waiting, self._computed, self._shared)
+
+
+_default: ModelGate | None = None
+_default_lock = threading.Lock()
+
+
+def default_gate() -> ModelGate:
+    """The process-wide gate, sized by ``BFE_MODEL_CONCURRENCY`` when first used."""
+    global _default
+    from models.settings import get_settings
+
+    with _default_lock:
+        if _default is None:
+            _default = ModelGate(get_settings().model_concurrency)
+        return _default
+

@@ -1,0 +1,106 @@
+"""Warm what the model pages need, in the background, when the server starts.
+
+A cold Attention page costs the first visitor the torch and transformers imports and the bundled
+model's load (about 5 s on a 2-core machine) before anything is drawn. :func:`start` does that
+work once per process in a daemon thread, into the shared model cache, and returns at once: it
+holds no lock that a page needs (the model cache's per-model lock is held only while the model
+loads, exactly as a page's own load would hold it), so Home and every page that needs no model
+draw as if it were not there. A page that needs the model while it warms calls :func:`wait` and
+shows "getting the model ready"; a failure is kept and shown by the page that needs the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("bert_family_explorer")
+
+
+@dataclass
+class Warmup:
+    """The state of one process's warm-up. ``state``: ``idle``, ``running``, ``ready`` or ``failed``."""
+
+    state: str = "idle"
+    step: str = ""
+    error: BaseException | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+    model_id: str = ""
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the warm-up has finished (or failed); False on timeout. True when never started."""
+        return self.state == "idle" or self._done.wait(timeout)
+
+    @property
+    def busy(self) -> bool:
+        return self.state == "running"
+
+
+def default_steps(model_id: str) -> list[tuple[str, Callable[[], object]]]:
+    """What the Attention page (the first model page a class opens) needs, in order."""
+
+    def imports() -> None:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+
+    def load() -> None:
+        from models.attention import extract_attention
+        from models.loader import load as load_model
+
+        # attentions=True: the same cache key the Attention page asks for; one short run warms the kernels.
+        extract_attention(load_model(model_id, attentions=True), "Warming up.")
+
+    return [("importing torch and transformers", imports), (f"loading {model_id}", load)]
+
+
+_warmup = Warmup()
+_lock = threading.Lock()
+
+
+def current() -> Warmup:
+    """This process's warm-up state."""
+    return _warmup
+
+
+def start(steps: list[tuple[str, Callable[[], object]]] | None = None, model_id: str | None = None) -> Warmup:
+    """Start the warm-up in a daemon thread unless it has started already (or ``BFE_WARMUP=0``); return at once."""
+    from models import registry
+    from models.settings import get_settings
+
+    with _lock:
+        if _warmup.state != "idle" or not get_settings().warmup:
+            return _warmup
+        _warmup.model_id = model_id or registry.bundled_id()
+        _warmup.state, _warmup.started = "running", time.monotonic()
+    plan = steps if steps is not None else default_steps(_warmup.model_id)
+    threading.Thread(target=_run, args=(_warmup, plan), name="bfe-warmup", daemon=True).start()
+    return _warmup
+
+
+def _run(w: Warmup, steps: list[tuple[str, Callable[[], object]]]) -> None:
+    try:
+        for name, fn in steps:
+            w.step = name
+            fn()
+        w.state = "ready"
+    except BaseException as err:  # kept for the page that needs the model; never lost
+        w.error, w.state = err, "failed"
+        log.warning("warm-up failed while %s: %s", w.step, err)
+    finally:
+        w.seconds = time.monotonic() - w.started
+        w._done.set()
+        if w.state == "ready":
+            log.info("warm-up ready in %.1f s", w.seconds)
+            print(f"BFE warm-up ready in {w.seconds:.1f} s", flush=True)
+
+
+def reset() -> None:
+    """Forget the warm-up (tests)."""
+    global _warmup
+    with _lock:
+        _warmup = Warmup()

@@ -1,0 +1,174 @@
+"""The class-at-once machinery: the bounded model queue (single-flight, give-up) and the background warm-up.
+
+Speed itself is measured by the benches (bench/startup.py, bench/attention.py, bench/classroom.py);
+these tests check the behaviour the numbers rest on, with slow fakes instead of models.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from models import warmup
+from models.errors import ModelUnavailable
+from models.gate import CallCancelled, ModelGate
+
+ENTRY = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
+
+
+class SlowModel:
+    """Counts how many calls run at the same moment, and how many ran in all."""
+
+    def __init__(self, seconds: float = 0.2) -> None:
+        self.seconds, self.now, self.peak, self.calls = seconds, 0, 0, 0
+        self._lock = threading.Lock()
+
+    def __call__(self, x: int) -> int:
+        with self._lock:
+            self.now += 1
+            self.calls += 1
+            self.peak = max(self.peak, self.now)
+        time.sleep(self.seconds)
+        with self._lock:
+            self.now -= 1
+        return x * 2
+
+
+def test_the_queue_bounds_concurrency_and_serves_everyone() -> None:
+    gate, model = ModelGate(2), SlowModel(0.15)
+    with ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(lambda i: gate.run(("m", i), lambda i=i: model(i)), range(12)))
+    assert results == [2 * i for i in range(12)]
+    assert model.peak == 2 and model.calls == 12
+    info = gate.info()
+    assert info.running == info.waiting == 0 and info.computed == 12
+
+
+def test_identical_calls_in_flight_are_computed_once() -> None:
+    gate, model = ModelGate(4), SlowModel(0.3)
+    with ThreadPoolExecutor(10) as pool:
+        results = list(pool.map(lambda _: gate.run(("same",), lambda: model(21)), range(10)))
+    assert results == [42] * 10 and model.calls == 1
+    assert gate.info().shared == 9
+    # after it finished, the same call runs again (single-flight is not a cache)
+    assert gate.run(("same",), lambda: model(21)) == 42 and model.calls == 2
+
+
+def test_a_failure_reaches_every_caller_of_the_same_call() -> None:
+    gate = ModelGate(1)
+
+    def broken() -> None:
+        time.sleep(0.2)
+        raise ModelUnavailable("no weights")
+
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(gate.run, ("b",), broken) for _ in range(3)]
+    for f in futures:
+        with pytest.raises(ModelUnavailable, match="no weights"):
+            f.result()
+    assert gate.info().running == 0
+
+
+def test_a_caller_that_leaves_gives_its_place_up() -> None:
+    gate, model = ModelGate(1), SlowModel(0.6)
+    gone = threading.Event()
+    with ThreadPoolExecutor(3) as pool:
+        busy = pool.submit(gate.run, ("a",), lambda: model(1))
+        time.sleep(0.05)
+        leaver = pool.submit(gate.run, ("b",), lambda: model(2), gone.is_set)
+        time.sleep(0.05)
+        assert gate.info().waiting == 1
+        gone.set()  # its browser tab closed
+        with pytest.raises(CallCancelled):
+            leaver.result(timeout=2)
+        assert gate.info().waiting == 0
+        after = pool.submit(gate.run, ("c",), lambda: model(3))
+        assert busy.result() == 2 and after.result() == 6
+    assert model.calls == 2  # the leaver's call never ran
+
+
+def test_followers_of_a_leader_that_left_run_the_call_themselves() -> None:
+    gate, model = ModelGate(1), SlowModel(0.4)
+    gone = threading.Event()
+    with ThreadPoolExecutor(3) as pool:
+        pool.submit(gate.run, ("busy",), lambda: model(0))
+        time.sleep(0.05)
+        leader = pool.submit(gate.run, ("x",), lambda: model(5), gone.is_set)
+        time.sleep(0.05)
+        follower = pool.submit(gate.run, ("x",), lambda: model(5))
+        time.sleep(0.05)
+        gone.set()
+        with pytest.raises(CallCancelled):
+            leader.result(timeout=2)
+        assert follower.result(timeout=3) == 10
+
+
+def test_warm_up_runs_in_the_background_and_reports_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BFE_WARMUP", "1")
+    release = threading.Event()
+    t0 = time.perf_counter()
+    w = warmup.start(steps=[("waiting", release.wait), ("failing", lambda: (_ for _ in ()).throw(ModelUnavailable("gone")))])
+    assert time.perf_counter() - t0 < 0.5 and w.busy and w.step == "waiting"
+    assert warmup.start() is w  # once per process
+    assert not w.wait(timeout=0.2)
+    release.set()
+    assert w.wait(timeout=5) and w.state == "failed" and isinstance(w.error, ModelUnavailable)
+
+
+def test_warm_up_off_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BFE_WARMUP", "0")
+    w = warmup.start(steps=[("never", lambda: pytest.fail("ran"))])
+    assert w.state == "idle" and w.wait(timeout=0)
+
+
+def test_home_draws_while_the_warm_up_is_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm-up stuck for 30 s (holding the model's cache slot) does not hold up Home or the calculator."""
+    monkeypatch.setenv("BFE_WARMUP", "1")
+    release = threading.Event()
+    w = warmup.start(steps=[("stuck", lambda: release.wait(30))])
+    try:
+        t0 = time.perf_counter()
+        at = AppTest.from_file(ENTRY, default_timeout=20)
+        at.run()
+        assert not at.exception and at.title[0].value == "BERT Family Explorer"
+        assert len(at.get("plotly_chart")) == 1
+        at.switch_page("views/calculator.py").run()
+        assert not at.exception
+        assert time.perf_counter() - t0 < 15 and w.busy
+        assert any("warming up (stuck)" in c.value for c in at.sidebar.caption)
+    finally:
+        release.set()
+        w.wait(5)
+
+
+def test_the_attention_page_waits_for_the_warm_up_then_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    from models import registry
+    from models.loader import load
+
+    monkeypatch.setenv("BFE_WARMUP", "1")
+    bundled = registry.bundled_id()
+    w = warmup.start(steps=[("loading", lambda: (time.sleep(1.0), load(bundled, attentions=True)))])
+    at = AppTest.from_file(ENTRY, default_timeout=60)
+    at.switch_page("views/attention.py").run()
+    assert not at.exception and not at.error
+    assert w.state == "ready" and len(at.get("plotly_chart")) == 1
+
+
+def test_a_failed_warm_up_is_reported_on_the_page_that_needs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BFE_WARMUP", "1")
+
+    def broken() -> None:
+        raise ModelUnavailable("the disk went away")
+
+    w = warmup.start(steps=[("loading", broken)])
+    assert w.wait(5) and w.state == "failed"
+    at = AppTest.from_file(ENTRY, default_timeout=60)
+    at.switch_page("views/attention.py").run()
+    assert not at.exception
+    assert any("the disk went away" in x.value and "trying again" in x.value for x in at.warning)
+    assert len(at.get("plotly_chart")) == 1  # the page loaded the model itself
