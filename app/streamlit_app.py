@@ -30,11 +30,13 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-ui.presentation_mode()
-with ui.friendly_errors():
-    page.run()
-# After the page, so the memory figure includes a model the page has just loaded.
-with ui.friendly_errors():
-    ui.sidebar_status()
+# The background warm-up (models.warmup) waits while a page is being drawn.
+with ui.page_run():
+    ui.presentation_mode()
+    with ui.friendly_errors():
+        page.run()
+    # After the page, so the memory figure includes a model the page has just loaded.
+    with ui.friendly_errors():
+        ui.sidebar_status()
 # Once per process, after the first page is drawn (`python -m app.serve` starts it with the server).
 ui.start_warmup()

@@ -307,6 +307,13 @@ def model_call(fn: Any, *args: Any) -> Any:
                               cancelled=_run_abandoned)
 
 
+def page_run():
+    """Context manager around a script run: the background warm-up waits while pages are drawn."""
+    from models import warmup
+
+    return warmup.page_run()
+
+
 def start_warmup() -> None:
     """Start warming the model pages in the background (once per process; ``BFE_WARMUP=0`` turns it off)."""
     from models import warmup

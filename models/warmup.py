@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 log = logging.getLogger("bert_family_explorer")
@@ -46,7 +47,11 @@ def default_steps(model_id: str) -> list[tuple[str, Callable[[], object]]]:
 
     def imports() -> None:
         import torch  # noqa: F401
-        import transformers  # noqa: F401
+        import transformers
+
+        # transformers imports lazily: name the classes so their modules (the bulk of the cost) load now.
+        for name in ("AutoModel", "AutoTokenizer", "PreTrainedTokenizerFast", "BertModel", "BertForMaskedLM"):
+            getattr(transformers, name)
 
     def load() -> None:
         from models.attention import extract_attention
@@ -67,8 +72,37 @@ def current() -> Warmup:
     return _warmup
 
 
-def start(steps: list[tuple[str, Callable[[], object]]] | None = None, model_id: str | None = None) -> Warmup:
-    """Start the warm-up in a daemon thread unless it has started already (or ``BFE_WARMUP=0``); return at once."""
+# Script runs in progress (app/streamlit_app.py counts them): the background steps wait while
+# pages are being drawn, so on a 2-core machine the warm-up does not take the CPU from them.
+_active_runs = 0
+_active_lock = threading.Lock()
+POLITE_MAX_WAIT_S = 20.0
+
+
+@contextmanager
+def page_run() -> Iterator[None]:
+    """Wrap a page's script run: the warm-up yields to it."""
+    global _active_runs
+    with _active_lock:
+        _active_runs += 1
+    try:
+        yield
+    finally:
+        with _active_lock:
+            _active_runs -= 1
+
+
+def _wait_until_quiet(max_wait: float = POLITE_MAX_WAIT_S) -> None:
+    deadline = time.monotonic() + max_wait
+    while _active_runs and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def start(steps: list[tuple[str, Callable[[], object]]] | None = None, model_id: str | None = None,
+          in_foreground: int = 0) -> Warmup:
+    """Start the warm-up unless it has started already (or ``BFE_WARMUP=0``); return once the first
+    ``in_foreground`` steps are done (``python -m app.serve`` does the imports before the server
+    listens), the rest running in a daemon thread that waits while pages are being drawn."""
     from models import registry
     from models.settings import get_settings
 
@@ -78,25 +112,32 @@ def start(steps: list[tuple[str, Callable[[], object]]] | None = None, model_id:
         _warmup.model_id = model_id or registry.bundled_id()
         _warmup.state, _warmup.started = "running", time.monotonic()
     plan = steps if steps is not None else default_steps(_warmup.model_id)
-    threading.Thread(target=_run, args=(_warmup, plan), name="bfe-warmup", daemon=True).start()
+    if in_foreground and not _run(_warmup, plan[:in_foreground], last=False):
+        return _warmup
+    threading.Thread(target=_run, args=(_warmup, plan[in_foreground:]), name="bfe-warmup", daemon=True).start()
     return _warmup
 
 
-def _run(w: Warmup, steps: list[tuple[str, Callable[[], object]]]) -> None:
+def _run(w: Warmup, steps: list[tuple[str, Callable[[], object]]], last: bool = True) -> bool:
+    """Run ``steps``; True if they all succeeded. ``last``: these end the warm-up (else only a failure does)."""
     try:
         for name, fn in steps:
+            _wait_until_quiet()
             w.step = name
             fn()
+        if not last:
+            return True
         w.state = "ready"
     except BaseException as err:  # kept for the page that needs the model; never lost
         w.error, w.state = err, "failed"
         log.warning("warm-up failed while %s: %s", w.step, err)
-    finally:
+    if w.state != "running" or last:
         w.seconds = time.monotonic() - w.started
         w._done.set()
         if w.state == "ready":
             log.info("warm-up ready in %.1f s", w.seconds)
             print(f"BFE warm-up ready in {w.seconds:.1f} s", flush=True)
+    return w.state != "failed"
 
 
 def reset() -> None:

@@ -34,7 +34,8 @@ def run(page: str | None = None, **query: str) -> AppTest:
 
 
 def markdown(at: AppTest) -> str:
-    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+    return "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption) + "\n".join(
+        h.proto.body for h in at.get("html"))
 
 
 def test_home_draws_the_family_tree() -> None:
@@ -55,7 +56,7 @@ def test_home_draws_the_family_tree() -> None:
 def test_home_filters() -> None:
     at = run()
     at.multiselect(key="home_objectives").set_value(["permutation-lm"]).run()
-    text = "\n".join(m.value for m in at.main.markdown)
+    text = "\n".join(h.proto.body for h in at.get("html"))  # the model cards
     assert "xlnet-base-cased" in text and "bert-base-uncased" not in text
     at.multiselect(key="home_objectives").set_value([]).run()
     assert "No model matches" in at.info[0].value and not at.exception

@@ -67,3 +67,18 @@ def test_lineage_order_puts_children_after_parents() -> None:
 @pytest.mark.parametrize(("n", "text"), [(109482240, "109M"), (175_000_000_000, "175B"), (13_483_008, "13.5M"), (999, "999")])
 def test_format_params(n: int, text: str) -> None:
     assert family_tree.format_params(n) == text
+
+
+def test_model_cards_html_escapes_catalog_text_and_shows_status() -> None:
+    import dataclasses
+
+    card = registry.find("transformer-xl")
+    hostile = dataclasses.replace(card, id="x<script>alert(1)</script>", notes="<img src=x onerror=alert(1)> keeps `mems`")
+    html = family_tree.cards_html([hostile, registry.find("bert-base-uncased")],
+                                  {hostile.id: ("catalog-only", "No <b>weights</b>."),
+                                   "bert-base-uncased": ("ready", "On this machine.")},
+                                  {"catalog-only": "catalog only", "ready": "ready"})
+    assert "<script>" not in html and "<img" not in html and "&lt;script&gt;" in html
+    assert "<code>mems</code>" in html and "No &lt;b&gt;weights&lt;/b&gt;." in html
+    assert html.count('class="bfe-card"') == 2 and "check_circle" in html and "menu_book" in html
+    assert 'href="https://arxiv.org/abs/1810.04805"' in html and "exact 109,482,240" in html

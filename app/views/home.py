@@ -43,18 +43,4 @@ if not cards:
     st.stop()
 
 ordered = sorted(cards, key=lambda c: (c.year, c.family, c.parameters))
-for start in range(0, len(ordered), 3):
-    for col, card in zip(st.columns(3), ordered[start:start + 3], strict=False):
-        status, message = avail[card.id]
-        exact = f" · exact {card.parameters:,}" if card.loadable else ""
-        shape = (f"{card.layers} layers · hidden {card.hidden}" + (f" · {card.heads} heads" if card.heads else "")
-                 + f" · {card.tokenizer} tokenizer") if card.layers else ""
-        paper = f"[{card.paper}]({card.paper_url})" if card.paper_url else card.paper
-        ideas = "\n".join(f"- {idea}" for idea in card.key_ideas)
-        notes = f" {card.notes}" if card.notes else ""
-        # One markdown block per card: a page of ~30 elements draws much faster than ~170.
-        col.container(border=True).markdown(
-            f"##### {ui.STATUS_ICONS[status]} {card.id}\n\n"
-            f"**{card.objective_label}** · {card.year} · {card.parameters_reported} parameters (paper){exact}\n\n"
-            f":gray[{shape}]\n\n{ideas}\n\nPaper: {paper}\n\n"
-            f":gray[**{ui.STATUS_LABELS[status].capitalize()}.** {message}{notes}]")
+st.html(family_tree.cards_html(ordered, avail, ui.STATUS_LABELS))
