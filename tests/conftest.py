@@ -88,6 +88,16 @@ def pg_url():
         yield url
 
 
+def fresh_pg(pg_url: str) -> str:
+    """``pg_url`` emptied of the results tables (the server lives for the run; tests start from nothing)."""
+    from analysis import results_db as db
+
+    db.dispose_engines()
+    db.Base.metadata.drop_all(db.get_engine(pg_url))
+    db.dispose_engines()
+    return pg_url
+
+
 @pytest.fixture
 def empty_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A model directory with nothing in it (only the bundled model is available)."""

@@ -28,16 +28,10 @@ from analysis.safe_text import csv_bytes, markdown_text, neutralise_cell, restor
 from models.errors import DuplicateResult, InvalidResult
 from tests import db_stress
 from tests.conftest import count_results as _count
+from tests.conftest import fresh_pg as _fresh_pg
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = dict(task="CoLA", metric="mcc", split="dev", value=40.0, source="Doe et al. 2026, class project")
-
-
-def _fresh_pg(pg_url: str) -> str:
-    db.dispose_engines()
-    db.Base.metadata.drop_all(db.get_engine(pg_url))
-    db.dispose_engines()
-    return pg_url
 
 
 def _assert_all_stored(report: db_stress.StressReport, url: str) -> None:

@@ -41,7 +41,7 @@ from analysis.results_db.engine import (
     session,
     write,
 )
-from analysis.results_db.queries import USER_MARK, catalog_frame, citation, results_frame
+from analysis.results_db.queries import USER_MARK, catalog_frame, citation, data_version, results_frame
 from analysis.results_db.schema import SCHEMA_VERSION, SETTINGS, SPLITS, Base, Meta, Metric, Model, Result, Source, Task
 from analysis.results_db.seeding import DATA_DIR, MIGRATIONS, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
 from analysis.results_db.writes import ImportReport, add_result, delete_result, import_csv
@@ -73,6 +73,7 @@ __all__ = [
     "add_result",
     "catalog_frame",
     "citation",
+    "data_version",
     "default_url",
     "delete_result",
     "describe_database",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from analysis.results_db.engine import get_engine, session
 from analysis.results_db.schema import Metric, Model, Result, Source, Task
@@ -55,6 +55,20 @@ def results_frame(engine: Engine | None = None, *, models: Sequence[str] | None 
     df["citation"] = [citation(a, y, t) + (USER_MARK if o == "user" else "")
                       for a, y, t, o in zip(df["authors"], df["year"], df["title"], df.pop("source_origin"), strict=True)]
     return df
+
+
+def data_version(engine: Engine | None = None) -> tuple[int, ...]:
+    """A cheap fingerprint of what users can change (results and sources: count and largest id).
+
+    Pages key their cached frames by it, so a result added or deleted by another process — another
+    replica behind the same load balancer, sharing one PostgreSQL — shows on the next rerun here.
+    """
+    engine = engine or get_engine()
+    ensure_seeded(engine)
+    with session(engine) as s:
+        r = s.execute(select(func.count(Result.id), func.coalesce(func.max(Result.id), 0))).one()
+        src = s.execute(select(func.count(Source.id), func.coalesce(func.max(Source.id), 0))).one()
+    return int(r[0]), int(r[1]), int(src[0]), int(src[1])
 
 
 def _names(wanted: Any, what: str) -> list[str]:

@@ -17,13 +17,14 @@ DEFAULTS = {"gl_split": "dev", "gl_setting": "single", "gl_tasks": GLUE8, "gl_mo
 VIEWS = ["Table", "Charts", "Bigger is better?", "Score check", "Add results", "Tasks & sources"]
 
 
-@st.cache_data(ttl=60, show_spinner="Opening the results database…")
-def load_all(url: str) -> pd.DataFrame:
+# Keyed by the data's version: a result another process (another replica) added shows on the next rerun.
+@st.cache_data(ttl=600, max_entries=4, show_spinner="Opening the results database…")
+def load_all(url: str, version: tuple) -> pd.DataFrame:
     return db.results_frame(db.get_engine(url))
 
 
-@st.cache_data(ttl=600, show_spinner=False)
-def reference(url: str, kind: str) -> pd.DataFrame:
+@st.cache_data(ttl=600, max_entries=16, show_spinner=False)
+def reference(url: str, kind: str, version: tuple) -> pd.DataFrame:
     return db.catalog_frame(kind, db.get_engine(url))
 
 
@@ -37,7 +38,8 @@ st.title("GLUE results database")
 st.markdown("#### Published GLUE, SQuAD and RACE results, each with its paper, table and split: compare, check, add your own")
 try:
     url = db.default_url()
-    df_all = load_all(url)
+    version = db.data_version(db.get_engine(url))
+    df_all = load_all(url, version)
 except ExplorerError as err:
     ui.show_error(err)
     st.stop()
@@ -158,7 +160,7 @@ elif current == "Score check":
             st.markdown(f"- **{conv.label}**: {conv.description}.")
     ui.download_buttons(chk, "glue_score_check", key="gl_chk")
 elif current == "Add results":
-    metrics_ref = reference(url, "metrics")
+    metrics_ref = reference(url, "metrics", version)
     st.markdown("Add a result from a paper or your own run. It is validated (known task and metric, value in range, a source) and "
                 "stored with `origin = user`; upgrades of the built-in data never touch it.")
     a1, a2 = st.columns(2)
@@ -170,23 +172,23 @@ elif current == "Add results":
         f1, f2, f3 = st.columns(3)
         model = f1.selectbox("Model", models_all, index=None, accept_new_options=True, key="gl_add_model",
                              placeholder="pick one, or type a new name")
-        variant = f2.text_input("Variant (optional)", placeholder="e.g. 1.5M steps", max_chars=200)
-        value = f3.text_input("Value", placeholder="e.g. 84.6 (percent)")
+        variant = f2.text_input("Variant (optional)", placeholder="e.g. 1.5M steps", max_chars=200, key="gl_add_variant")
+        value = f3.text_input("Value", placeholder="e.g. 84.6 (percent)", key="gl_add_value")
         f4, f5, f6 = st.columns(3)
-        split_in = f4.selectbox("Split", list(db.SPLITS))
-        setting_in = f5.selectbox("Single or ensemble", list(db.SETTINGS))
-        params_in = f6.text_input("Parameters (new models)", placeholder="e.g. 110000000")
+        split_in = f4.selectbox("Split", list(db.SPLITS), key="gl_add_split")
+        setting_in = f5.selectbox("Single or ensemble", list(db.SETTINGS), key="gl_add_setting")
+        params_in = f6.text_input("Parameters (new models)", placeholder="e.g. 110000000", key="gl_add_params")
         f7, f8, f9 = st.columns(3)
-        sources = reference(url, "sources")
+        sources = reference(url, "sources", version)
         cited = list(sources.loc[sources["origin"] == "user", "title"])
         source = f7.selectbox("Source", cited, index=None, accept_new_options=True, key="gl_add_source",
                               placeholder="type 'Author et al. 2024, …'",
                               help="Cite where the number comes from, with a year. The built-in sources are the slides' own "
                                    "data: a result you add is always marked as added by a user.")
-        table_in = f8.text_input("Table", placeholder="e.g. Table 2", max_chars=100)
-        snapshot = f9.text_input("Leaderboard date (optional)", placeholder="YYYY-MM-DD")
-        note = st.text_input("Note (optional)", max_chars=1000)
-        submitted = st.form_submit_button("Add result", type="primary")
+        table_in = f8.text_input("Table", placeholder="e.g. Table 2", max_chars=100, key="gl_add_table")
+        snapshot = f9.text_input("Leaderboard date (optional)", placeholder="YYYY-MM-DD", key="gl_add_snapshot")
+        note = st.text_input("Note (optional)", max_chars=1000, key="gl_add_note")
+        submitted = st.form_submit_button("Add result", type="primary", key="gl_add_submit")
     if submitted:
         try:
             new_id = db.add_result(db.get_engine(url), model=model or "", variant=variant, task=task, metric=metric, split=split_in,
@@ -236,14 +238,14 @@ elif current == "Add results":
             except ExplorerError as err:
                 ui.show_error(err)
 else:
-    tasks_tbl = reference(url, "tasks")
+    tasks_tbl = reference(url, "tasks", version)
     st.markdown("**The tasks** (the GLUE table from the slides, 001; other tasks from their papers)")
     st.dataframe(tasks_tbl[["key", "name", "benchmark", "kind", "train_size", "test_size", "domain", "metrics", "source"]],
                  hide_index=True, width="stretch")
     st.markdown("**Metrics and their valid ranges** (a value outside is refused)")
-    st.dataframe(reference(url, "metrics"), hide_index=True, width="stretch")
+    st.dataframe(reference(url, "metrics", version), hide_index=True, width="stretch")
     st.markdown("**Sources**")
-    src = reference(url, "sources")
+    src = reference(url, "sources", version)
     counts = df_all.groupby("source").size()
     src = src.assign(results=src["key"].map(counts).fillna(0).astype(int),
                      link=[f"https://arxiv.org/abs/{a}" if a else u for a, u in zip(src["arxiv"], src["url"], strict=True)])
