@@ -307,11 +307,18 @@ def model_call(fn: Any, *args: Any) -> Any:
                               cancelled=_run_abandoned)
 
 
-def page_run():
-    """Context manager around a script run: the background warm-up waits while pages are drawn."""
+@contextmanager
+def page_run() -> Iterator[None]:
+    """Around a script run: wait for a page slot (``BFE_PAGE_CONCURRENCY`` runs at once, all sessions);
+    a run abandoned while it waits ends at once. The background warm-up waits while pages are drawn."""
     from models import warmup
+    from models.gate import CallCancelled, page_slots
 
-    return warmup.page_run()
+    try:
+        with page_slots().hold(cancelled=_run_abandoned), warmup.page_run():
+            yield
+    except CallCancelled:
+        st.stop()
 
 
 def start_warmup() -> None:

@@ -16,9 +16,10 @@ own queue (``BFE_GRADIO_CONCURRENCY``); Streamlit has none, so this is a small o
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -148,3 +149,55 @@ def default_gate() -> ModelGate:
             _default = ModelGate(get_settings().model_concurrency)
         return _default
 
+
+
+class Slots:
+    """At most ``limit`` holders at once, first come first served; a waiter can give up (``cancelled``).
+
+    The app runs each page's script under one of these (``BFE_PAGE_CONCURRENCY``): Python runs one
+    thread at a time, so thirty scripts interleaved finish no sooner than thirty in turn, but pay for
+    the switching (a light rerun cost 4x its CPU time with thirty at once; bench/classroom.py).
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self.limit = limit
+        self._sem = threading.Semaphore(limit)
+        self._lock = threading.Lock()
+        self.busy = self.waiting = 0
+
+    @contextmanager
+    def hold(self, cancelled: Callable[[], bool] = lambda: False) -> Iterator[None]:
+        """Hold a slot for the block. Raises CallCancelled if ``cancelled()`` turns true while waiting."""
+        with self._lock:
+            self.waiting += 1
+        try:
+            while not self._sem.acquire(timeout=POLL_S):
+                if cancelled():
+                    raise CallCancelled("Stopped waiting: the page was closed or changed.")
+        finally:
+            with self._lock:
+                self.waiting -= 1
+        with self._lock:
+            self.busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.busy -= 1
+            self._sem.release()
+
+
+_pages: Slots | None = None
+
+
+def page_slots() -> Slots:
+    """The process-wide page-run slots, sized by ``BFE_PAGE_CONCURRENCY`` when first used."""
+    global _pages
+    from models.settings import get_settings
+
+    with _default_lock:
+        if _pages is None:
+            _pages = Slots(get_settings().page_concurrency)
+        return _pages

@@ -43,6 +43,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("model_concurrency", "BFE_MODEL_CONCURRENCY", "2",
             "Streamlit app: how many model calls run at once across all browser sessions; the rest wait their "
             "turn (a session that leaves gives its place up), and identical calls running at once are computed once."),
+    Setting("page_concurrency", "BFE_PAGE_CONCURRENCY", "4",
+            "Streamlit app: how many page runs (all sessions) execute at once; the rest start as soon as one "
+            "ends. Python runs one thread at a time, so more only adds switching; put more cores to work with "
+            "replicas (see Deploying)."),
     Setting("warmup", "BFE_WARMUP", "1",
             "`1`: when the server starts, import torch and transformers and load the bundled model in the "
             "background, so the first visit to a model page does not wait; `0`: load on first use."),
@@ -66,6 +70,7 @@ class Settings:
     gradio_concurrency: int = 2
     max_params: int = 1_000_000_000
     model_concurrency: int = 2
+    page_concurrency: int = 4
     warmup: bool = True
 
     @property
@@ -121,6 +126,13 @@ def get_settings() -> Settings:
     except ValueError:
         raise InvalidSetting(f"BFE_MODEL_CONCURRENCY={raw['model_concurrency'][:30]!r} is not a number from 1 to 64.",
                              "Use a small whole number such as 2.") from None
+    try:
+        page_concurrency = int(raw["page_concurrency"])
+        if not 1 <= page_concurrency <= 256:
+            raise ValueError
+    except ValueError:
+        raise InvalidSetting(f"BFE_PAGE_CONCURRENCY={raw['page_concurrency'][:30]!r} is not a number from 1 to 256.",
+                             "Use a small whole number such as 4.") from None
     warmup = raw["warmup"].lower()
     if warmup not in ("1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_WARMUP={raw['warmup'][:30]!r} is not understood.", "Use 1 or 0.")
@@ -136,5 +148,6 @@ def get_settings() -> Settings:
         gradio_concurrency=gradio_concurrency,
         max_params=max_params,
         model_concurrency=model_concurrency,
+        page_concurrency=page_concurrency,
         warmup=warmup in ("1", "true"),
     )

@@ -11,6 +11,7 @@ shows "getting the model ready"; a failure is kept and shown by the page that ne
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -127,6 +128,10 @@ def _run(w: Warmup, steps: list[tuple[str, Callable[[], object]]], last: bool = 
             fn()
         if not last:
             return True
+        # Everything imported and loaded so far lives as long as the process: keep it out of the
+        # collector's full passes (CPython's gc.freeze), so they scan the sessions' objects only.
+        gc.collect()
+        gc.freeze()
         w.state = "ready"
     except BaseException as err:  # kept for the page that needs the model; never lost
         w.error, w.state = err, "failed"

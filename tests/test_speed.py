@@ -172,3 +172,43 @@ def test_a_failed_warm_up_is_reported_on_the_page_that_needs_it(monkeypatch: pyt
     assert not at.exception
     assert any("the disk went away" in x.value and "trying again" in x.value for x in at.warning)
     assert len(at.get("plotly_chart")) == 1  # the page loaded the model itself
+
+
+def test_page_slots_bound_the_runs_and_a_leaver_gives_up() -> None:
+    from models.gate import Slots
+
+    slots, model = Slots(3), SlowModel(0.15)
+
+    def page(i: int) -> int:
+        with slots.hold():
+            return model(i)
+
+    with ThreadPoolExecutor(10) as pool:
+        assert list(pool.map(page, range(10))) == [2 * i for i in range(10)]
+    assert model.peak == 3 and slots.busy == slots.waiting == 0
+    one = Slots(1)
+    gone = threading.Event()
+    with ThreadPoolExecutor(2) as pool, one.hold():
+        waiter = pool.submit(lambda: one.hold(gone.is_set).__enter__())
+        time.sleep(0.15)
+        assert one.waiting == 1
+        gone.set()
+        with pytest.raises(CallCancelled):
+            waiter.result(timeout=2)
+    assert one.waiting == 0 and one.busy == 0
+
+
+def test_settings_for_the_queue_and_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from models.errors import InvalidSetting
+    from models.settings import get_settings
+
+    monkeypatch.setenv("BFE_MODEL_CONCURRENCY", "3")
+    monkeypatch.setenv("BFE_PAGE_CONCURRENCY", "8")
+    monkeypatch.setenv("BFE_WARMUP", "0")
+    s = get_settings()
+    assert (s.model_concurrency, s.page_concurrency, s.warmup) == (3, 8, False)
+    for env, bad in (("BFE_MODEL_CONCURRENCY", "0"), ("BFE_PAGE_CONCURRENCY", "1e9"), ("BFE_WARMUP", "maybe")):
+        monkeypatch.setenv(env, bad)
+        with pytest.raises(InvalidSetting, match=env):
+            get_settings()
+        monkeypatch.delenv(env)

@@ -1,0 +1,224 @@
+"""A class at once: N students using the app at the same moment, over Streamlit's websocket protocol.
+
+    python bench/classroom.py [--sizes 1 10 30] [--replicas 1]
+
+Starts the app as the README does (``python -m app.serve``; offline, the bundled model, a fresh
+SQLite database; with ``--replicas 2``: two replicas behind nginx sharing one PostgreSQL), waits
+for the background warm-up, then for each N opens N sessions (no browser: bench/st_client.py) and
+has them all do, in lockstep, what a student does:
+
+    open the Attention page with their own sentence, change the layer, change the head,
+    open the calculator, change the GPU, open the results database, filter its tasks.
+
+Every session sends each action at the same moment. Per N it prints p50 and p95 of the time from
+sending the rerun to ``script_finished``, errors, sessions that completed every action, and the
+server's peak RSS. Targets (2 cores, N = 30): no errors, every session completes, p95 within
+1.5 x the physical floor N * t1 / cores (t1 = the N = 1 median of that action), peak RSS within
+1.5 x the idle server (warmed up, no session yet) + one loaded model. Traffic goes to 127.0.0.1
+only; the script stops itself.
+
+One Python process runs one thread at a time: page scripts are mostly Python, so one server
+finishes N light reruns no sooner than N * t1 (one core), twice the two-core floor. Run one
+replica per core (``--replicas 2``: nginx in front, see README "Deploying") to use them all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.scaleout import cluster, free_port, start_replica, wait_healthy  # noqa: E402
+from bench.st_client import StreamlitSession  # noqa: E402
+
+NOUNS = ["bank", "bat", "light", "spring", "match", "seal", "crane", "pitcher", "bark", "date"]
+PLACES = ["river", "park", "market", "station", "school", "harbour"]
+ACTIONS = ["attention", "layer", "head", "calculator", "gpu", "results", "filter"]
+
+
+def sentence(i: int) -> str:
+    """A different sentence per student (their own words, their own forward pass)."""
+    return f"Student {i} saw the {NOUNS[i % len(NOUNS)]} near the {PLACES[(i // 10) % len(PLACES)]} on day {i // 60 + 1}."
+
+
+async def student(s: StreamlitSession, i: int, step: int) -> tuple[float, bool, list[str]]:
+    """Run action ``step`` of student ``i``; (seconds, ok, errors)."""
+    action = ACTIONS[step]
+    if action == "attention":
+        r = await s.run(page="attention", query={"at_text": sentence(i)})
+    elif action == "layer":
+        r = await s.run(widgets={"at_layer": 1 + i % 5})
+    elif action == "head":
+        r = await s.run(widgets={"at_head": 1 + i % 11})
+    elif action == "calculator":
+        r = await s.run(page="calculator")
+    elif action == "gpu":
+        gpus = s.options("sz_gpu")
+        r = await s.run(widgets={"sz_gpu": gpus[1 + i % (len(gpus) - 1)]})
+    elif action == "results":
+        r = await s.run(page="results")
+    else:
+        tasks = s.options("gl_tasks")
+        r = await s.run(widgets={"gl_tasks": tasks[: 2 + i % 4]})
+    errors = list(r.errors) + ([] if r.status == "FINISHED_SUCCESSFULLY" else [r.status])
+    if action == "layer" and f"at_layer={1 + i % 5}" not in s.query_string:
+        errors.append(f"layer change not applied (query {s.query_string!r})")
+    return r.seconds, not errors, errors
+
+
+class RssMonitor:
+    """Peak RSS of the server processes (and their children), sampled every 0.2 s."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.procs = [psutil.Process(p) for p in pids]
+        self.peak = 0.0
+        self._task: asyncio.Task | None = None
+
+    def now(self) -> float:
+        total = 0
+        for p in self.procs:
+            for q in [p, *p.children(recursive=True)]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    total += q.memory_info().rss
+        return total / 2**20
+
+    async def _loop(self) -> None:
+        while True:
+            self.peak = max(self.peak, self.now())
+            await asyncio.sleep(0.2)
+
+    def __enter__(self) -> RssMonitor:
+        self.peak = self.now()
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task:
+            self._task.cancel()
+        self.peak = max(self.peak, self.now())
+
+
+async def one_class(url: str, n: int, pids: list[int]) -> dict:
+    sessions = [StreamlitSession(url) for _ in range(n)]
+    await asyncio.gather(*(s.open() for s in sessions))
+    times: dict[str, list[float]] = {a: [] for a in ACTIONS}
+    errors: list[str] = []
+    complete = [True] * n
+    cpu: dict[str, float] = {}
+    servers = [psutil.Process(p) for p in pids]
+
+    def server_cpu() -> float:
+        return sum(t.user + t.system for t in (p.cpu_times() for p in servers))
+
+    with RssMonitor(pids) as rss:
+        for step, action in enumerate(ACTIONS):
+            c0 = server_cpu()
+            results = await asyncio.gather(*(student(s, i, step) for i, s in enumerate(sessions)), return_exceptions=True)
+            cpu[action] = server_cpu() - c0
+            for i, res in enumerate(results):
+                if isinstance(res, BaseException):
+                    complete[i] = False
+                    errors.append(f"{action}: {type(res).__name__}: {res}")
+                    continue
+                seconds, ok, errs = res
+                times[action].append(seconds)
+                if not ok:
+                    complete[i] = False
+                    errors.extend(f"{action}: {e}" for e in errs)
+    await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
+    return {"times": times, "errors": errors, "complete": sum(complete), "peak_rss": rss.peak, "cpu": cpu}
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
+
+
+def report(results: dict[int, dict], cores: int, idle_rss: float, model_mb: float) -> None:
+    t1 = {a: statistics.median(results[min(results)]["times"][a]) for a in ACTIONS}
+    rss_target = 1.5 * idle_rss + model_mb
+    print(f"\n{cores} cores; t1 = the N = 1 median of each action; floor = N * t1 / cores; "
+          f"RSS target = 1.5 x idle {idle_rss:.0f} MB + model {model_mb:.0f} MB = {rss_target:.0f} MB")
+    print("server CPU: CPU seconds the server spent on the action, all sessions together (per run in brackets)")
+    print(f"{'N':>3s} {'action':>11s} {'p50 s':>7s} {'p95 s':>7s} {'floor s':>8s} {'p95/floor':>9s} {'server CPU s':>16s}")
+    for n, r in results.items():
+        worst = 0.0
+        for a in ACTIONS:
+            vals = r["times"][a]
+            if not vals:
+                print(f"{n:>3d} {a:>11s}   (no completed runs)")
+                continue
+            floor = n * t1[a] / cores
+            worst = max(worst, p95(vals) / floor)
+            print(f"{n:>3d} {a:>11s} {statistics.median(vals):7.2f} {p95(vals):7.2f} {floor:8.2f} {p95(vals) / floor:9.2f}"
+                  f" {r['cpu'][a]:7.2f} ({r['cpu'][a] / n:.3f})")
+        print(f"{n:>3d} {'summary':>11s} worst p95/floor {worst:.2f}; errors {len(r['errors'])}; sessions complete "
+              f"{r['complete']}/{n}; peak RSS {r['peak_rss']:.0f} MB ({r['peak_rss'] / rss_target:.2f} x target)")
+        for e in r["errors"][:5]:
+            print(f"      {e}")
+
+
+def wait_warm(log: Path, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if b"warm-up ready" in log.read_bytes():
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the warm-up did not finish: " + log.read_text(errors="replace")[-2000:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 30])
+    parser.add_argument("--replicas", type=int, default=1)
+    args = parser.parse_args()
+    sizes = sorted(set(args.sizes))
+    tmp = Path(tempfile.mkdtemp(prefix="bfe-class-"))
+    (tmp / "models").mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BFE_MODEL_DIR": str(tmp / "models"),
+           "DATABASE_URL": f"sqlite:///{tmp / 'results.db'}"}
+    from models import registry
+
+    # one more loaded model: the bundled MiniLM in float32 (the sidebar's model-memory figure)
+    model_mb = registry.find(registry.bundled_id()).parameters * 4 / 2**20
+    results: dict[int, dict] = {}
+    if args.replicas == 1:
+        port = free_port()
+        log = tmp / "server.log"
+        proc = start_replica(port, env, log)
+        try:
+            wait_healthy(f"http://127.0.0.1:{port}/_stcore/health")
+            wait_warm(log)
+            time.sleep(1)
+            idle = RssMonitor([proc.pid]).now()  # warmed and at rest: imports and the bundled model loaded
+            for n in sizes:
+                results[n] = asyncio.run(one_class(f"http://127.0.0.1:{port}", n, [proc.pid]))
+                print(f"N = {n}: done", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+    else:
+        from tests.postgres import postgres_server
+
+        with postgres_server() as pg, cluster(args.replicas, {**env, "DATABASE_URL": pg}) as c:
+            time.sleep(15)  # each replica's warm-up
+            idle = RssMonitor([p.pid for p in c.replicas]).now()
+            for n in sizes:
+                results[n] = asyncio.run(one_class(c.url, n, [p.pid for p in c.replicas]))
+                print(f"N = {n}: done, sessions per replica at the end {c.sessions_per_replica()}", flush=True)
+        model_mb *= args.replicas
+    report(results, os.cpu_count() or 1, idle, model_mb)
+
+
+if __name__ == "__main__":
+    main()
