@@ -25,9 +25,13 @@ def main(argv: list[str] | None = None) -> None:
     from streamlit.web import cli
 
     from models import warmup
+    from models.errors import ExplorerError
 
-    # The imports before the server listens (no page can be slowed by them); the model load in the background.
-    warmup.start(in_foreground=1)
+    try:
+        # The imports before the server listens (no page can be slowed by them); the model load in the background.
+        warmup.start(in_foreground=1)
+    except ExplorerError as err:  # a bad BFE_* setting: the pages show it too
+        print(f"Not warming up: {err}", file=sys.stderr)
     sys.argv = ["streamlit", "run", str(ROOT / "app" / "streamlit_app.py"), *(sys.argv[1:] if argv is None else argv)]
     cli.main(prog_name="streamlit")
 

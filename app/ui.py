@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import streamlit as st
@@ -311,11 +311,17 @@ def model_call(fn: Any, *args: Any) -> Any:
 def page_run() -> Iterator[None]:
     """Around a script run: wait for a page slot (``BFE_PAGE_CONCURRENCY`` runs at once, all sessions);
     a run abandoned while it waits ends at once. The background warm-up waits while pages are drawn."""
+    from contextlib import nullcontext
+
     from models import warmup
     from models.gate import CallCancelled, page_slots
 
     try:
-        with page_slots().hold(cancelled=_run_abandoned), warmup.page_run():
+        slots = page_slots()
+    except ExplorerError:  # a bad BFE_* setting: the page runs and shows the message itself
+        slots = None
+    try:
+        with slots.hold(cancelled=_run_abandoned) if slots else nullcontext(), warmup.page_run():
             yield
     except CallCancelled:
         st.stop()
@@ -325,7 +331,8 @@ def start_warmup() -> None:
     """Start warming the model pages in the background (once per process; ``BFE_WARMUP=0`` turns it off)."""
     from models import warmup
 
-    warmup.start()
+    with suppress(ExplorerError):  # a bad BFE_* setting, which the page has already shown
+        warmup.start()
 
 
 def await_warmup(model_ids: list[str]) -> None:

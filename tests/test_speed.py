@@ -212,3 +212,32 @@ def test_settings_for_the_queue_and_warm_up(monkeypatch: pytest.MonkeyPatch) -> 
         with pytest.raises(InvalidSetting, match=env):
             get_settings()
         monkeypatch.delenv(env)
+
+
+def test_a_closed_or_rerun_session_counts_as_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """app.ui reads Streamlit's own run state (no public accessor): checked against the installed Streamlit."""
+    from types import SimpleNamespace
+
+    from streamlit.runtime.scriptrunner_utils import script_run_context
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests
+
+    from app import ui
+
+    requests = ScriptRequests()
+    monkeypatch.setattr(script_run_context, "get_script_run_ctx", lambda suppress_warning=False: SimpleNamespace(script_requests=requests))
+    assert not ui._run_abandoned()
+    requests.request_rerun(RerunData())
+    assert ui._run_abandoned()
+    stopped = ScriptRequests()
+    stopped.request_stop()
+    monkeypatch.setattr(script_run_context, "get_script_run_ctx", lambda suppress_warning=False: SimpleNamespace(script_requests=stopped))
+    assert ui._run_abandoned()
+
+
+def test_the_load_client_talks_to_this_machine_only() -> None:
+    from bench.st_client import ClientError, StreamlitSession
+
+    for url in ("http://example.com:8501", "http://10.0.0.1:8501", "http://127.0.0.1.nip.io:8501"):
+        with pytest.raises(ClientError, match=r"127\.0\.0\.1 only"):
+            StreamlitSession(url)
+    assert StreamlitSession("http://127.0.0.1:8501/").base_url == "http://127.0.0.1:8501"
