@@ -236,10 +236,11 @@ def download_buttons(df, name: str, key: str, markdown: str | None = None) -> No
     from analysis.calculator import to_markdown
     from analysis.safe_text import csv_bytes
 
+    # Built when clicked, not on every rerun of the page (Streamlit calls a callable `data` on download).
     c1, c2 = st.columns(2)
-    c1.download_button("Download CSV", csv_bytes(df, index=df.index.name is not None), f"{name}.csv", "text/csv",
+    c1.download_button("Download CSV", lambda: csv_bytes(df, index=df.index.name is not None), f"{name}.csv", "text/csv",
                        key=f"{key}_csv", icon=":material/download:")
-    c2.download_button("Download Markdown", (markdown or to_markdown(df)).encode(), f"{name}.md", "text/markdown",
+    c2.download_button("Download Markdown", lambda: (markdown or to_markdown(df)).encode(), f"{name}.md", "text/markdown",
                        key=f"{key}_md", icon=":material/download:")
 
 

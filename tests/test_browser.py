@@ -224,3 +224,14 @@ def test_results_page_tooltips_escaping_and_a_bad_import(tiny_dir: Path, browser
         assert page.locator('[data-testid="stException"]').count() == 0 and "Traceback" not in page.inner_text("body")
         page.close()
     assert len(results_db.results_frame(results_db.get_engine(), models=["Mine"])) == 0
+
+
+def test_downloads_are_built_when_clicked(server: str, browser) -> None:
+    """Download buttons hand Streamlit a function, run only on a click: the file still arrives, whole."""
+    page, _ = open_page(browser, f"{server}/results", "GLUE results database")
+    page.get_by_text("Table (CSV)").first.wait_for(timeout=30_000)
+    with page.expect_download(timeout=30_000) as info:
+        page.get_by_role("button", name="Table (CSV)").click()
+    data = Path(info.value.path()).read_text(encoding="utf-8")
+    assert data.splitlines()[0].startswith("row,MNLI m,") and "BERT-base" in data and len(data.splitlines()) >= 5
+    page.close()

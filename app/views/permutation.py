@@ -111,7 +111,7 @@ right.plotly_chart(plots.heatmap(query.astype(float), tokens, title="Query strea
 masks = pd.DataFrame([{"from": i, "from_token": tokens[i], "to": j, "to_token": tokens[j], "content_sees": bool(content[i, j]),
                        "query_sees": bool(query[i, j]), "perm_mask": int(inputs.perm_mask[0, i, j])}
                       for i in range(len(tokens)) for j in range(len(tokens))])
-st.download_button("Download the masks (CSV)", csv_bytes(masks), "xlnet-masks.csv", "text/csv",
+st.download_button("Download the masks (CSV)", lambda: csv_bytes(masks), "xlnet-masks.csv", "text/csv",
                    key="pm_dl_masks", icon=":material/download:")
 
 st.subheader("Predictions for the last K")
@@ -123,7 +123,7 @@ else:
         table = pd.DataFrame([{"position": p.position, "token": p.token, "p(token)": p.true_probability,
                                **{f"#{i + 1}": f"{t} ({q:.1%})" for i, (t, q) in enumerate(p.top)}} for p in preds])
         st.dataframe(table, hide_index=True, width="stretch", column_config={"p(token)": st.column_config.NumberColumn(format="%.4f")})
-        st.download_button("Download predictions (CSV)", csv_bytes(table), "xlnet-predictions.csv", "text/csv",
+        st.download_button("Download predictions (CSV)", lambda: csv_bytes(table), "xlnet-predictions.csv", "text/csv",
                            key="pm_dl_preds", icon=":material/download:")
         chk = checked(s["pm_text"], tuple(order), tgt)
         st.markdown("**Self-check.** Replace one token and watch the prediction at "

@@ -80,7 +80,8 @@ if current in VIEWS[:3]:  # the comparison views also filter models, tasks and c
 
     c1, c2 = st.columns(2)
     c1.multiselect("Tasks", tasks_all, key="gl_tasks", help="GLUE's eight scored tasks are preselected; add WNLI, AX, SQuAD, RACE…")
-    model_opts = [m for m in models_all if m in set(view[view["task"].isin(st.session_state["gl_tasks"])]["model"])]
+    with_results = set(view[view["task"].isin(st.session_state["gl_tasks"])]["model"])  # once, not once per model
+    model_opts = [m for m in models_all if m in with_results]
     kept = [m for m in st.session_state["gl_models"] if m in model_opts]
     st.session_state["gl_models"] = kept
     c2.multiselect(f"Models ({len(model_opts)} with results here)", list(dict.fromkeys(kept + model_opts)), key="gl_models")
@@ -90,7 +91,8 @@ if current in VIEWS[:3]:  # the comparison views also filter models, tasks and c
         st.info("No results match: try the other split, both single models and ensembles, or more tasks and models.", icon=":material/filter_alt_off:")
     else:
         options = glue.column_options(view)
-        default_cols = [lbl for lbl, tm in options.items() if tm in glue.default_columns(view)]
+        defaults = set(glue.default_columns(view))  # once, not once per column
+        default_cols = [lbl for lbl, tm in options.items() if tm in defaults]
         chosen = [c for c in st.session_state["gl_cols"] if c in options] or default_cols
         cols = st.multiselect("Columns (task and metric)", list(options), default=chosen, key="gl_cols_widget")
         st.session_state["gl_cols"] = cols if cols != default_cols else []
@@ -108,11 +110,11 @@ elif current == "Table":
                "'–' not reported in that table.")
     caption = f"{', '.join(comp.values.columns)} ({split}, {setting} models)"
     d1, d2, d3, d4 = st.columns(4)
-    d1.download_button("Table (CSV)", csv_bytes(comp.values, index=True), "glue_comparison.csv", "text/csv", icon=":material/download:")
-    d2.download_button("Markdown", glue.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
-    d3.download_button("LaTeX", glue.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
+    d1.download_button("Table (CSV)", lambda: csv_bytes(comp.values, index=True), "glue_comparison.csv", "text/csv", icon=":material/download:")
+    d2.download_button("Markdown", lambda: glue.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
+    d3.download_button("LaTeX", lambda: glue.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
                        icon=":material/download:")
-    d4.download_button("Rows with sources (CSV)", db.export_rows(picked), "glue_results.csv", "text/csv", icon=":material/download:",
+    d4.download_button("Rows with sources (CSV)", lambda: db.export_rows(picked), "glue_results.csv", "text/csv", icon=":material/download:",
                        help="One row per number with its source; the same format the import accepts.")
 elif current == "Charts":
     st.plotly_chart(glue_plots.grouped_bars(comp), width="stretch")
@@ -137,7 +139,8 @@ elif current == "Bigger is better?":
                     "examples: **DistilBERT** keeps most of BERT-base's score with 40% fewer parameters, and **ALBERT** shares "
                     "one layer's weights across all layers, so ALBERT-xxlarge (235M) beats BERT-large (334M) — parameters are not "
                     "compute, and ALBERT-xxlarge is the slower of the two.")
-        missing = [r for r in comp.values.index if r not in set(pts["label"])]
+        plotted = set(pts["label"])
+        missing = [r for r in comp.values.index if r not in plotted]
         if missing:
             st.caption("Not plotted (no parameter count or no value): " + ", ".join(missing))
 elif current == "Score check":
