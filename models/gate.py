@@ -53,10 +53,10 @@ class ModelGate:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         self.limit = limit
-        self._slots = threading.Semaphore(limit)
+        self._slots = Slots(limit)
         self._lock = threading.Lock()
         self._inflight: dict[Hashable, Future] = {}
-        self._running = self._waiting = self._computed = self._shared = 0
+        self._computed = self._shared = 0
 
     def run(self, key: Hashable, fn: Callable[[], T], cancelled: Callable[[], bool] = lambda: False) -> T:
         """``fn()`` when a place is free, or the result of an identical call (``key``) already running.
@@ -91,40 +91,23 @@ class ModelGate:
 
     def _lead(self, key: Hashable, future: Future, fn: Callable[[], T], cancelled: Callable[[], bool]) -> T:
         try:
-            self._acquire(cancelled)
-        except CallCancelled:
+            with self._slots.hold(cancelled):
+                try:
+                    value = fn()
+                finally:
+                    with self._lock:
+                        self._computed += 1
+        except CallCancelled:  # it left while waiting: the followers run the call themselves
             self._finish(key)
             future.set_exception(_LeaderGone())
             raise
-        try:
-            with self._lock:
-                self._running += 1
-            value = fn()
         except BaseException as err:
-            self._release(key)
+            self._finish(key)
             future.set_exception(err)
             raise
-        self._release(key)
+        self._finish(key)
         future.set_result(value)
         return value
-
-    def _acquire(self, cancelled: Callable[[], bool]) -> None:
-        with self._lock:
-            self._waiting += 1
-        try:
-            while not self._slots.acquire(timeout=POLL_S):
-                if cancelled():
-                    raise CallCancelled("Stopped waiting: the page was closed or changed.")
-        finally:
-            with self._lock:
-                self._waiting -= 1
-
-    def _release(self, key: Hashable) -> None:
-        with self._lock:
-            self._running -= 1
-            self._computed += 1
-        self._slots.release()
-        self._finish(key)
 
     def _finish(self, key: Hashable) -> None:
         with self._lock:
@@ -132,7 +115,7 @@ class ModelGate:
 
     def info(self) -> GateInfo:
         with self._lock:
-            return GateInfo(self.limit, self._running, self._waiting, self._computed, self._shared)
+            return GateInfo(self.limit, self._slots.busy, self._slots.waiting, self._computed, self._shared)
 
 
 _default: ModelGate | None = None

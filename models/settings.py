@@ -83,6 +83,18 @@ def _raw(setting: Setting) -> str:
     return value or setting.default
 
 
+def _count(raw: dict[str, str], name: str, env: str, most: int, example: int) -> int:
+    """A whole number from 1 to ``most`` (a concurrency), or InvalidSetting naming ``env``."""
+    try:
+        value = int(raw[name])
+        if not 1 <= value <= most:
+            raise ValueError
+    except ValueError:
+        raise InvalidSetting(f"{env}={raw[name][:30]!r} is not a number from 1 to {most}.",
+                             f"Use a small whole number such as {example}.") from None
+    return value
+
+
 def get_settings() -> Settings:
     """Read every setting from the environment, falling back to its default.
 
@@ -105,13 +117,7 @@ def get_settings() -> Settings:
     if online not in ("auto", "1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_ONLINE={raw['online']!r} is not understood.", "Use auto, 1 or 0.")
     online = {"true": "1", "false": "0"}.get(online, online)
-    try:
-        gradio_concurrency = int(raw["gradio_concurrency"])
-        if not 1 <= gradio_concurrency <= 64:
-            raise ValueError
-    except ValueError:
-        raise InvalidSetting(f"BFE_GRADIO_CONCURRENCY={raw['gradio_concurrency']!r} is not a number from 1 to 64.",
-                             "Use a small whole number such as 2.") from None
+    gradio_concurrency = _count(raw, "gradio_concurrency", "BFE_GRADIO_CONCURRENCY", 64, 2)
     try:
         max_params = int(float(raw["max_params"]))
         if not 1 <= max_params <= 10**13:
@@ -119,20 +125,8 @@ def get_settings() -> Settings:
     except (ValueError, OverflowError):
         raise InvalidSetting(f"BFE_MAX_PARAMS={raw['max_params'][:30]!r} is not a parameter count from 1 to 10^13.",
                              "Use a whole number such as 1000000000.") from None
-    try:
-        model_concurrency = int(raw["model_concurrency"])
-        if not 1 <= model_concurrency <= 64:
-            raise ValueError
-    except ValueError:
-        raise InvalidSetting(f"BFE_MODEL_CONCURRENCY={raw['model_concurrency'][:30]!r} is not a number from 1 to 64.",
-                             "Use a small whole number such as 2.") from None
-    try:
-        page_concurrency = int(raw["page_concurrency"])
-        if not 1 <= page_concurrency <= 256:
-            raise ValueError
-    except ValueError:
-        raise InvalidSetting(f"BFE_PAGE_CONCURRENCY={raw['page_concurrency'][:30]!r} is not a number from 1 to 256.",
-                             "Use a small whole number such as 4.") from None
+    model_concurrency = _count(raw, "model_concurrency", "BFE_MODEL_CONCURRENCY", 64, 2)
+    page_concurrency = _count(raw, "page_concurrency", "BFE_PAGE_CONCURRENCY", 256, 4)
     warmup = raw["warmup"].lower()
     if warmup not in ("1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_WARMUP={raw['warmup'][:30]!r} is not understood.", "Use 1 or 0.")
