@@ -27,6 +27,7 @@ PAGES = [
     st.Page("views/scaling.py", title="Scaling laws", icon=":material/show_chart:", url_path="scaling"),
     st.Page("views/results.py", title="GLUE results database", icon=":material/leaderboard:", url_path="results"),
     st.Page("views/models.py", title="Models & availability", icon=":material/inventory_2:", url_path="models"),
+    st.Page("views/pack.py", title="Presentation pack", icon=":material/slideshow:", url_path="pack"),
 ]
 
 page = st.navigation(PAGES)
@@ -35,6 +36,7 @@ with ui.page_run():
     ui.presentation_mode()
     with ui.friendly_errors():
         page.run()
+    ui.pack_notice()
     # After the page, so the memory figure includes a model the page has just loaded.
     with ui.friendly_errors():
         ui.sidebar_status()

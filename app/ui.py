@@ -352,3 +352,73 @@ def await_warmup(model_ids: list[str]) -> None:
     if w.state == "failed" and w.error is not None:
         st.warning(f"Preparing **{w.model_id}** in the background failed ({type(w.error).__name__}: "
                    f"{str(w.error)[:300]}); trying again now.", icon=":material/warning:")
+
+
+# ----------------------------------------------------------------------------- charts and the presentation pack
+
+#: The plotly toolbar's camera: a PNG at twice the size, named after the app (SVG and the pack: below the chart).
+PLOTLY_CONFIG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "bert-family-explorer"},
+                 "displaylogo": False}
+
+
+def _page_link() -> str:
+    """This page's path and state (its URL query), to reopen what a pack item shows."""
+    try:
+        path = st.context.url or ""
+    except Exception:
+        path = ""
+    query = "&".join(f"{k}={v}" for k, v in st.query_params.items())
+    return path.split("?", 1)[0] + (f"?{query}" if query else "")
+
+
+def _add_to_pack(fig: Any, title: str, caption: str, sources: tuple[str, ...], link: str) -> None:
+    from analysis.export import MAX_ITEMS, MAX_PACK_BYTES, ExportTooLarge, PackItem, check_figure, pack_bytes
+
+    pack = st.session_state.setdefault("pack", [])
+    try:
+        spec = check_figure(fig.to_json())  # serialised only when added: a 512-token heatmap is megabytes
+    except ExportTooLarge as err:
+        st.session_state["pack_refused"] = err.message
+        return
+    if len(pack) >= MAX_ITEMS or pack_bytes(pack) + len(spec) > MAX_PACK_BYTES:
+        st.session_state["pack_full"] = True
+        return
+    pack.append(PackItem(title=title[:200], caption=caption[:2000], sources=tuple(sources), figure=spec, link=link))
+    st.session_state["pack_added"] = title
+
+
+def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None) -> None:
+    """A plotly chart with its exports: the toolbar's PNG, server-side PNG (2x) and SVG, and "Add to pack".
+
+    ``title``, ``caption`` and ``sources`` travel with the chart into the presentation pack. Nothing is
+    serialised or rendered until a button asks for it, so a chart costs its page nothing more.
+    """
+    from analysis import export
+
+    box = where if where is not None else st
+    box.plotly_chart(fig, width="stretch", key=key, config=PLOTLY_CONFIG)
+    c1, c2, c3 = box.columns([1, 1, 3])
+    c1.button("Add to pack", key=f"{key}_pack", icon=":material/playlist_add:", on_click=_add_to_pack,
+              args=(fig, title, caption, sources, _page_link()),
+              help="Collect this chart, with its caption and sources, for slides (see the Presentation pack page).")
+    if export.chromium_path() is None:
+        c3.caption("PNG/SVG downloads need Chromium on the server; the chart's camera icon saves a PNG.")
+    elif c2.button("PNG / SVG", key=f"{key}_render", icon=":material/image:", help="Render this chart as PNG (2x) and SVG"):
+        with friendly_errors(), st.spinner("Rendering…"):
+            png, svg = export.to_png(fig), export.to_svg(fig)
+            d1, d2 = c3.columns([1, 2])
+            d1.download_button("PNG", png, f"{key}.png", "image/png", key=f"{key}_png", icon=":material/download:",
+                               on_click="ignore")
+            d2.download_button("SVG", svg, f"{key}.svg", "image/svg+xml", key=f"{key}_svg", icon=":material/download:",
+                               on_click="ignore")
+
+
+def pack_notice() -> None:
+    """Say once that a chart went into the pack (or that the pack is full)."""
+    if title := st.session_state.pop("pack_added", None):
+        st.toast(f"Added to the presentation pack: {title}", icon=":material/playlist_add_check:")
+    if refused := st.session_state.pop("pack_refused", None):
+        st.warning(f"Not added to the pack: {refused}", icon=":material/warning:")
+    if st.session_state.pop("pack_full", False):
+        st.warning("The presentation pack is full (100 items or 50 MB of charts): remove some on its page.",
+                   icon=":material/warning:")

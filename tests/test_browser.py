@@ -29,7 +29,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
          "calculator": "where the bytes go", "scaling": "read its exponent with an error bar",
          "attention": "what each head of a real model looks at", "permutation": "never its own target",
-         "objectives": "What each family member was trained to do", "results": "each with its paper, table and split"}
+         "objectives": "What each family member was trained to do", "results": "each with its paper, table and split",
+         "pack": "ready for slides"}
 
 
 def _free_port() -> int:
@@ -234,4 +235,22 @@ def test_downloads_are_built_when_clicked(server: str, browser) -> None:
         page.get_by_role("button", name="Table (CSV)").click()
     data = Path(info.value.path()).read_text(encoding="utf-8")
     assert data.splitlines()[0].startswith("row,MNLI m,") and "BERT-base" in data and len(data.splitlines()) >= 5
+    page.close()
+
+
+def test_a_chart_goes_into_the_pack_and_out_as_a_deck(server: str, browser) -> None:
+    """As a presenter: Add to pack on Home, open the pack from the sidebar (same session), download the deck."""
+    from pptx import Presentation
+
+    page, outside = open_page(browser, server, PAGES[""])
+    page.get_by_role("button", name="Add to pack").first.click()
+    page.get_by_text("Added to the presentation pack").first.wait_for(timeout=30_000)
+    page.get_by_role("link", name="Presentation pack").click()
+    page.get_by_text("1 item(s) of at most 100").wait_for(timeout=30_000)
+    page.get_by_role("button", name="Build the deck, handout and zip").click()
+    with page.expect_download(timeout=60_000) as info:
+        page.get_by_role("button", name="PowerPoint (.pptx)").click(timeout=60_000)
+    deck = Presentation(info.value.path())
+    assert len(deck.slides) == 3 and any(s.shape_type == 13 for s in deck.slides[1].shapes)  # 13: a picture
+    assert not outside
     page.close()

@@ -109,8 +109,11 @@ for col, r in zip(cols, results, strict=True):
         stats = result_stats(r)
         key = r.model_id.replace("/", "_")
         if view == "heatmap":
-            st.plotly_chart(plots.heatmap(r.weights[li, hi], list(r.tokens), title=f"layer {li}, head {hi}"),
-                            width="stretch", key=f"at_heat_{key}")
+            ui.chart(plots.heatmap(r.weights[li, hi], list(r.tokens), title=f"layer {li}, head {hi}"), f"at_heat_{key}",
+                     title=f"{r.model_id}: attention, layer {li}, head {hi}",
+                     caption=f"Input: “{s['at_text'][:300]}”" + (f" / “{s['at_pair'][:300]}”" if s["at_pair"] else "")
+                     + f" ({len(r.tokens)} tokens). Row i: where token i looks.",
+                     sources=(f"Attention weights of {r.model_id}, computed by BERT Family Explorer",))
         elif view in ("head", "model"):
             html = offline_view(r.model_id, s["at_text"], s["at_pair"], view, li)
             if len(r.tokens) > LONG:

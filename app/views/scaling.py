@@ -115,7 +115,9 @@ if f is not None:
     left, right = st.columns([3, 2])
     if f.x.ndim == 1:
         fig = plots.fit_figure(f, s["sc_x"], y_label, x_to, labels=labels)
-        left.plotly_chart(fig, width="stretch", key="sc_plot")
+        sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
+        ui.chart(fig, "sc_plot", where=left, title=f"Scaling fit: {f.formula}",
+                 caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
         left.plotly_chart(plots.residual_figure(f, s["sc_x"]), width="stretch", key="sc_resid")
     else:
         fig = plots.residual_figure(f, s["sc_x"])

@@ -1,0 +1,80 @@
+"""Presentation pack: the charts collected with "Add to pack", in order, downloaded as slides, a handout or a zip."""
+
+import streamlit as st
+
+from analysis import export
+from app import ui
+
+st.title("Presentation pack")
+st.markdown("#### What you collected while exploring, with captions and sources, ready for slides")
+
+pack: list = st.session_state.setdefault("pack", [])
+if not pack:
+    st.info("The pack is empty. On any page, **Add to pack** under a chart collects it here with its caption and "
+            "sources; it stays while this browser tab is open.", icon=":material/playlist_add:")
+    st.stop()
+
+
+def _forget_titles() -> None:
+    """The title boxes are keyed by position: after a move or removal they start again from the items."""
+    for k in [k for k in st.session_state if str(k).startswith("pack_title_")]:
+        del st.session_state[k]
+    st.session_state.pop("pack_files", None)
+
+
+def move(i: int, by: int) -> None:
+    j = i + by
+    if 0 <= j < len(pack):
+        pack[i], pack[j] = pack[j], pack[i]
+        _forget_titles()
+
+
+def remove(i: int) -> None:
+    if 0 <= i < len(pack):
+        pack.pop(i)
+        _forget_titles()
+
+
+def retitle(i: int) -> None:
+    from dataclasses import replace
+
+    new = (st.session_state.get(f"pack_title_{i}") or "").strip()[: export.MAX_TITLE_CHARS]
+    if new and 0 <= i < len(pack):
+        pack[i] = replace(pack[i], title=new)
+        st.session_state.pop("pack_files", None)
+
+
+st.caption(f"{len(pack)} item(s) of at most {export.MAX_ITEMS}. Retitle, reorder or remove them; the downloads follow.")
+for i, item in enumerate(pack):
+    with st.container(border=True):
+        c = st.columns([7, 2, 2, 2])
+        c[0].text_input("Title", item.title, key=f"pack_title_{i}", on_change=retitle, args=(i,), max_chars=export.MAX_TITLE_CHARS,
+                        label_visibility="collapsed")
+        c[1].button("Up", key=f"pack_up_{i}", on_click=move, args=(i, -1), disabled=i == 0, icon=":material/arrow_upward:")
+        c[2].button("Down", key=f"pack_down_{i}", on_click=move, args=(i, 1), disabled=i == len(pack) - 1,
+                    icon=":material/arrow_downward:")
+        c[3].button("Remove", key=f"pack_rm_{i}", on_click=remove, args=(i,), icon=":material/delete:")
+        kind = "chart" if item.figure is not None else "table"
+        st.caption(f"{kind} · {item.caption or 'no caption'}")
+        st.caption(export.source_line(item) + (f" · [reopen]({item.link})" if item.link else ""))
+
+st.subheader("Download")
+title = st.text_input("Title of the deck and handout", "BERT Family Explorer", max_chars=export.MAX_TITLE_CHARS, key="pack_deck_title")
+files = st.session_state.get("pack_files")
+if files is None or files[0] != (title, tuple(pack)):
+    if export.chromium_path() is None and any(i.figure is not None for i in pack):
+        st.info("The charts need Chromium on the server to become images (`apt-get install -y chromium`); "
+                "each chart's camera icon still saves a PNG from your browser.", icon=":material/info:")
+    elif st.button("Build the deck, handout and zip", type="primary", icon=":material/slideshow:"):
+        with ui.friendly_errors(), st.spinner(f"Rendering {len(pack)} item(s)…"):
+            st.session_state["pack_files"] = ((title, tuple(pack)), export.slide_deck(pack, title),
+                                              export.handout_html(pack, title).encode(), export.pack_zip(pack, title))
+            st.rerun()
+else:
+    d1, d2, d3 = st.columns(3)
+    d1.download_button("PowerPoint (.pptx)", files[1], "presentation-pack.pptx",
+                       "application/vnd.openxmlformats-officedocument.presentationml.presentation", icon=":material/download:")
+    d2.download_button("Handout (offline HTML)", files[2], "presentation-pack.html", "text/html", icon=":material/download:")
+    d3.download_button("Everything (.zip)", files[3], "presentation-pack.zip", "application/zip", icon=":material/download:")
+    st.caption("The deck: a title slide, one slide per item with its image or table, caption and source line, and a "
+               "sources slide. The handout needs nothing from the internet.")

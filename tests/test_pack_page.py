@@ -1,0 +1,86 @@
+"""The presentation pack as a user builds it: Add to pack on pages, the pack page, its downloads."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ENTRY = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches() -> None:
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def app() -> AppTest:
+    at = AppTest.from_file(ENTRY, default_timeout=90)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def titles(at: AppTest) -> list[str]:
+    return [t.value for t in at.text_input if t.key and t.key.startswith("pack_title_")]
+
+
+def test_an_empty_pack_says_how_to_fill_it() -> None:
+    at = app()
+    at.switch_page("views/pack.py").run()
+    assert not at.exception and any("The pack is empty" in i.value for i in at.info)
+
+
+def test_charts_go_into_the_pack_across_pages_and_become_a_deck() -> None:
+    from pptx import Presentation
+
+    at = app()
+    at.button(key="home_chart_plot_pack").click().run()
+    assert not at.exception and len(at.session_state["pack"]) == 1
+    at.switch_page("views/attention.py").run()
+    heat = next(b for b in at.button if b.key and b.key.startswith("at_heat_") and b.key.endswith("_pack"))
+    heat.click().run()
+    assert len(at.session_state["pack"]) == 2
+    item = at.session_state["pack"][1]
+    assert "layer 0, head 0" in item.title and "The cat sat on the mat" in item.caption and item.sources
+    at.switch_page("views/pack.py").run()
+    assert not at.exception
+    assert titles(at)[0].startswith("The BERT family") and "attention" in titles(at)[1]
+    at.button(key="pack_down_0").click().run()  # reorder
+    assert "attention" in titles(at)[0]
+    at.text_input(key="pack_title_1").set_value("Bigger every year").run()  # retitle
+    assert at.session_state["pack"][1].title == "Bigger every year"
+    at.button(key=next(b.key for b in at.button if b.label.startswith("Build"))).click().run()
+    assert not at.exception and not at.error
+    assert {b.label for b in at.get("download_button")} >= {"PowerPoint (.pptx)", "Handout (offline HTML)", "Everything (.zip)"}
+    deck = Presentation(io.BytesIO(at.session_state["pack_files"][1]))
+    assert len(deck.slides) == 2 + 2
+    texts = ["\n".join(s.text_frame.text for s in slide.shapes if s.has_text_frame) for slide in deck.slides]
+    assert "Bigger every year" in texts[2] and "Source:" in texts[1]
+    at.button(key="pack_rm_0").click().run()  # remove
+    assert len(at.session_state["pack"]) == 1 and titles(at) == ["Bigger every year"]
+
+
+def test_a_chart_renders_as_png_and_svg_on_request() -> None:
+    at = app()
+    assert not at.get("download_button")
+    at.button(key="home_chart_plot_render").click().run()
+    assert not at.exception and not at.error
+    assert [b.label for b in at.get("download_button")] == ["PNG", "SVG"]
+
+
+def test_without_a_browser_the_page_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from analysis import export
+
+    monkeypatch.setattr(export, "chromium_path", lambda: None)
+    at = app()
+    assert not at.exception
+    assert any("need Chromium on the server" in c.value for c in at.caption)
+    at.button(key="home_chart_plot_pack").click().run()  # the pack still collects
+    at.switch_page("views/pack.py").run()
+    assert any("need Chromium on the server" in i.value for i in at.info)
