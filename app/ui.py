@@ -371,20 +371,36 @@ def _page_link() -> str:
     return path.split("?", 1)[0] + (f"?{query}" if query else "")
 
 
-def _add_to_pack(fig: Any, title: str, caption: str, sources: tuple[str, ...], link: str) -> None:
-    from analysis.export import MAX_ITEMS, MAX_PACK_BYTES, ExportTooLarge, PackItem, check_figure, pack_bytes
+def _add_to_pack(fig: Any, title: str, caption: str, sources: tuple[str, ...], link: str, table: Any = None) -> None:
+    from analysis.export import MAX_ITEMS, MAX_PACK_BYTES, MAX_TABLE_ROWS, ExportTooLarge, PackItem, check_figure, pack_bytes
 
     pack = st.session_state.setdefault("pack", [])
     try:
-        spec = check_figure(fig.to_json())  # serialised only when added: a 512-token heatmap is megabytes
+        if table is not None:
+            if len(table) > MAX_TABLE_ROWS:
+                raise ExportTooLarge(f"This table has {len(table):,} rows; the pack takes tables of up to {MAX_TABLE_ROWS:,}.")
+            records = tuple(table.reset_index().to_dict("records") if table.index.name else table.to_dict("records"))
+            spec, size = None, 200 * len(records)
+        else:
+            spec = check_figure(fig.to_json())  # serialised only when added: a 512-token heatmap is megabytes
+            records, size = None, len(spec)
     except ExportTooLarge as err:
         st.session_state["pack_refused"] = err.message
         return
-    if len(pack) >= MAX_ITEMS or pack_bytes(pack) + len(spec) > MAX_PACK_BYTES:
+    if len(pack) >= MAX_ITEMS or pack_bytes(pack) + size > MAX_PACK_BYTES:
         st.session_state["pack_full"] = True
         return
-    pack.append(PackItem(title=title[:200], caption=caption[:2000], sources=tuple(sources), figure=spec, link=link))
+    pack.append(PackItem(title=title[:200], caption=caption[:2000], sources=tuple(sources), figure=spec, table=records,
+                         link=link))
     st.session_state["pack_added"] = title
+
+
+def table_to_pack(df: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None) -> None:
+    """An "Add table to pack" button: the table goes into the presentation pack with its caption and sources."""
+    (where if where is not None else st).button(
+        "Add table to pack", key=f"{key}_pack", icon=":material/playlist_add:", on_click=_add_to_pack,
+        args=(None, title, caption, sources, _page_link(), df),
+        help="Collect this table, with its caption and sources, for slides (see the Presentation pack page).")
 
 
 def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None) -> None:

@@ -92,5 +92,28 @@ def bertviz_html(result: AttentionResult, view: str = "head", layer: int | None 
     html = html.replace("<script type=\"text/javascript\">", "<script type=\"text/javascript\">" + _UNPACK, 1)
     html = _URL.sub("", html)  # bertviz's comments cite GitHub
     title = f"bertviz {view} view: {result.model_id}".replace("<", "&lt;")
+    filename = re.sub(r"[^A-Za-z0-9._-]+", "-", f"bertviz-{view}-{result.model_id}")[:100] + ".svg"
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>\n{vendored_js()}\n</head>"
-            f"<body style='background:#fff'>\n{html}\n</body></html>")
+            f"<body style='background:#fff'>\n{_SNAPSHOT.replace('__FILE__', filename)}\n{html}\n</body></html>")
+
+
+# bertviz draws its views as SVG in the page: the button saves what is on screen (the chosen layer and
+# heads) as a standalone SVG, in the browser, with no server and no network (bertviz has no image export).
+_SNAPSHOT = """<div style="font-family:sans-serif;margin:4px 0 8px 0">
+<button id="bfe-svg-snapshot" style="padding:4px 10px;border:1px solid #bbb;border-radius:6px;background:#fafafa;cursor:pointer">
+Download this view as SVG</button></div>
+<script>
+document.getElementById('bfe-svg-snapshot').addEventListener('click', function () {
+  const svgs = Array.from(document.querySelectorAll('svg'));
+  if (!svgs.length) { return; }
+  const area = function (e) { const r = e.getBoundingClientRect(); return r.width * r.height; };
+  const svg = svgs.sort(function (a, b) { return area(b) - area(a); })[0].cloneNode(true);
+  svg.setAttribute('xmlns', 'http://www.w3.org/2000/svg');
+  svg.setAttribute('style', 'background:#fff;font-family:sans-serif');
+  const text = '<?xml version="1.0" encoding="UTF-8"?>\\n' + new XMLSerializer().serializeToString(svg);
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(new Blob([text], {type: 'image/svg+xml'}));
+  link.download = '__FILE__';
+  document.body.appendChild(link); link.click(); link.remove();
+});
+</script>"""

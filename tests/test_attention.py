@@ -131,8 +131,10 @@ def test_offline_bertviz_html() -> None:
         assert all(u.startswith("http://www.w3.org/") for u in urls), urls
         assert "cdnjs" not in html and not re.search(r"require\.config\(\{\s*paths", html)
         assert len(html.encode()) < 3 * 2**20
-        # the tokens cannot close a script: only our five scripts (d3, jQuery, require.js, the AMD shim, the view) end
-        assert html.count("</script>") == 5 and "<!--" not in html.split("__bfeUnpack", 1)[1]
+        # the tokens cannot close a script: only our six scripts (d3, jQuery, require.js, the AMD shim, the SVG
+        # snapshot button, the view) end
+        assert html.count("</script>") == 6 and "<!--" not in html.split("__bfeUnpack", 1)[1]
+        assert "Download this view as SVG" in html
         assert "__bfeUnpack" in html and "d3" in html
     one = bertviz_html(r, "head", layer=2, only_layers=[2])
     assert len(one) < len(bertviz_html(r, "head")) / 3 and '"include_layers":[2]' in one

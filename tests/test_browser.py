@@ -254,3 +254,43 @@ def test_a_chart_goes_into_the_pack_and_out_as_a_deck(server: str, browser) -> N
     assert len(deck.slides) == 3 and any(s.shape_type == 13 for s in deck.slides[1].shapes)  # 13: a picture
     assert not outside
     page.close()
+
+
+def test_the_bertviz_view_saves_itself_as_svg(server: str, browser) -> None:
+    """bertviz has no image export: the view's button saves the drawn SVG (offline, in the browser)."""
+    from xml.etree import ElementTree
+
+    page, outside = open_page(browser, f"{server}/attention?at_view=head", PAGES["attention"])
+    frame = page.frame_locator("iframe").first
+    frame.locator("svg text").first.wait_for(timeout=60_000)
+    with page.expect_download(timeout=30_000) as info:
+        frame.get_by_role("button", name="Download this view as SVG").click()
+    assert info.value.suggested_filename.startswith("bertviz-head-") and info.value.suggested_filename.endswith(".svg")
+    root = ElementTree.parse(info.value.path()).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    words = " ".join(root.itertext())
+    assert "cat" in words and "mat" in words  # the tokens of the sentence on screen
+    assert not outside
+    page.close()
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_presentation_mode_on_a_projector(server: str, browser, path: str) -> None:
+    """?present=1 at 1280x720: large type, and nothing wider than the screen (screenshots kept in artifacts/)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(f"{server}/{path}?present=1")
+    page.get_by_text(PAGES[path]).first.wait_for(timeout=60_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
+    # the presentation style sheet arrives with the page's first elements; give it a moment to apply
+    page.wait_for_function("() => parseFloat(getComputedStyle(document.documentElement).fontSize) >= 22", timeout=15_000)
+    root_px = float(page.evaluate("getComputedStyle(document.documentElement).fontSize").removesuffix("px"))
+    body_px = float(page.evaluate(
+        "getComputedStyle(document.querySelector('[data-testid=\"stMarkdownContainer\"] p, [data-testid=\"stCaptionContainer\"]')"
+        " || document.body).fontSize").removesuffix("px"))
+    overflow = page.evaluate("""() => { const m = document.querySelector('[data-testid="stMain"]');
+        return m ? m.scrollWidth - m.clientWidth : 0; }""")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"present-{path or 'home'}.png"))
+    page.close()
+    assert root_px >= 22 and body_px >= 20, (root_px, body_px)
+    assert overflow <= 1, f"{path or 'home'}: {overflow}px wider than a 1280-pixel projector"

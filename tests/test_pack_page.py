@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,21 @@ def test_without_a_browser_the_page_says_so(monkeypatch: pytest.MonkeyPatch) -> 
     at.button(key="home_chart_plot_pack").click().run()  # the pack still collects
     at.switch_page("views/pack.py").run()
     assert any("need Chromium on the server" in i.value for i in at.info)
+
+
+def test_a_results_table_goes_into_the_pack_with_its_sources() -> None:
+    from pptx import Presentation
+
+    from analysis import export
+
+    at = app()
+    at.switch_page("views/results.py").run()
+    at.button(key="gl_table_pack").click().run()
+    assert not at.exception
+    item = at.session_state["pack"][0]
+    assert item.table is not None and item.figure is None and len(item.table) >= 5
+    assert item.sources and all(re.fullmatch(r".+ \d{4}.*, .+, dev", s) for s in item.sources)
+    assert "Liu et al. 2019, Table 5, dev" in item.sources  # RoBERTa's GLUE dev table
+    deck = Presentation(io.BytesIO(export.slide_deck([item])))
+    table = next(s for s in deck.slides[1].shapes if s.has_table).table
+    assert table.cell(0, 0).text == "row" and any(table.cell(i, 0).text == "BERT-base" for i in range(1, len(table.rows)))

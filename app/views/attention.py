@@ -126,13 +126,13 @@ for col, r in zip(cols, results, strict=True):
                     icon=":material/info:")
         elif view == "stats":
             st.plotly_chart(plots.stats_grid(stats[s["at_stat"]], STAT_LABELS[s["at_stat"]], selected=(li, hi)),
-                            width="stretch", key=f"at_stats_{key}")
+                            width="stretch", config=ui.PLOTLY_CONFIG, key=f"at_stats_{key}")
             st.caption("Measures of Clark et al. 2019, *What Does BERT Look At?*, averaged over the tokens. "
                        "Pick a layer and head above to open it in the heatmap.")
         else:
             roll = rollout(r.weights)
             st.plotly_chart(plots.heatmap(roll[li], list(r.tokens), title=f"rollout up to layer {li}", zmax=None),
-                            width="stretch", key=f"at_roll_{key}")
+                            width="stretch", config=ui.PLOTLY_CONFIG, key=f"at_roll_{key}")
             st.caption("Attention rollout (Abnar & Zuidema 2020): attention of all heads, with the residual path, "
                        "multiplied through the layers.")
         one = {k: float(v[li, hi]) for k, v in stats.items()}
@@ -156,9 +156,9 @@ if len(results) == 2:
         st.caption("Each model's tokens are merged into the words of the text (attention to a word: summed over its "
                    "tokens; from a word: averaged), special tokens left out, so different tokenizers share one grid.")
         w1, w2 = st.columns(2)
-        w1.plotly_chart(plots.heatmap(a[li, hi], words, title=f"{results[0].model_id}: layer {li}, head {hi}"), width="stretch",
+        w1.plotly_chart(plots.heatmap(a[li, hi], words, title=f"{results[0].model_id}: layer {li}, head {hi}"), width="stretch", config=ui.PLOTLY_CONFIG,
                         key="at_words_a")
-        w2.plotly_chart(plots.heatmap(b[li, hi], words, title=f"{results[1].model_id}: layer {li}, head {hi}"), width="stretch",
+        w2.plotly_chart(plots.heatmap(b[li, hi], words, title=f"{results[1].model_id}: layer {li}, head {hi}"), width="stretch", config=ui.PLOTLY_CONFIG,
                         key="at_words_b")
 
 ui.save_url_state(DEFAULTS)

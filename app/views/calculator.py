@@ -160,8 +160,10 @@ tab_p, tab_m, tab_g, tab_c = st.tabs(["Parameters", "Training memory", "Fits on 
 # ------------------------------------------------------------------------------------ parameters
 with tab_p:
     left, right = st.columns([3, 2])
-    left.plotly_chart(calc.params_treemap(bd, st.session_state["sz_preset"] if not edited else "your model"),
-                      width="stretch", key="sz_treemap")
+    name = st.session_state["sz_preset"] if not edited else "your model"
+    ui.chart(calc.params_treemap(bd, name), "sz_treemap", where=left, title=f"Where the parameters of {name} sit",
+             caption=f"{bd.total:,} parameters, counted exactly from the configuration.",
+             sources=("Exact count from the model's configuration (BERT Family Explorer, analysis.params)",))
     parts = calc.parts_frame(bd)
     right.dataframe(parts, hide_index=True, width="stretch",
                     column_config={"parameters": st.column_config.NumberColumn(format="localized"),
@@ -219,9 +221,13 @@ with tab_m:
         st.markdown(f"**{calc.human_bytes(est.total)} per GPU** for batch {s['sz_batch']} × {s['sz_seq']} tokens: "
                     f"it {verdict} a {gpu.name} (keeping 1 GiB for the CUDA context and fragmentation).")
         left, right = st.columns(2)
-        left.plotly_chart(calc.memory_bars(stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", cap), width="stretch", key="sz_zero_chart")
+        ui.chart(calc.memory_bars(stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", cap), "sz_zero_chart", where=left,
+                 title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs", caption=f"Batch {s['sz_batch']} × {s['sz_seq']} tokens.",
+                 sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
         seqs = [x for x in (128, 256, 512) if not bd.arch.positions or x <= bd.arch.positions] or [min(s["sz_seq"], bd.arch.positions)]
-        right.plotly_chart(calc.memory_curve(bd, setup, seqs, 256, cap), width="stretch", key="sz_curve")
+        ui.chart(calc.memory_curve(bd, setup, seqs, 256, cap), "sz_curve", where=right, title="Training memory against batch size",
+                 caption=f"Sequence lengths {', '.join(map(str, seqs))}; {gpu.name} capacity line.",
+                 sources=("Korthikanti et al. 2022 (activations); the calculator's own count",))
         right.caption("Memory against batch size for three sequence lengths, with the settings above.")
         table = pd.DataFrame(est.rows())
         table["how"] = ["exact" if e else "estimate" for e in table.pop("exact")]

@@ -78,7 +78,7 @@ with tabs[0]:
                 for mask, g in grp.groupby("mask"):
                     preds = [O.Prediction("", t, 0, p, "") for t, p in zip(g["token"], g["probability"], strict=True)]
                     step = f" (filled at step {g['step'].iloc[0]})" if s["ob_mode"] == "sequential" else ""
-                    col.plotly_chart(bars(preds, f"mask {mask}{step}"), width="stretch", key=f"ob_bar_{mid}_{mask}")
+                    col.plotly_chart(bars(preds, f"mask {mask}{step}"), width="stretch", config=ui.PLOTLY_CONFIG, key=f"ob_bar_{mid}_{mask}")
                 col.markdown(f":gray[Best guess:] {best}")
             ui.download_buttons(table, "fill-mask", "ob_dl_fill")
 

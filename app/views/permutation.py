@@ -96,7 +96,8 @@ if s["pm_target"] not in targets:
 c[1].selectbox("Target to inspect", targets, key="pm_target", format_func=lambda p: f"{p}: {tokens[p]}")
 tgt = s["pm_target"]
 
-st.plotly_chart(plots.order_path(tokens[:n], order, targets, tgt), width="stretch", key="pm_path")
+ui.chart(plots.order_path(tokens[:n], order, targets, tgt), "pm_path", title="A factorization order, drawn as in XLNet's Figure 1",
+         caption=f"Order {' → '.join(map(str, order))}; target {tgt}.", sources=("Yang et al. 2019 (XLNet), Figure 1",))
 seen = P.conditioned_on(inputs, tgt)
 st.markdown(f"**{tokens[tgt]}** (position {tgt}, step {order.index(tgt) + 1} of the order) is predicted from: "
             + (", ".join(f"`{tokens[j]}`" for j in seen) if seen else "*nothing: it comes first*")
@@ -105,9 +106,9 @@ st.markdown(f"**{tokens[tgt]}** (position {tgt}, step {order.index(tgt) + 1} of 
 content, query = P.content_mask(inputs), P.query_mask(inputs)
 left, right = st.columns(2)
 left.plotly_chart(plots.heatmap(content.astype(float), tokens, title="Content stream: may see (itself included)",
-                                zmax=1, colorbar="sees"), width="stretch", key="pm_content")
+                                zmax=1, colorbar="sees"), width="stretch", config=ui.PLOTLY_CONFIG, key="pm_content")
 right.plotly_chart(plots.heatmap(query.astype(float), tokens, title="Query stream: may see (never itself)",
-                                 zmax=1, colorbar="sees"), width="stretch", key="pm_query")
+                                 zmax=1, colorbar="sees"), width="stretch", config=ui.PLOTLY_CONFIG, key="pm_query")
 masks = pd.DataFrame([{"from": i, "from_token": tokens[i], "to": j, "to_token": tokens[j], "content_sees": bool(content[i, j]),
                        "query_sees": bool(query[i, j]), "perm_mask": int(inputs.perm_mask[0, i, j])}
                       for i in range(len(tokens)) for j in range(len(tokens))])
@@ -184,6 +185,6 @@ else:
             mem_tokens = [f"m:{t}" for t in segs[0].tokens[-g.memory:]]
             st.plotly_chart(plots.heatmap(g.weights[-1].mean(0), list(g.tokens), mem_tokens + list(g.tokens),
                                           title="Segment 1, last layer, mean over heads: memory | current"),
-                            width="stretch", key="pm_mem_heat")
+                            width="stretch", config=ui.PLOTLY_CONFIG, key="pm_mem_heat")
 
 ui.save_url_state(DEFAULTS)

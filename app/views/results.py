@@ -99,6 +99,8 @@ if current in VIEWS[:3]:  # the comparison views also filter models, tasks and c
         keep = {options[c] for c in cols}
         picked = view[[tm in keep for tm in zip(view["task"], view["metric"], strict=True)]]
         comp = glue.compare(picked, collapse=st.session_state["gl_collapse"], order=[options[c] for c in cols])
+        comp_sources = tuple(dict.fromkeys(f"{c}, {t or 'no table'}, {sp}" for c, t, sp in
+                                    zip(picked["citation"], picked["table"], picked["split"], strict=True)))
 
 
 if current in ("Table", "Charts", "Bigger is better?") and (comp is None or comp.empty):
@@ -116,15 +118,19 @@ elif current == "Table":
                        icon=":material/download:")
     d4.download_button("Rows with sources (CSV)", lambda: db.export_rows(picked), "glue_results.csv", "text/csv", icon=":material/download:",
                        help="One row per number with its source; the same format the import accepts.")
+    ui.table_to_pack(comp.values, "gl_table", title=f"GLUE results: {caption}", caption=caption, sources=comp_sources)
 elif current == "Charts":
-    st.plotly_chart(glue_plots.grouped_bars(comp), width="stretch")
+    ui.chart(glue_plots.grouped_bars(comp), "gl_bars", title="GLUE results side by side", caption=f"{split}, {setting} models",
+             sources=comp_sources)
     st.toggle("One radar per model", key="gl_radar_each")
-    st.plotly_chart(glue_plots.radar(comp, separate=st.session_state["gl_radar_each"]), width="stretch")
+    ui.chart(glue_plots.radar(comp, separate=st.session_state["gl_radar_each"]), "gl_radar", title="GLUE results as radars",
+             caption=f"{split}, {setting} models", sources=comp_sources)
     rows = list(comp.values.index)
     base = st.session_state["gl_base"] if st.session_state["gl_base"] in rows else rows[0]
     st.session_state["gl_base"] = base
     st.selectbox("Baseline for the differences", rows, key="gl_base")
-    st.plotly_chart(glue_plots.delta_heatmap(glue.deltas(comp, st.session_state["gl_base"]), st.session_state["gl_base"]), width="stretch")
+    ui.chart(glue_plots.delta_heatmap(glue.deltas(comp, st.session_state["gl_base"]), st.session_state["gl_base"]), "gl_delta",
+             title=f"Differences from {st.session_state['gl_base']}", caption=f"{split}, {setting} models", sources=comp_sources)
 elif current == "Bigger is better?":
     cols = list(comp.values.columns)
     if st.session_state["gl_size_col"] not in cols:
@@ -134,7 +140,9 @@ elif current == "Bigger is better?":
     if len(pts) < 2:
         st.info("Fewer than two of these models have both a parameter count and this score; pick another column or more models.")
     else:
-        st.plotly_chart(glue_plots.score_vs_size(pts, st.session_state["gl_size_col"]), width="stretch")
+        ui.chart(glue_plots.score_vs_size(pts, st.session_state["gl_size_col"]), "gl_size",
+                 title=f"Bigger is better? {st.session_state['gl_size_col']} against parameters",
+                 caption=f"{split}, {setting} models", sources=comp_sources)
         st.markdown("Within a family, bigger usually scores higher (BERT-base → BERT-large, Megatron 336M → 3.9B). The counter-"
                     "examples: **DistilBERT** keeps most of BERT-base's score with 40% fewer parameters, and **ALBERT** shares "
                     "one layer's weights across all layers, so ALBERT-xxlarge (235M) beats BERT-large (334M) — parameters are not "

@@ -118,11 +118,11 @@ if f is not None:
         sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
         ui.chart(fig, "sc_plot", where=left, title=f"Scaling fit: {f.formula}",
                  caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
-        left.plotly_chart(plots.residual_figure(f, s["sc_x"]), width="stretch", key="sc_resid")
+        left.plotly_chart(plots.residual_figure(f, s["sc_x"]), width="stretch", config=ui.PLOTLY_CONFIG, key="sc_resid")
     else:
         fig = plots.residual_figure(f, s["sc_x"])
         left.markdown("**Residuals against N** (a two-variable law has no single curve to draw)")
-        left.plotly_chart(fig, width="stretch", key="sc_resid")
+        left.plotly_chart(fig, width="stretch", config=ui.PLOTLY_CONFIG, key="sc_resid")
     with right:
         st.markdown(f"**{f.formula}** fitted to {len(f.y)} points")
         params = pd.DataFrame(f.table())
