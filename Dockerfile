@@ -22,6 +22,13 @@ ENV PYTHONUNBUFFERED=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH
 
+# Chromium for server-side chart images (analysis.export: PNG/SVG, slide decks; kaleido drives it headless) and
+# Noto fonts so Chinese, Japanese, Korean and emoji in titles and captions render instead of boxes.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends chromium fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji \
+    && rm -rf /var/lib/apt/lists/*
+ENV BFE_CHROMIUM=/usr/bin/chromium
+
 RUN python3 -m venv /opt/venv
 COPY requirements.txt /tmp/requirements.txt
 RUN set -eu; \

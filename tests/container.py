@@ -100,6 +100,17 @@ def _image_config(image: str) -> dict:
     return json.loads(_run("podman", "image", "inspect", "--format", "{{json .Config}}", image))
 
 
+def run_as_user(image: str, root: Path, argv: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run ``argv`` inside the image's file system, as its user, with its environment, in its working folder."""
+    cfg = _image_config(image)
+    uid = _run("chroot", str(root), "id", "-u", cfg.get("User") or "root")
+    workdir = cfg.get("WorkingDir") or "/"
+    return subprocess.run(["chroot", f"--userspec={uid}:{uid}", str(root), "/usr/bin/env", "-i",
+                           *(f"{k}={v}" for k, v in _environment(cfg, 0, None).items()),
+                           "sh", "-c", f'cd "{workdir}" && exec "$@"', "sh", *argv],
+                          capture_output=True, text=True, timeout=timeout)
+
+
 @contextmanager
 def rootfs(image: str, data: Path) -> Iterator[Path]:
     """A writable root filesystem of ``image`` with /proc, /dev, /sys and ``data`` at /data mounted; cleaned up after."""

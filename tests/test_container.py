@@ -69,6 +69,15 @@ def test_the_image_builds_starts_healthy_and_keeps_results_on_persistent_storage
                     page.close()
                     browser.close()
                 assert not (outside or outside2 or outside3), (outside, outside2, outside3)
+            # server-side chart images: the image's Chromium, driven by kaleido as the app's user, with fonts for
+            # non-Latin text (without a CJK font two different three-character titles both draw as three boxes)
+            render = container.run_as_user(built.image, root, ["python", "-c", (
+                "import sys, plotly.graph_objects as go; from analysis.export import to_png, to_svg; "
+                "f = lambda t: go.Figure(go.Scatter(x=[1, 2], y=[2, 1]), layout={'title': t, 'width': 400, 'height': 300}); "
+                "a, b = to_png(f('日本語')), to_png(f('中文字')); "
+                "assert a[:8] == bytes.fromhex('89504e470d0a1a0a') and a != b; "
+                "assert b'<svg' in to_svg(f('x')); print(len(a))")])
+            assert render.returncode == 0, render.stderr[-2000:]
             gradio_env, gport = {"HF_HUB_OFFLINE": "1", "BFE_APP": "gradio"}, _free_port()
             with container.start(built.image, root, gport, env=gradio_env) as gurl:  # as a Gradio Space runs it
                 with urllib.request.urlopen(gurl + "/gradio_api/info", timeout=10) as resp:
