@@ -186,6 +186,30 @@ def _heatmap(result: dict):
     return heatmap(np.array(result["weights"]), result["tokens"], title=f"layer {result['layer']}, head {result['head']}")
 
 
+def _heatmap_files(result: dict) -> list[str] | None:
+    """The heatmap as PNG (2x) and SVG files for download; a warning (not an error) when the server has no browser."""
+    import tempfile
+
+    import gradio as gr
+
+    from analysis import export
+    from models.errors import ExplorerError
+
+    fig = _heatmap(result)
+    if fig is None:
+        return None
+    try:
+        png, svg = export.to_png(fig), export.to_svg(fig)
+    except ExplorerError as err:
+        gr.Warning(f"{err.message} {err.hint}".strip())
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="bfe-heatmap-"))
+    name = f"attention-layer{result['layer']}-head{result['head']}"
+    (folder / f"{name}.png").write_bytes(png)
+    (folder / f"{name}.svg").write_bytes(svg)
+    return [str(folder / f"{name}.png"), str(folder / f"{name}.svg")]
+
+
 def build():
     """The Gradio Blocks app: one tab per demo, each with its JSON output (the API) and a view."""
     import gradio as gr
@@ -196,7 +220,8 @@ def build():
 
     loadable = [c.id for c in registry.loadable()]
     mlm = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
-    with gr.Blocks(title="BERT Family Explorer — widgets") as demo:
+    # delete_cache: the heatmap files of an hour ago go (every hour), so a class's downloads do not fill the disk
+    with gr.Blocks(title="BERT Family Explorer — widgets", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("## BERT Family Explorer — embeddable demos\nEach tab is also an API endpoint (see *Use via API* below).")
         with gr.Tab("Fill the mask"):
             t = gr.Textbox("Chickens cackle and [MASK] quack.", label="Text (write [MASK])")
@@ -213,8 +238,9 @@ def build():
             ah = gr.Number(0, precision=0, label="Head")
             aj = gr.JSON(label="Attention of this head")
             plot = gr.Plot(label="Heatmap")
+            files = gr.File(label="The heatmap as PNG (2x) and SVG, for slides", file_count="multiple")
             gr.Button("Show", variant="primary").click(attention, [am, at, ap, al, ah], aj, api_name="attention").then(
-                _heatmap, aj, plot, api_visibility="private")
+                _heatmap, aj, plot, api_visibility="private").then(_heatmap_files, aj, files, api_visibility="private")
         with gr.Tab("Pseudo-perplexity"):
             pm = gr.Dropdown(mlm, value="bert-base-uncased", label="Model")
             ps = gr.Textbox("A boy plays in the snow.", label="Sentence")

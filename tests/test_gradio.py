@@ -188,3 +188,20 @@ def test_every_endpoint_is_behind_the_queue() -> None:
     fns = {f.api_name: f for f in demo.fns.values() if f.api_name in API_NAMES}
     assert set(fns) == API_NAMES
     assert all(f.queue for f in fns.values()), [n for n, f in fns.items() if not f.queue]
+
+
+def test_the_attention_tab_offers_its_heatmap_as_png_and_svg(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xml.etree import ElementTree
+
+    from analysis import export
+    from app import gradio_app
+
+    result = gradio_app.attention("sentence-transformers/all-MiniLM-L6-v2", "The cat sat on the mat.", "", 1, 2)
+    png, svg = gradio_app._heatmap_files(result)
+    assert png.endswith("attention-layer1-head2.png") and Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "layer 1, head 2" in " ".join(ElementTree.parse(svg).getroot().itertext())
+    warned = []
+    monkeypatch.setattr(export, "chromium_path", lambda: None)
+    monkeypatch.setattr("gradio.Warning", lambda message: warned.append(message))
+    other = gradio_app.attention("sentence-transformers/all-MiniLM-L6-v2", "The cat sat on the mat.", "", 2, 3)  # not cached
+    assert gradio_app._heatmap_files(other) is None and "Chromium" in warned[0]
