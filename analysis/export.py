@@ -71,11 +71,10 @@ class PackItem:
 
 def chromium_path() -> str | None:
     """The browser kaleido will drive, or None."""
-    for candidate in (os.environ.get("BFE_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                      shutil.which("chromium-browser"), shutil.which("google-chrome")):
+    for candidate in (os.environ.get("BFE_CHROMIUM"), "/usr/bin/chromium"):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
-    return None
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
 _server_lock = threading.Lock()
@@ -87,13 +86,13 @@ _rendered: OrderedDict[tuple[str, str, float], bytes] = OrderedDict()  # a pack 
 
 def _render(fig: Any, fmt: str, scale: float) -> bytes:
     """``fig`` (a plotly Figure, dict or JSON string) as ``fmt`` bytes, through the process's kaleido server."""
-    spec = _figure_dict(fig)
-    key = (hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest(), fmt, scale)
+    text = _figure_json(fig)
+    key = (hashlib.sha256(text.encode()).hexdigest(), fmt, scale)
     with _server_lock:
         if key in _rendered:
             _rendered.move_to_end(key)
             return _rendered[key]
-    image = _render_uncached(spec, fmt, scale)
+    image = _render_uncached(json.loads(text), fmt, scale)
     with _server_lock:
         _rendered[key] = image
         while len(_rendered) > 16:
@@ -145,13 +144,14 @@ def check_figure(spec: str) -> str:
     return spec
 
 
-def _figure_dict(fig: Any) -> dict[str, Any]:
+def _figure_json(fig: Any) -> str:
+    """A figure (plotly Figure, dict or its JSON) as bounded JSON text: the render cache's key and the renderer's input."""
     if isinstance(fig, str):
-        return json.loads(check_figure(fig))
+        return check_figure(fig)
     if isinstance(fig, dict):
-        return _figure_dict(json.dumps(fig))
+        return check_figure(json.dumps(fig))
     if hasattr(fig, "to_json"):
-        return _figure_dict(fig.to_json())
+        return check_figure(fig.to_json())
     raise TypeError(f"not a plotly figure: {type(fig).__name__}")
 
 

@@ -311,18 +311,16 @@ def model_call(fn: Any, *args: Any) -> Any:
 @contextmanager
 def page_run() -> Iterator[None]:
     """Around a script run: wait for a page slot (``BFE_PAGE_CONCURRENCY`` runs at once, all sessions);
-    a run abandoned while it waits ends at once. The background warm-up waits while pages are drawn."""
-    from contextlib import nullcontext
-
-    from models import warmup
+    a run abandoned while it waits ends at once. The background warm-up waits while slots are in use."""
     from models.gate import CallCancelled, page_slots
 
     try:
         slots = page_slots()
     except ExplorerError:  # a bad BFE_* setting: the page runs and shows the message itself
-        slots = None
+        yield
+        return
     try:
-        with slots.hold(cancelled=_run_abandoned) if slots else nullcontext(), warmup.page_run():
+        with slots.hold(cancelled=_run_abandoned):
             yield
     except CallCancelled:
         st.stop()

@@ -118,22 +118,6 @@ class ModelGate:
             return GateInfo(self.limit, self._slots.busy, self._slots.waiting, self._computed, self._shared)
 
 
-_default: ModelGate | None = None
-_default_lock = threading.Lock()
-
-
-def default_gate() -> ModelGate:
-    """The process-wide gate, sized by ``BFE_MODEL_CONCURRENCY`` when first used."""
-    global _default
-    from models.settings import get_settings
-
-    with _default_lock:
-        if _default is None:
-            _default = ModelGate(get_settings().model_concurrency)
-        return _default
-
-
-
 class Slots:
     """At most ``limit`` holders at once, first come first served; a waiter can give up (``cancelled``).
 
@@ -172,15 +156,32 @@ class Slots:
             self._sem.release()
 
 
-_pages: Slots | None = None
+_instances: dict[str, ModelGate | Slots] = {}
+_instances_lock = threading.Lock()
+
+
+def _process_wide(name: str, make: Callable[[], ModelGate | Slots]) -> ModelGate | Slots:
+    with _instances_lock:
+        if name not in _instances:
+            _instances[name] = make()
+        return _instances[name]
+
+
+def default_gate() -> ModelGate:
+    """The process-wide model queue, sized by ``BFE_MODEL_CONCURRENCY`` when first used."""
+    from models.settings import get_settings
+
+    return _process_wide("models", lambda: ModelGate(get_settings().model_concurrency))
 
 
 def page_slots() -> Slots:
     """The process-wide page-run slots, sized by ``BFE_PAGE_CONCURRENCY`` when first used."""
-    global _pages
     from models.settings import get_settings
 
-    with _default_lock:
-        if _pages is None:
-            _pages = Slots(get_settings().page_concurrency)
-        return _pages
+    return _process_wide("pages", lambda: Slots(get_settings().page_concurrency))
+
+
+def pages_active() -> int:
+    """Page runs executing or waiting now (0 before the first page), without creating the slots."""
+    slots = _instances.get("pages")
+    return 0 if slots is None else slots.busy + slots.waiting

@@ -15,8 +15,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 log = logging.getLogger("bert_family_explorer")
@@ -73,29 +72,15 @@ def current() -> Warmup:
     return _warmup
 
 
-# Script runs in progress (app/streamlit_app.py counts them): the background steps wait while
-# pages are being drawn, so on a 2-core machine the warm-up does not take the CPU from them.
-_active_runs = 0
-_active_lock = threading.Lock()
 POLITE_MAX_WAIT_S = 20.0
 
 
-@contextmanager
-def page_run() -> Iterator[None]:
-    """Wrap a page's script run: the warm-up yields to it."""
-    global _active_runs
-    with _active_lock:
-        _active_runs += 1
-    try:
-        yield
-    finally:
-        with _active_lock:
-            _active_runs -= 1
-
-
 def _wait_until_quiet(max_wait: float = POLITE_MAX_WAIT_S) -> None:
+    """Wait while pages are being drawn (the app's page slots say how many), at most ``max_wait``."""
+    from models.gate import pages_active
+
     deadline = time.monotonic() + max_wait
-    while _active_runs and time.monotonic() < deadline:
+    while pages_active() and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

@@ -38,8 +38,7 @@ def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(loader, "_probe", None)
     # No background warm-up racing the tests' own loads (tests/test_speed.py turns it on where it is tested).
     monkeypatch.setenv("BFE_WARMUP", "0")
-    monkeypatch.setattr(gate, "_default", None)
-    monkeypatch.setattr(gate, "_pages", None)
+    monkeypatch.setattr(gate, "_instances", {})
     warmup.reset()
     return tiny_dir
 
