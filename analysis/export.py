@@ -190,6 +190,78 @@ def pack_bytes(items: list[PackItem]) -> int:
     return sum(len(i.figure or "") + 200 * len(i.table or ()) for i in items)
 
 
+#: A saved pack (:func:`pack_to_bytes`), compressed; larger ones are refused rather than stored.
+MAX_SAVED_BYTES = 8 * 2**20
+_SAVED_FORMAT = "bfe-pack/1"
+
+
+def pack_to_bytes(items: list[PackItem], title: str = "BERT Family Explorer") -> bytes:
+    """A pack as compressed JSON (zlib), to store and reopen later (:func:`pack_from_bytes`).
+
+    Raises:
+        ExportTooLarge: the pack is past the bounds, or compresses to more than ``MAX_SAVED_BYTES``.
+    """
+    import zlib
+
+    check_pack(items)
+    doc = {"format": _SAVED_FORMAT, "title": title[:MAX_TITLE_CHARS],
+           "items": [{"title": i.title, "caption": i.caption, "sources": list(i.sources), "figure": i.figure,
+                      "table": list(i.table) if i.table is not None else None, "link": i.link} for i in items]}
+    raw = zlib.compress(json.dumps(doc, default=str, allow_nan=True).encode(), 6)
+    if len(raw) > MAX_SAVED_BYTES:
+        raise ExportTooLarge(f"This pack is {len(raw) / 2**20:.1f} MB compressed; a saved pack holds at most "
+                             f"{MAX_SAVED_BYTES // 2**20} MB.", "Remove the largest charts (big heatmaps) and save again.")
+    return raw
+
+
+def pack_from_bytes(raw: bytes) -> tuple[str, list[PackItem]]:
+    """The title and items of a pack saved by :func:`pack_to_bytes`, checked as untrusted input.
+
+    Raises:
+        ExportTooLarge: it inflates past the pack's bounds (a zip bomb is stopped while inflating).
+        ValueError: it is not a saved pack.
+    """
+    import zlib
+
+    if len(raw) > MAX_SAVED_BYTES:
+        raise ExportTooLarge("This saved pack is larger than a pack may be.")
+    inflater = zlib.decompressobj()
+    try:
+        text = inflater.decompress(raw, MAX_PACK_BYTES + 2**20)
+    except zlib.error:
+        raise ValueError("not a saved presentation pack") from None
+    if inflater.unconsumed_tail:
+        raise ExportTooLarge("This saved pack inflates past the pack's size bound.")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise ValueError("not a saved presentation pack") from None
+    if not isinstance(doc, dict) or doc.get("format") != _SAVED_FORMAT or not isinstance(doc.get("items"), list):
+        raise ValueError("not a saved presentation pack")
+    items = []
+    for entry in doc["items"][: MAX_ITEMS + 1]:
+        if not isinstance(entry, dict):
+            raise ValueError("not a saved presentation pack")
+        table = entry.get("table")
+        figure = entry.get("figure")
+        if (figure is not None and not isinstance(figure, str)) or (table is not None and not (
+                isinstance(table, list) and all(isinstance(r, dict) for r in table))):
+            raise ValueError("not a saved presentation pack")
+        items.append(PackItem(title=str(entry.get("title", ""))[:MAX_TITLE_CHARS],
+                              caption=str(entry.get("caption", ""))[:MAX_CAPTION_CHARS],
+                              sources=tuple(str(s)[:500] for s in (entry.get("sources") or ())[:50]),
+                              figure=figure, table=tuple(table) if table is not None else None,
+                              link=_safe_link(str(entry.get("link", "")))))
+    check_pack(items)
+    return str(doc.get("title", "BERT Family Explorer"))[:MAX_TITLE_CHARS], items
+
+
+def _safe_link(link: str) -> str:
+    """A reopen link from a saved pack: http(s) or a path on this app; anything else (javascript:, data:) dropped."""
+    link = link.strip()[:2000]
+    return link if link.startswith(("https://", "http://", "/")) and not link.startswith("//") else ""
+
+
 def source_line(item: PackItem) -> str:
     return "Source: " + "; ".join(item.sources) if item.sources else "Source: BERT Family Explorer"
 

@@ -109,3 +109,46 @@ def test_zip_holds_images_tables_handout_and_deck() -> None:
     csv = z.read("02.csv").decode("utf-8-sig")
     assert "'=cmd" in csv and "\n=cmd" not in csv  # a formula in a table is neutralised for spreadsheets
     assert "Liu et al. 2019 (RoBERTa), Table 5, dev" in z.read("captions.txt").decode()
+
+
+# ------------------------------------------------------------------------------ saved packs
+def test_a_saved_pack_round_trips_with_its_text_and_tables() -> None:
+    items = [PackItem(title="日本語 🙂 <b>", caption="=HYPERLINK(\"x\")", sources=("BERT, Table 1, dev",),
+                      figure=chart().to_json(), link="/attention?model=bert"),
+             PackItem(title="t", table=({"model": "BERT", "score": 80.5},))]
+    title, back = export.pack_from_bytes(export.pack_to_bytes(items, "Deck"))
+    assert title == "Deck" and back == items
+
+
+def test_a_saved_pack_is_untrusted_input() -> None:
+    import json
+    import zlib
+
+    def saved(doc: dict) -> bytes:
+        return zlib.compress(json.dumps(doc).encode())
+
+    item = {"title": "x", "table": [{"a": 1}]}
+    for link in ("javascript:alert(1)", "data:text/html,x", "//evil.example/x"):
+        _, items = export.pack_from_bytes(saved({"format": "bfe-pack/1", "items": [dict(item, link=link)]}))
+        assert items[0].link == ""
+    for junk in (b"", b"not zlib", zlib.compress(b"[1, 2]"), saved({"format": "other", "items": []}),
+                 saved({"format": "bfe-pack/1", "items": [{"title": "both", "figure": "{}", "table": [{}]}]}),
+                 saved({"format": "bfe-pack/1", "items": [{"title": "t", "table": "rows"}]})):
+        with pytest.raises(ValueError):
+            export.pack_from_bytes(junk)
+    bomb = zlib.compress(b" " * (export.MAX_PACK_BYTES + 4 * 2**20), 9)  # ~50 KB that inflates to 54 MB
+    assert len(bomb) < 1_000_000
+    with pytest.raises(ExportTooLarge, match="inflates"):
+        export.pack_from_bytes(bomb)
+    with pytest.raises(ExportTooLarge, match="at most 100"):
+        export.pack_from_bytes(saved({"format": "bfe-pack/1", "items": [item] * 150}))
+
+
+def test_non_latin_text_and_emoji_are_drawn_not_boxes() -> None:
+    """Without a CJK or emoji font, two different three-character titles both draw as the same three boxes."""
+    def png(title: str) -> bytes:
+        return export.to_png(go.Figure(go.Scatter(x=[1, 2], y=[2, 1]), layout={"title": title, "width": 400, "height": 300}))
+
+    assert png("日本語") != png("中文字")
+    assert png("한국어") != png("조선말")
+    assert png("🙂🚀🎓") != png("🔥🧠📈")

@@ -103,3 +103,38 @@ def test_a_results_table_goes_into_the_pack_with_its_sources() -> None:
     deck = Presentation(io.BytesIO(export.slide_deck([item])))
     table = next(s for s in deck.slides[1].shapes if s.has_table).table
     assert table.cell(0, 0).text == "row" and any(table.cell(i, 0).text == "BERT-base" for i in range(1, len(table.rows)))
+
+
+def test_a_pack_saved_as_a_link_reopens_in_another_browser() -> None:
+    at = app()
+    at.button(key="home_chart_plot_pack").click().run()
+    at.switch_page("views/pack.py").run()
+    at.text_input(key="pack_deck_title").set_value("My talk").run()
+    at.button(key="pack_save").click().run()
+    assert not at.exception and not at.error
+    token = at.query_params["saved"]
+    assert any(f"?saved={token}" in c.value for c in at.code)
+    saved = list(at.session_state["pack"])
+
+    other = AppTest.from_file(ENTRY, default_timeout=90)  # a new session: an empty pack
+    other.switch_page("views/pack.py")
+    other.query_params["saved"] = token
+    other.run()
+    assert not other.exception and other.session_state["pack"] == saved
+    assert other.text_input(key="pack_deck_title").value == "My talk"
+
+    mine = app()  # a session with a pack of its own is asked before it is replaced
+    mine.button(key="home_chart_plot_pack").click().run()
+    mine.button(key="home_chart_plot_pack").click().run()
+    mine.switch_page("views/pack.py")
+    mine.query_params["saved"] = token
+    mine.run()
+    assert len(mine.session_state["pack"]) == 2
+    mine.button(key="pack_open_saved").click().run()
+    assert mine.session_state["pack"] == saved
+
+    bad = AppTest.from_file(ENTRY, default_timeout=90)
+    bad.switch_page("views/pack.py")
+    bad.query_params["saved"] = "no-such-pack-token-here"
+    bad.run()
+    assert not bad.exception and any("No saved pack" in e.value for e in bad.error)

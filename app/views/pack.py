@@ -9,10 +9,18 @@ st.title("Presentation pack")
 st.markdown("#### What you collected while exploring, with captions and sources, ready for slides")
 
 pack: list = st.session_state.setdefault("pack", [])
-if not pack:
-    st.info("The pack is empty. On any page, **Add to pack** under a chart collects it here with its caption and "
-            "sources; it stays while this browser tab is open.", icon=":material/playlist_add:")
-    st.stop()
+
+
+def open_saved(token: str) -> None:
+    """Replace this session's pack with a saved one (the link's)."""
+    from analysis import results_db as db
+
+    with ui.friendly_errors():
+        title, items = db.load_pack(token)
+        pack[:] = items
+        st.session_state["pack_deck_title"] = title
+        st.session_state["pack_opened"] = token
+        _forget_titles()
 
 
 def _forget_titles() -> None:
@@ -20,6 +28,20 @@ def _forget_titles() -> None:
     for k in [k for k in st.session_state if str(k).startswith("pack_title_")]:
         del st.session_state[k]
     st.session_state.pop("pack_files", None)
+
+
+saved = st.query_params.get("saved")
+if saved and st.session_state.get("pack_opened") != saved:
+    if not pack:
+        open_saved(saved)
+    else:
+        st.info(f"This link holds a saved pack; yours has {len(pack)} item(s).", icon=":material/link:")
+        st.button("Open the saved pack instead of mine", key="pack_open_saved", on_click=open_saved, args=(saved,),
+                  icon=":material/folder_open:")
+if not pack:
+    st.info("The pack is empty. On any page, **Add to pack** under a chart collects it here with its caption and "
+            "sources; it stays while this browser tab is open.", icon=":material/playlist_add:")
+    st.stop()
 
 
 def move(i: int, by: int) -> None:
@@ -58,8 +80,33 @@ for i, item in enumerate(pack):
         st.caption(f"{kind} · {item.caption or 'no caption'}")
         st.caption(export.source_line(item) + (f" · [reopen]({item.link})" if item.link else ""))
 
+
+def save_link() -> None:
+    """Store the pack in the database and put its token in the URL: the address bar becomes the link."""
+    from analysis import results_db as db
+
+    try:
+        token = db.save_pack(pack, st.session_state.get("pack_deck_title") or "BERT Family Explorer")
+    except Exception as err:  # shown by the page below, like every other error
+        st.session_state["pack_save_error"] = err
+        return
+    st.session_state["pack_opened"] = token
+    st.query_params["saved"] = token
+
+
+st.subheader("Save as a link")
+st.button("Save the pack as a link", key="pack_save", on_click=save_link, icon=":material/link:",
+          help="Stores this pack on the server; the link reopens it in any browser (this one's pack stays as it is).")
+if err := st.session_state.pop("pack_save_error", None):
+    ui.show_error(err)
+elif (token := st.query_params.get("saved")) and st.session_state.get("pack_opened") == token:
+    base = (ui.context_url() or "").split("?", 1)[0]
+    st.code(f"{base}?saved={token}", language=None)
+    st.caption("Anyone with this link gets a copy of the pack as it was saved (later changes here need a new link).")
+
 st.subheader("Download")
-title = st.text_input("Title of the deck and handout", "BERT Family Explorer", max_chars=export.MAX_TITLE_CHARS, key="pack_deck_title")
+st.session_state.setdefault("pack_deck_title", "BERT Family Explorer")
+title = st.text_input("Title of the deck and handout", max_chars=export.MAX_TITLE_CHARS, key="pack_deck_title")
 files = st.session_state.get("pack_files")
 if files is None or files[0] != (title, tuple(pack)):
     if export.chromium_path() is None and any(i.figure is not None for i in pack):
