@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 OBJECTIVE_COLOURS: dict[str, str] = {
     "masked-lm": "#0072B2",
     "permutation-lm": "#E69F00",
+    "masked-permuted-lm": "#56B4E9",
     "replaced-token-detection": "#009E73",
     "causal-lm": "#D55E00",
     "sentence-embedding": "#CC79A7",

@@ -50,6 +50,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "type_vocab_size": 2},
     "xlnet": {"vocab_size": 32000, "d_model": 1024, "n_layer": 24, "n_head": 16, "d_inner": 4096},
     "gpt2": {"vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024, "n_inner": None},
+    "deberta-v2": {"vocab_size": 128100, "hidden_size": 1536, "num_hidden_layers": 24, "num_attention_heads": 24,
+                   "intermediate_size": 6144, "max_position_embeddings": 512, "type_vocab_size": 0,
+                   "relative_attention": False, "max_relative_positions": -1, "position_biased_input": True,
+                   "pos_att_type": None, "legacy": True},
+    "mpnet": {"vocab_size": 30527, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+              "intermediate_size": 3072, "max_position_embeddings": 512, "relative_attention_num_buckets": 32},
+    "xlm-roberta": {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                    "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
+    "modernbert": {"vocab_size": 50368, "hidden_size": 768, "num_hidden_layers": 22, "num_attention_heads": 12,
+                   "intermediate_size": 1152, "max_position_embeddings": 8192, "attention_bias": False, "mlp_bias": False,
+                   "norm_bias": False, "decoder_bias": True, "classifier_bias": False, "local_attention": 128},
 }
 
 #: Which heads each architecture has (what transformers' Auto classes build for it).
@@ -61,7 +72,14 @@ ARCH_HEADS: dict[str, tuple[str, ...]] = {
     "electra": ("base", "masked-lm", "causal-lm", "pretraining"),
     "xlnet": ("base", "causal-lm", "pretraining", "xlnet-lm"),
     "gpt2": ("base", "causal-lm", "pretraining"),
+    "deberta-v2": ("base", "masked-lm", "pretraining"),
+    "mpnet": ("base", "masked-lm", "pretraining"),
+    "xlm-roberta": ("base", "masked-lm", "causal-lm", "pretraining"),
+    "modernbert": ("base", "masked-lm"),
 }
+
+#: Architectures that share another's layout tensor for tensor (XLM-R is RoBERTa with a 250k vocabulary).
+SAME_LAYOUT: dict[str, str] = {"xlm-roberta": "roberta"}
 
 #: Above this the calculators refuse: no model has been trained near it, and it is usually a typo.
 MAX_PARAMETERS = 10**13
@@ -93,6 +111,17 @@ class Arch:
     groups: int = 1  # ALBERT num_hidden_groups
     inner: int = 1  # ALBERT inner_group_num
     tied: bool = True  # LM decoder tied to the word embeddings
+    #: Architecture-specific switches, as (key, value) pairs: DeBERTa's relative-position options,
+    #: MPNet's buckets, ModernBERT's biases. Read them with :meth:`opt`.
+    opts: tuple[tuple[str, Any], ...] = ()
+
+    def opt(self, key: str, default: Any = None) -> Any:
+        return dict(self.opts).get(key, default)
+
+    @property
+    def absolute_positions(self) -> bool:
+        """Whether the model has a learned position table (ModernBERT: rotary; DeBERTa-v3: relative only)."""
+        return bool(self.positions) and self.opt("absolute_positions", True)
 
     @property
     def head_dim(self) -> int:
@@ -220,6 +249,10 @@ def arch_of(config: Any) -> Arch:
         "hidden groups": g("num_hidden_groups") if mt == "albert" else 1,
         "layers per group": g("inner_group_num") if mt == "albert" else 1,
     }
+    if mt in ("xlm-roberta", "deberta-v2"):
+        raw["token types"] = g("type_vocab_size")
+    if mt == "deberta-v2":
+        raw["embedding size"] = cfg.get("embedding_size") or hidden
     v = {k: _positive_int(k, x, allow_zero=k in ("positions", "token types")) for k, x in raw.items()}
     over = [f"{k} {v[k]:,} (limit {LIMITS[k]:,})" for k in v if v[k] > LIMITS[k]]
     if over:
@@ -236,7 +269,33 @@ def arch_of(config: Any) -> Arch:
     return Arch(model_type=mt, vocab=v["vocabulary size"], hidden=v["hidden size"], layers=v["layers"],
                 heads=v["attention heads"], ffn=v["feed-forward size"], positions=v["positions"],
                 token_types=v["token types"], embedding=v["embedding size"], groups=v["hidden groups"],
-                inner=v["layers per group"], tied=bool(cfg.get("tie_word_embeddings", True)))
+                inner=v["layers per group"], tied=bool(cfg.get("tie_word_embeddings", True)),
+                opts=_options(mt, cfg, d, v["positions"]))
+
+
+def _options(mt: str, cfg: dict[str, Any], d: Mapping[str, Any], positions: int) -> tuple[tuple[str, Any], ...]:
+    """The switches beyond the common sizes that change which tensors a model holds (see :attr:`Arch.opts`)."""
+    g = lambda key: cfg[key] if cfg.get(key) is not None else d.get(key)  # noqa: E731
+    if mt == "deberta-v2":
+        pos_att = g("pos_att_type") or []
+        if isinstance(pos_att, str):
+            pos_att = [x.strip() for x in pos_att.lower().split("|")]
+        relative = bool(g("relative_attention"))
+        buckets = int(cfg.get("position_buckets") or -1)
+        max_rel = int(g("max_relative_positions") or -1)
+        rel_size = 2 * (buckets if buckets > 0 else (max_rel if max_rel >= 1 else positions)) if relative else 0
+        conv = int(cfg.get("conv_kernel_size") or 0)
+        return (("absolute_positions", bool(g("position_biased_input"))), ("relative_embeddings", rel_size),
+                ("norm_relative", relative and "layer_norm" in str(cfg.get("norm_rel_ebd") or "none").lower()),
+                ("position_projections", () if (not relative or cfg.get("share_att_key")) else
+                 tuple(t for t in ("c2p", "p2c") if t in pos_att)),
+                ("conv_kernel", conv), ("conv_groups", int(cfg.get("conv_groups") or 1)), ("legacy_head", bool(g("legacy"))))
+    if mt == "mpnet":
+        return (("relative_buckets", _positive_int("relative buckets", g("relative_attention_num_buckets"))),)
+    if mt == "modernbert":
+        return (("absolute_positions", False),
+                *((k, bool(g(k))) for k in ("attention_bias", "mlp_bias", "norm_bias", "decoder_bias", "classifier_bias")))
+    return ()
 
 
 def _linear(group: str, part: str, name: str, n_in: int, n_out: int, bias: bool = True, copies: int = 1) -> list[Tensor]:
@@ -259,20 +318,30 @@ def _repeat(tensors: list[Tensor], copies: int) -> list[Tensor]:
     return [replace(t, copies=t.copies * copies) for t in tensors]
 
 
-def _bert_layer(a: Arch, group: str) -> list[Tensor]:
-    """A post-LN BERT/ALBERT/ELECTRA/RoBERTa encoder layer (Q, K, V, output, LN, FFN, LN)."""
+#: Tensor names of the post-LN encoder layer (Q, K, V, output, LN, FFN in, FFN out, LN) in each family.
+LAYER_NAMES: dict[str, tuple[str, ...]] = {
+    "bert": ("query", "key", "value", "attention.output", "attention.LayerNorm", "intermediate", "output", "output.LayerNorm"),
+    "distilbert": ("q_lin", "k_lin", "v_lin", "out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"),
+    "mpnet": ("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm",
+              "intermediate", "output", "output.LayerNorm"),
+}
+
+
+def _bert_layer(a: Arch, group: str, names: tuple[str, ...] = LAYER_NAMES["bert"]) -> list[Tensor]:
+    """A post-LN encoder layer (Q, K, V, output, LN, FFN, LN): BERT, ALBERT, ELECTRA, RoBERTa, DistilBERT, MPNet."""
     h, f = a.hidden, a.ffn
-    return [*_linear(group, "attention Q", "query", h, h), *_linear(group, "attention K", "key", h, h),
-            *_linear(group, "attention V", "value", h, h), *_linear(group, "attention output", "attention.output", h, h),
-            *_norm(group, "layer norms", "attention.LayerNorm", h),
-            *_linear(group, "feed-forward", "intermediate", h, f), *_linear(group, "feed-forward", "output", f, h),
-            *_norm(group, "layer norms", "output.LayerNorm", h)]
+    q, k, v, o, ln1, ff1, ff2, ln2 = names
+    return [*_linear(group, "attention Q", q, h, h), *_linear(group, "attention K", k, h, h),
+            *_linear(group, "attention V", v, h, h), *_linear(group, "attention output", o, h, h),
+            *_norm(group, "layer norms", ln1, h),
+            *_linear(group, "feed-forward", ff1, h, f), *_linear(group, "feed-forward", ff2, f, h),
+            *_norm(group, "layer norms", ln2, h)]
 
 
 def _embeddings(a: Arch, dim: int) -> list[Tensor]:
     g = "embeddings"
     out = [Tensor(g, "word embeddings", "word_embeddings.weight", (a.vocab, dim))]
-    if a.positions:
+    if a.absolute_positions:
         out.append(Tensor(g, "position embeddings", "position_embeddings.weight", (a.positions, dim)))
     if a.token_types:
         out.append(Tensor(g, "token type embeddings", "token_type_embeddings.weight", (a.token_types, dim)))
@@ -287,7 +356,7 @@ def _mlm_head(a: Arch, dim: int, name: str) -> list[Tensor]:
     out = [*_linear(g, "MLM head", f"{name}.dense", a.hidden, dim), *_norm(g, "MLM head", f"{name}.LayerNorm", dim)]
     if not a.tied:
         out.append(Tensor(g, "MLM head", f"{name}.decoder.weight", (a.vocab, dim)))
-        if a.model_type in ("bert", "roberta", "albert"):
+        if SAME_LAYOUT.get(a.model_type, a.model_type) in ("bert", "roberta", "albert", "deberta-v2"):
             # These heads keep a bias of their own beside the decoder's; tying makes them one tensor.
             out.append(Tensor(g, "MLM head", f"{name}.decoder.bias", (a.vocab,)))
     out.append(Tensor(g, "MLM head", f"{name}.bias", (a.vocab,)))
@@ -313,13 +382,10 @@ def _encoder(a: Arch) -> list[Tensor]:
 
 
 def _distilbert(a: Arch, head: str) -> list[Tensor]:
-    h, f = a.hidden, a.ffn
+    h = a.hidden
     out = _embeddings(a, h)
     g = _layers_group(a.layers)
-    out += _repeat([*_linear(g, "attention Q", "q_lin", h, h), *_linear(g, "attention K", "k_lin", h, h),
-                *_linear(g, "attention V", "v_lin", h, h), *_linear(g, "attention output", "out_lin", h, h),
-                *_norm(g, "layer norms", "sa_layer_norm", h), *_linear(g, "feed-forward", "ffn.lin1", h, f),
-                *_linear(g, "feed-forward", "ffn.lin2", f, h), *_norm(g, "layer norms", "output_layer_norm", h)], a.layers)
+    out += _repeat(_bert_layer(a, g, LAYER_NAMES["distilbert"]), a.layers)
     if head != "base":
         out += _mlm_head(a, h, "vocab")
     return out
@@ -362,6 +428,87 @@ def _gpt2(a: Arch, head: str) -> list[Tensor]:
     return out
 
 
+def _deberta(a: Arch, head: str) -> list[Tensor]:
+    """DeBERTa-v2/v3: BERT layers without absolute positions (v3), plus the shared relative-position table."""
+    h, e = a.hidden, a.embedding
+    out = [t for t in _embeddings(a, e) if t.part != "embedding layer norm"]
+    if e != h:
+        out.append(Tensor("embeddings", "embedding projection", "embed_proj.weight", (h, e)))
+    out += _norm("embeddings", "embedding layer norm", "LayerNorm", h)  # after the projection: at H
+    g = _layers_group(a.layers)
+    layer = _bert_layer(a, g)
+    for kind in a.opt("position_projections", ()):
+        name = "pos_key_proj" if kind == "c2p" else "pos_query_proj"
+        layer += _linear(g, "relative positions", f"attention.self.{name}", h, h)
+    out += _repeat(layer, a.layers)
+    if a.opt("relative_embeddings"):
+        out.append(Tensor("encoder", "relative positions", "encoder.rel_embeddings.weight", (a.opt("relative_embeddings"), h)))
+        if a.opt("norm_relative"):
+            out += _norm("encoder", "relative positions", "encoder.LayerNorm", h)
+    if a.opt("conv_kernel"):
+        k, groups = a.opt("conv_kernel"), a.opt("conv_groups", 1)
+        out += [Tensor("encoder", "convolution", "encoder.conv.conv.weight", (h, h // groups, k)),
+                Tensor("encoder", "convolution", "encoder.conv.conv.bias", (h,)), *_norm("encoder", "convolution", "encoder.conv.LayerNorm", h)]
+    if head != "base":
+        if a.opt("legacy_head", True):
+            out += _mlm_head(a, a.embedding, "cls.predictions")
+        else:  # the newer head: transform at H and a bias, the word embeddings as decoder
+            out += [*_linear("head", "MLM head", "lm_predictions.lm_head.dense", h, h),
+                    *_norm("head", "MLM head", "lm_predictions.lm_head.LayerNorm", h),
+                    Tensor("head", "MLM head", "lm_predictions.lm_head.bias", (a.vocab,))]
+    return out
+
+
+def _mpnet(a: Arch, head: str) -> list[Tensor]:
+    """MPNet: BERT layers (q, k, v, o) with a T5-style relative-position bias shared by all layers."""
+    h = a.hidden
+    out = _embeddings(a, h)
+    g = _layers_group(a.layers)
+    out += _repeat(_bert_layer(a, g, LAYER_NAMES["mpnet"]), a.layers)
+    out.append(Tensor("encoder", "relative positions", "encoder.relative_attention_bias.weight",
+                      (a.opt("relative_buckets"), a.heads)))
+    if head == "base":
+        out += _pooler(a)
+    else:
+        out += [*_linear("head", "MLM head", "lm_head.dense", h, h), *_norm("head", "MLM head", "lm_head.layer_norm", h)]
+        if not a.tied:
+            out += [Tensor("head", "MLM head", "lm_head.decoder.weight", (a.vocab, h)),
+                    Tensor("head", "MLM head", "lm_head.decoder.bias", (a.vocab,))]
+        out.append(Tensor("head", "MLM head", "lm_head.bias", (a.vocab,)))
+    return out
+
+
+def _modernbert(a: Arch, head: str) -> list[Tensor]:
+    """ModernBERT: pre-LN layers, fused QKV, GeGLU feed-forward (Wi makes 2 × ffn), rotary positions, optional biases."""
+    h, f = a.hidden, a.ffn
+    nb, ab, mb = a.opt("norm_bias"), a.opt("attention_bias"), a.opt("mlp_bias")
+
+    def norm(group: str, part: str, name: str, copies: int = 1) -> list[Tensor]:
+        out = [Tensor(group, part, f"{name}.weight", (h,), copies)]
+        return [*out, Tensor(group, part, f"{name}.bias", (h,), copies)] if nb else out
+
+    out = [Tensor("embeddings", "word embeddings", "embeddings.tok_embeddings.weight", (a.vocab, h)),
+           *norm("embeddings", "embedding layer norm", "embeddings.norm")]
+    g = _layers_group(a.layers)
+    # Layer 0 has no attention norm (the embedding norm stands in); every other layer has one.
+    if a.layers > 1:
+        out += norm(f"layers 1–{a.layers - 1}" if a.layers > 2 else "layer 1", "layer norms", "attn_norm", a.layers - 1)
+    out += _repeat([Tensor(g, "attention Q", "attn.Wqkv.weight[:H]", (h, h)), Tensor(g, "attention K", "attn.Wqkv.weight[H:2H]", (h, h)),
+                    Tensor(g, "attention V", "attn.Wqkv.weight[2H:]", (h, h)),
+                    *([Tensor(g, "attention Q", "attn.Wqkv.bias", (3 * h,))] if ab else []),
+                    *_linear(g, "attention output", "attn.Wo", h, h, bias=ab), *norm(g, "layer norms", "mlp_norm"),
+                    *_linear(g, "feed-forward", "mlp.Wi", h, 2 * f, bias=mb), *_linear(g, "feed-forward", "mlp.Wo", f, h, bias=mb)],
+                   a.layers)
+    out += norm("final layer norm", "final layer norm", "final_norm")
+    if head != "base":
+        out += [*_linear("head", "MLM head", "head.dense", h, h, bias=a.opt("classifier_bias")), *norm("head", "MLM head", "head.norm")]
+        if not a.tied:
+            out.append(Tensor("head", "MLM head", "decoder.weight", (a.vocab, h)))
+        if a.opt("decoder_bias"):
+            out.append(Tensor("head", "MLM head", "decoder.bias", (a.vocab,)))
+    return out
+
+
 def parameter_breakdown(config: Any, head: str | None = None) -> Breakdown:
     """Every parameter tensor of the transformers model for ``config`` with ``head`` (None: ``base``).
 
@@ -382,8 +529,14 @@ def parameter_breakdown(config: Any, head: str | None = None) -> Breakdown:
     if rough > MAX_PARAMETERS:
         raise InvalidConfig(f"This configuration has about {rough:.2g} parameters, over the calculator's limit of 10^13.",
                             "The largest models trained so far are around 10^12; check for a typo.")
-    mt = a.model_type
-    if mt == "distilbert":
+    mt = SAME_LAYOUT.get(a.model_type, a.model_type)
+    if mt == "deberta-v2":
+        tensors = _deberta(a, head)
+    elif mt == "mpnet":
+        tensors = _mpnet(a, head)
+    elif mt == "modernbert":
+        tensors = _modernbert(a, head)
+    elif mt == "distilbert":
         tensors = _distilbert(a, head)
     elif mt == "xlnet":
         tensors = _xlnet(a, head)
@@ -431,3 +584,100 @@ def albert_saving(config: Any) -> dict[str, int]:
         "shared": count_parameters(replace(a, embedding=a.hidden)) - projection,
         "albert": count_parameters(a),
     }
+
+
+# --------------------------------------------------------------------------- the size calculator's form
+# One place per architecture: its counts (above), and here the form that edits its config. A new
+# architecture adds its DEFAULTS, ARCH_HEADS, counting function and, if it needs them, FORM_NAMES and
+# FORM_SWITCHES entries; the calculator page draws whatever this says.
+
+#: Form field -> (label, minimum, the LIMITS entry that is its maximum, config keys by priority, help).
+FORM_FIELDS: dict[str, tuple[str, int, str, tuple[str, ...], str]] = {
+    "layers": ("Layers L", 1, "layers", ("num_hidden_layers", "n_layers", "n_layer"), "num_hidden_layers / n_layers / n_layer"),
+    "hidden": ("Hidden size H", 1, "hidden size", ("hidden_size", "dim", "d_model", "n_embd"), "hidden_size / dim / d_model / n_embd"),
+    "heads": ("Attention heads A", 1, "attention heads", ("num_attention_heads", "n_heads", "n_head"), "must divide H"),
+    "ffn": ("Feed-forward size", 1, "feed-forward size", ("intermediate_size", "hidden_dim", "d_inner", "n_inner"),
+            "intermediate_size (usually 4·H; ModernBERT's GeGLU uses 1.5·H, doubled in its input projection)"),
+    "vocab": ("Vocabulary V", 1, "vocabulary size", ("vocab_size",),
+              "WordPiece 30,522 · BPE 50,257/50,265 · SentencePiece 30,000/32,000/128,100/250,002"),
+    "pos": ("Positions", 1, "positions", ("max_position_embeddings", "n_positions"),
+            "max_position_embeddings: a learned table, or (DeBERTa-v3, ModernBERT) only the longest input"),
+    "types": ("Token types", 0, "token types", ("type_vocab_size",), "segment embeddings (BERT 2, RoBERTa 1, DeBERTa-v3 0)"),
+    "emb": ("Embedding size E", 1, "embedding size", ("embedding_size",), "ALBERT and ELECTRA factorise V×H into V×E + E×H"),
+    "groups": ("Hidden groups", 1, "hidden groups", ("num_hidden_groups",), "ALBERT: layers share parameters within a group (1 = all shared)"),
+    "inner": ("Layers per group", 1, "layers per group", ("inner_group_num",), "ALBERT inner_group_num"),
+}
+
+#: The config's own names for (hidden, layers, heads, ffn), where they are not BERT's.
+FORM_NAMES: dict[str, tuple[str, str, str, str]] = {
+    "distilbert": ("dim", "n_layers", "n_heads", "hidden_dim"), "xlnet": ("d_model", "n_layer", "n_head", "d_inner"),
+    "gpt2": ("n_embd", "n_layer", "n_head", "n_inner"),
+}
+_BERT_NAMES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+
+#: Switches a configuration typed into the form takes: those of the architecture's best-known checkpoint
+#: (DeBERTa-v3's relative positions, MPNet's buckets, ModernBERT's alternating attention).
+FORM_SWITCHES: dict[str, dict[str, Any]] = {
+    "deberta-v2": {"relative_attention": True, "position_buckets": 256, "norm_rel_ebd": "layer_norm", "share_att_key": True,
+                   "pos_att_type": "p2c|c2p", "max_relative_positions": -1, "position_biased_input": False},
+    "mpnet": {"relative_attention_num_buckets": 32},
+    "modernbert": {"global_attn_every_n_layers": 3, "local_attention": 128},
+}
+
+
+def form_fields(model_type: str) -> list[str]:
+    """The form fields that mean something for ``model_type``, in the form's order."""
+    layout = SAME_LAYOUT.get(model_type, model_type)
+    skip = set()
+    if layout not in ("albert", "electra"):
+        skip.add("emb")
+    if layout != "albert":
+        skip |= {"groups", "inner"}
+    if layout not in ("bert", "roberta", "albert", "electra", "deberta-v2"):
+        skip.add("types")
+    if layout == "xlnet":
+        skip.add("pos")
+    return [f for f in FORM_FIELDS if f not in skip]
+
+
+def form_from_config(config: Mapping[str, Any]) -> dict[str, int]:
+    """A checkpoint's config as form values (every field; defaults of its ``model_type`` where it is silent)."""
+    mt = config.get("model_type")
+    if mt not in DEFAULTS:
+        raise UnsupportedArchitecture(f"Unknown architecture {mt!r}.", "The calculators know: " + ", ".join(DEFAULTS) + ".")
+    merged = {**DEFAULTS[mt], **{k: v for k, v in config.items() if v is not None}}
+    out: dict[str, int] = {}
+    for name, (*_, keys, _help) in FORM_FIELDS.items():
+        value = next((merged[k] for k in keys if merged.get(k) is not None), None)
+        if name == "ffn" and value is None:
+            value = 4 * out["hidden"]
+        if name == "emb" and value is None:
+            value = out["hidden"]
+        if name == "pos" and value is None:
+            value = 512  # XLNet: no positions; the field is hidden
+        if name in ("types", "groups", "inner") and value is None:
+            value = {"types": 0, "groups": 1, "inner": 1}[name]
+        out[name] = int(value)
+    return out
+
+
+def config_from_form(model_type: str, values: Mapping[str, int], tied: bool = True) -> dict[str, Any]:
+    """The config a filled-in form describes (``values`` as :func:`form_from_config` gives them)."""
+    if model_type not in DEFAULTS:
+        raise UnsupportedArchitecture(f"Unknown architecture {model_type!r}.", "The calculators know: " + ", ".join(DEFAULTS) + ".")
+    cfg: dict[str, Any] = {"model_type": model_type, "vocab_size": values["vocab"], "tie_word_embeddings": tied,
+                           **FORM_SWITCHES.get(model_type, {})}
+    names = FORM_NAMES.get(model_type, _BERT_NAMES)
+    cfg.update(zip(names, (values["hidden"], values["layers"], values["heads"], values["ffn"]), strict=True))
+    shown = form_fields(model_type)
+    if model_type == "gpt2":
+        cfg["n_positions"] = values["pos"]
+    elif "pos" in shown:
+        cfg["max_position_embeddings"] = values["pos"]
+    if "types" in shown:
+        cfg["type_vocab_size"] = values["types"]
+    if "emb" in shown:
+        cfg["embedding_size"] = values["emb"]
+    if "groups" in shown:
+        cfg.update(num_hidden_groups=values["groups"], inner_group_num=values["inner"])
+    return cfg

@@ -160,10 +160,17 @@ def calculator(model: str, head: str = "base", precision: str = "mixed", optimiz
     from analysis.params import parameter_breakdown
     from models import registry
 
-    card = registry.get(model)
-    if not card.config:
+    card = registry.find(model) if isinstance(model, str) else None
+    if card is not None and not card.config:
         raise ExplorerError(f"{card.id} has no configuration in the catalog (it is catalog-only).", "Pick a downloadable model.")
-    bd = parameter_breakdown(card.config, head or "base")
+    if card is not None:
+        config = card.config
+    else:  # any checkpoint: its config.json alone (a folder here, or a Hub id when online); no size limit, nothing loads
+        from analysis.params import MAX_PARAMETERS
+        from models.checkpoint import inspect
+
+        config = inspect(model, max_params=MAX_PARAMETERS).config
+    bd = parameter_breakdown(config, head or "base")
     batch_size, seq_len = _bounded("batch_size", batch_size, 1, 100_000), _bounded("seq_len", seq_len, 1, 1_000_000)
     zero_stage, data_parallel = _bounded("zero_stage", zero_stage, 0, 3), _bounded("data_parallel", data_parallel, 1, 100_000)
     setup = memory.TrainingSetup(precision, optimizer, zero_stage, data_parallel).validate()
@@ -231,7 +238,8 @@ def build():
             out = gr.JSON(label="Predictions")
             gr.Button("Fill", variant="primary").click(fill_mask, [t, m, k, mode], out, api_name="fill_mask")
         with gr.Tab("Attention"):
-            am = gr.Dropdown(loadable, value=registry.bundled_id(), label="Model")
+            am = gr.Dropdown(loadable, value=registry.bundled_id(), label="Model (or type a Hub id / your folder)",
+                             allow_custom_value=True)
             at = gr.Textbox("The cat sat on the mat because it was tired.", label="Sentence A")
             ap = gr.Textbox("", label="Sentence B (optional)")
             al = gr.Number(0, precision=0, label="Layer")
@@ -242,7 +250,8 @@ def build():
             gr.Button("Show", variant="primary").click(attention, [am, at, ap, al, ah], aj, api_name="attention").then(
                 _heatmap, aj, plot, api_visibility="private").then(_heatmap_files, aj, files, api_visibility="private")
         with gr.Tab("Pseudo-perplexity"):
-            pm = gr.Dropdown(mlm, value="bert-base-uncased", label="Model")
+            pm = gr.Dropdown(mlm, value="bert-base-uncased", label="Model (or type a Hub id / your folder)",
+                             allow_custom_value=True)
             ps = gr.Textbox("A boy plays in the snow.", label="Sentence")
             pj = gr.JSON(label="Pseudo-likelihood")
             gr.Button("Score", variant="primary").click(pseudo_perplexity, [pm, ps], pj, api_name="pseudo_perplexity")
@@ -254,7 +263,8 @@ def build():
             gr.Button("Build", variant="primary").click(permutation_masks, [xs, xo, xk], xj, api_name="permutation_masks",
                                                        concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
         with gr.Tab("Parameters & memory"):
-            cm = gr.Dropdown(loadable, value="bert-base-uncased", label="Model (its real config)")
+            cm = gr.Dropdown(loadable, value="bert-base-uncased", label="Model (its real config; or type a Hub id / your folder)",
+                             allow_custom_value=True)
             ch = gr.Dropdown(list(HEADS), value="base", label="Head")
             cp = gr.Dropdown(list(memory.PRECISIONS), value="mixed", label="Precision")
             co = gr.Dropdown(list(memory.OPTIMIZERS), value="adamw", label="Optimizer")

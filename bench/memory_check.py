@@ -17,14 +17,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis import reference
 from analysis.memory import GiB, TrainingSetup, custom_gpu, max_batch_size, model_state_bytes, training_memory
 from analysis.params import parameter_breakdown
 from models import registry
 
-SLIDES_MAX_BATCH = {  # slides 002, "FP32 TF 1.11.0 12GB GPU" (from the BERT GitHub README)
-    "bert-base-uncased": {64: 64, 128: 32, 256: 16, 320: 14, 384: 12, 512: 6},
-    "bert-large-uncased": {64: 12, 128: 6, 256: 2, 320: 1, 384: 0, 512: 0},
-}
+#: slides 002, "FP32 TF 1.11.0 12GB GPU" (from the BERT GitHub README), in data/reference/max_batch.csv
+SLIDES_MAX_BATCH: dict[str, dict[int, int]] = {}
+for _row in reference.max_batch():
+    if _row["catalog_id"].startswith("bert"):
+        SLIDES_MAX_BATCH.setdefault(_row["catalog_id"], {})[_row["seq_len"]] = _row["max_batch"]
 
 
 def cpu_check() -> bool:

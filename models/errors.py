@@ -28,9 +28,10 @@ class UnknownModel(ExplorerError, LookupError):
         hint = (
             "Did you mean: " + ", ".join(suggestions) + "?"
             if suggestions
-            else "See the Models page (or `python -m models.fetch --list`) for the catalog."
+            else "A Hub id has an owner (owner/name); see the Models page (or `python -m models.fetch --list`) for the catalog."
         )
-        super().__init__(f"Unknown model {str(model_id)[:100]!r}.", hint)
+        super().__init__(f"Unknown model {str(model_id)[:100]!r}: not in the catalog, and no folder of that name "
+                         "under BFE_MODEL_DIR.", hint)
 
 
 class InvalidModelId(ExplorerError, ValueError):

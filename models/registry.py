@@ -27,6 +27,7 @@ CATALOG_PATH = Path(__file__).resolve().parent.parent / "data" / "catalog.json"
 OBJECTIVES: dict[str, str] = {
     "masked-lm": "Masked LM",
     "permutation-lm": "Permutation LM",
+    "masked-permuted-lm": "Masked + permuted LM",
     "replaced-token-detection": "Replaced-token detection",
     "causal-lm": "Causal LM",
     "sentence-embedding": "Sentence embedding",
@@ -34,6 +35,13 @@ OBJECTIVES: dict[str, str] = {
 
 #: The heads a checkpoint may carry, as ``models.loader.load(..., task=...)`` names them.
 TASKS: tuple[str, ...] = ("base", "masked-lm", "causal-lm", "pretraining", "xlnet-lm")
+
+
+def arxiv_year(arxiv_id: str | None) -> int | None:
+    """The year an arXiv id (``YYMM.NNNNN``) was first posted, or None for no or an old-style id."""
+    if not isinstance(arxiv_id, str) or len(arxiv_id) < 4 or not arxiv_id[:4].isdigit():
+        return None
+    return 2000 + int(arxiv_id[:2])
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,11 @@ class ModelCard:
     bundled: bool = False
     notes: str = ""
     config: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def arxiv_year(self) -> int | None:
+        """The year of the paper's first arXiv version, read from its id (``1810.04805`` → 2018)."""
+        return arxiv_year(self.arxiv)
 
     @property
     def paper_url(self) -> str | None:

@@ -52,9 +52,19 @@ def test_sizes_that_are_not_positive_whole_numbers_are_refused(value) -> None:
 
 
 def test_every_limit_is_the_pages_input_limit_and_one_past_it_is_refused() -> None:
-    page = (ROOT / "app" / "views" / "calculator.py").read_text()
-    for name in LIMITS:
-        assert f'LIMITS["{name}"]' in page, f"the calculator page does not bound {name} by LIMITS"
+    from streamlit.testing.v1 import AppTest
+
+    from analysis.params import FORM_FIELDS
+
+    assert {limit for _, _, limit, _, _ in FORM_FIELDS.values()} == set(LIMITS)  # every bound is a form field's maximum
+    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    at.switch_page("views/calculator.py")
+    at.query_params["sz_preset"] = "albert-base-v2"  # ALBERT's form shows every field
+    at.run()
+    assert not at.exception
+    for field, (_, lo, limit, _, _) in FORM_FIELDS.items():
+        box = at.number_input(key=f"sz_{field}")
+        assert (box.min, box.max) == (lo, LIMITS[limit]), field
     keys = {"vocabulary size": "vocab_size", "hidden size": "hidden_size", "layers": "num_hidden_layers",
             "feed-forward size": "intermediate_size", "positions": "max_position_embeddings", "token types": "type_vocab_size"}
     for name, key in keys.items():

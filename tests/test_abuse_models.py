@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from models import registry
+from models.checkpoint import inspect
 from models.errors import (
     ExplorerError,
     InvalidCheckpoint,
@@ -78,9 +79,18 @@ def test_remote_code_configs_are_refused_by_name(copy_of) -> None:
     cfg.update(model_type="evil", auto_map={"AutoModel": "modeling_evil.EvilModel"})
     (folder / "config.json").write_text(json.dumps(cfg))
     (folder / "modeling_evil.py").write_text("raise SystemExit('remote code ran')\n")
-    with pytest.raises(InvalidCheckpoint, match="'evil' is not supported") as info:
+    with pytest.raises(UnsafeCheckpoint, match="custom model code") as info:
         load("remote")
     _no_leak(info.value, folder.parent)
+    cfg.update(model_type="bert")  # a supported architecture asking for its own code is refused too
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UnsafeCheckpoint, match="trust_remote_code stays off"):
+        load("remote")
+    del cfg["auto_map"]
+    cfg["model_type"] = "evil"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(InvalidCheckpoint, match="'evil' is not supported"):
+        load("remote")
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "huge-header", "empty"])
@@ -120,10 +130,26 @@ def test_absurd_configs_are_refused_before_any_weight_moves(copy_of, change) -> 
     cfg = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**cfg, **change}))
     t0 = time.perf_counter()
-    with pytest.raises(InvalidCheckpoint, match="does not describe") as info:
+    with pytest.raises(InvalidCheckpoint, match=r"does not describe|declares at least") as info:
         load("absurd")
     assert time.perf_counter() - t0 < 1
     _no_leak(info.value, folder.parent)
+
+
+def test_a_vocabulary_of_a_billion_is_refused_by_the_size_budget_without_allocating(copy_of) -> None:
+    """The refusal comes from arithmetic on config.json: the process does not grow by the model's size."""
+    import resource
+
+    folder = copy_of("vocab-billion")
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "vocab_size": 10**9}))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB, the peak so far
+    with pytest.raises(ModelTooLarge, match=r"declares at least 32,000,000,000 parameters.*BFE_MAX_PARAMS"):
+        load("vocab-billion")
+    with pytest.raises(ModelTooLarge):
+        inspect("vocab-billion")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 50, f"the peak memory grew by {grown_mb:.0f} MB for a refused model of 128 GB"
 
 
 def test_a_model_over_the_size_budget_is_refused_from_its_config(copy_of, monkeypatch) -> None:

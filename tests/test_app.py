@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from models import registry
+
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = str(ROOT / "app" / "streamlit_app.py")
 
@@ -46,7 +48,7 @@ def test_home_draws_the_family_tree() -> None:
         assert model_id in text
     assert "Models run on: CPU" in text
     # the tiny models of the test model dir are ready; the bundled MiniLM too
-    assert "9 of 19 downloadable models are on this machine." in text
+    assert "14 of 27 downloadable models are on this machine." in text
     assert len(at.get("plotly_chart")) == 1
     assert not at.error
     at.segmented_control(key="home_chart").set_value("Timeline and lineage").run()
@@ -74,7 +76,7 @@ def test_models_page_lists_and_loads() -> None:
     at = run("views/models.py")
     assert at.title[0].value == "Models & availability"
     table = at.dataframe[0].value
-    assert len(table) == 28 and set(table["status"]) >= {"ready", "downloads on first use", "catalog only (no weights)"}
+    assert len(table) == len(registry.all_models()) == 36 and set(table["status"]) >= {"ready", "downloads on first use", "catalog only (no weights)"}
     at.selectbox(key="models_pick").set_value("gpt2")
     at.button(key="models_load").click().run()
     assert not at.exception
@@ -177,8 +179,11 @@ def test_scaling_page_fits_the_default_data_set_with_uncertainty() -> None:
     expected = scaling.fit("power", df["parameters"], df["lm_ppl"], bootstrap=200)
     assert f"α = {expected.params['alpha']:.4f}** ± {expected.stderr()['alpha']:.4f}" in text
     assert "Devlin et al. 2019" in text  # the data's source is shown
-    alloc = at.dataframe[-2].value
+    alloc = next(d.value for d in at.dataframe if "law" in d.value.columns and "formula" not in d.value.columns)
     assert list(alloc["law"]) == ["Chinchilla L(N, D)", "Chinchilla replication L(N, D)", "Kaplan"]
+    gpt2 = at.dataframe[-1].value  # GPT-2's four sizes, from data/reference with their source
+    assert list(gpt2["layers"]) == [12, 24, 36, 48] and gpt2["source"].str.contains("Radford et al. 2019").all()
+    assert "1.4T" in text and "Touvron et al. 2023" in " ".join(c.value for c in at.caption)
 
 
 def test_scaling_page_state_in_the_url_and_switching_laws() -> None:

@@ -43,6 +43,10 @@ def test_family_frame_and_lineage() -> None:
     assert ("bert-base-uncased", "roberta-base") in edges
     assert ("transformer-xl", "xlnet-base-cased") in edges
     assert ("openai-gpt", "gpt2") in edges and ("gpt2", "gpt-3") in edges
+    # the successors, to 2024 (issue 15): RoBERTa -> XLM-R and DeBERTa, BERT + XLNet -> MPNet, BERT -> ModernBERT
+    fams = family_tree.family_edges()
+    assert {("roberta", "xlm-r"), ("roberta", "deberta"), ("bert", "mpnet"), ("xlnet", "mpnet"), ("bert", "modernbert")} <= set(fams)
+    assert max(df["year"]) == 2024
 
 
 def test_charts_cover_every_family_with_log_axis() -> None:
@@ -50,11 +54,11 @@ def test_charts_cover_every_family_with_log_axis() -> None:
     assert fig.layout.yaxis.type == "log"
     names = {t for trace in fig.data for t in trace.text}
     assert names == {f.name for f in registry.families().values()}
-    assert len(fig.layout.annotations) == len(family_tree.family_edges()) == 16
+    assert len(fig.layout.annotations) == len(family_tree.family_edges()) == 21
     timeline = family_tree.timeline_figure()
     rows = sorted(y for trace in timeline.data for y in trace.y)
     assert rows == list(range(len(registry.families())))
-    assert len(timeline.layout.annotations) == 16
+    assert len(timeline.layout.annotations) == 21
 
 
 def test_lineage_order_puts_children_after_parents() -> None:

@@ -102,7 +102,9 @@ def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) 
     (("a b c", "0,0,1", 1), "/permutation_masks", "not a permutation"),
     (("a b c", "random:x", 1), "/permutation_masks", "random:SEED"),
     (("gpt2", "base", "mixed", "adamw", 8, 4096, 0, 1, "T4 16 GB"), "/calculator", "longer than the model's 1024 positions"),
-    (("elmo", "base", "mixed", "adamw", 8, 128, 0, 1, "T4 16 GB"), "/calculator", "not in the list of choices"),  # the dropdown refuses it
+    (("elmo", "base", "mixed", "adamw", 8, 128, 0, 1, "T4 16 GB"), "/calculator", "catalog-only"),
+    (("../../etc", "base", "mixed", "adamw", 8, 128, 0, 1, "T4 16 GB"), "/calculator", "not a valid model id"),
+    (("someone/not-here", "the cat", "", 0, 0), "/attention", "models.fetch someone/not-here"),
     (("gpt2", "base", "mixed", "adamw", 10**12, 128, 0, 1, "T4 16 GB"), "/calculator", "between 1 and 100,000"),
     (("gpt2", "base", "mixed", "adamw", 8, 128, 0, 10**9, "T4 16 GB"), "/calculator", "between 1 and 100,000"),
     (("a b c", "9" * 5000, 1), "/permutation_masks", "characters long"),
@@ -205,3 +207,20 @@ def test_the_attention_tab_offers_its_heatmap_as_png_and_svg(monkeypatch: pytest
     monkeypatch.setattr("gradio.Warning", lambda message: warned.append(message))
     other = gradio_app.attention("sentence-transformers/all-MiniLM-L6-v2", "The cat sat on the mat.", "", 2, 3)  # not cached
     assert gradio_app._heatmap_files(other) is None and "Chromium" in warned[0]
+
+
+def test_any_checkpoint_through_the_api(client, tiny_dir) -> None:
+    """A folder of one's own (typed into the dropdowns, or named in the API) works like a catalog model."""
+    import json
+    import shutil
+
+    from analysis.params import count_parameters
+
+    folder = tiny_dir / "students" / "gradio-bert"
+    if not folder.exists():
+        shutil.copytree(tiny_dir / "bert-base-uncased", folder)
+    config = json.loads((folder / "config.json").read_text())
+    calc = client.predict("students/gradio-bert", "masked-lm", "fp32", "adamw", 2, 32, 0, 1, "T4 16 GB", api_name="/calculator")
+    assert calc["parameters"] == count_parameters(config, "masked-lm")
+    att = client.predict("students/gradio-bert", "the cat sat", "", 1, 0, api_name="/attention")
+    assert att["model"] == "students/gradio-bert" and len(att["weights"]) == len(att["tokens"])

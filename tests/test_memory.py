@@ -147,3 +147,16 @@ def test_every_gpu_and_optimizer_has_a_source() -> None:
     assert all(g.memory_bytes > 10 * GiB and g.peak_16bit > g.peak_fp32 for g in memory.GPUS.values())
     assert {"slides", "zero", "korthikanti", "kaplan", "bert_cost"} <= set(memory.SOURCES)
     assert math.isclose(memory.BERT_COST_EXAMPLE[0]["slides_usd"], 500)
+
+
+@pytest.mark.parametrize("readme", ["data/results/README.md", "data/reference/README.md"])
+def test_the_data_readmes_point_only_to_data_that_exists(readme: str) -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    folder = (root / readme).parent
+    named = set(re.findall(r"`([^`<>]+\.(?:csv|json|py))`", (root / readme).read_text(encoding="utf-8")))
+    assert named
+    for name in named:
+        assert (folder / name).exists() or (root / name).exists(), f"{readme} names {name}, which does not exist"

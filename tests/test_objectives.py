@@ -10,7 +10,8 @@ import pytest
 from models import objectives as O
 from models.errors import InvalidText, MaskMissing, UnsupportedTask
 
-MLM_MODELS = ["bert-base-uncased", "roberta-base", "distilbert-base-uncased", "albert-base-v2", "google/electra-small-generator"]
+MLM_MODELS = ["bert-base-uncased", "roberta-base", "distilbert-base-uncased", "albert-base-v2", "google/electra-small-generator",
+              "bert-base-multilingual-cased", "xlm-roberta-base", "mpnet-base", "modernbert-base"]
 
 
 @pytest.mark.parametrize("model_id", MLM_MODELS)

@@ -64,6 +64,25 @@ TINY_VARIANTS = [
     {"model_type": "electra", "vocab_size": 99, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
      "num_attention_heads": 4, "intermediate_size": 37, "tie_word_embeddings": False},
     {"model_type": "distilbert", "vocab_size": 99, "dim": 32, "n_layers": 3, "n_heads": 4, "hidden_dim": 37, "tie_word_embeddings": False},
+    # DeBERTa-v2: separate position projections, a convolution layer, E != H, the newer MLM head, untied decoder
+    {"model_type": "deberta-v2", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "intermediate_size": 37, "relative_attention": True, "pos_att_type": ["c2p", "p2c"], "share_att_key": False,
+     "type_vocab_size": 2, "conv_kernel_size": 3, "embedding_size": 16},
+    {"model_type": "deberta-v2", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "intermediate_size": 37, "legacy": False, "tie_word_embeddings": False},
+    {"model_type": "deberta-v2", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "intermediate_size": 37, "relative_attention": True, "max_relative_positions": 20, "pos_att_type": "c2p",
+     "tie_word_embeddings": False},
+    {"model_type": "mpnet", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "intermediate_size": 37, "relative_attention_num_buckets": 7, "tie_word_embeddings": False},
+    {"model_type": "xlm-roberta", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "intermediate_size": 37, "max_position_embeddings": 40, "type_vocab_size": 1, "tie_word_embeddings": False},
+    # ModernBERT with every bias switched on, and with one layer (layer 0 has no attention norm)
+    {"model_type": "modernbert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4,
+     "intermediate_size": 37, "attention_bias": True, "mlp_bias": True, "norm_bias": True, "classifier_bias": True,
+     "decoder_bias": False, "tie_word_embeddings": False, "pad_token_id": 0},
+    {"model_type": "modernbert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+     "intermediate_size": 37, "pad_token_id": 0},
 ]
 TINY_CASES = [(i, h) for i, c in enumerate(TINY_VARIANTS) for h in ARCH_HEADS[c["model_type"]]]
 
@@ -158,3 +177,21 @@ def test_importing_the_calculators_does_not_import_torch() -> None:
 
     code = "import sys, analysis.params, analysis.memory; sys.exit(1 if 'torch' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent).returncode == 0
+
+
+@pytest.mark.parametrize("card", registry.loadable(), ids=lambda c: c.id)
+def test_the_calculator_form_round_trips_every_catalog_config(card: registry.ModelCard) -> None:
+    """The form (analysis.params) reproduces each checkpoint's architecture from the values it shows."""
+    values = params.form_from_config(card.config)
+    config = params.config_from_form(card.config["model_type"], values)
+    assert params.arch_of(config) == params.arch_of(card.config)
+    assert count_parameters(config) == card.parameters
+    assert set(params.form_fields(card.config["model_type"])) <= set(values)
+
+
+def test_form_fields_follow_the_architecture() -> None:
+    assert "emb" in params.form_fields("albert") and "groups" in params.form_fields("albert")
+    assert "types" in params.form_fields("deberta-v2") and "types" not in params.form_fields("modernbert")
+    assert "pos" not in params.form_fields("xlnet") and "types" in params.form_fields("xlm-roberta")
+    with pytest.raises(UnsupportedArchitecture):
+        params.config_from_form("t5", params.form_from_config({"model_type": "bert"}))

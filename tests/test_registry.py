@@ -92,3 +92,11 @@ def test_bad_catalog_is_refused(tmp_path) -> None:
     bad.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="telepathy"):
         registry.load_catalog(bad)
+
+
+def test_one_year_convention_the_first_arxiv_version() -> None:
+    """The catalog's year is the paper's first arXiv version wherever the paper has an arXiv id."""
+    for card in registry.all_models():
+        if card.arxiv:
+            assert card.year == card.arxiv_year == registry.arxiv_year(card.arxiv), card.id
+    assert registry.arxiv_year("1810.04805") == 2018 and registry.arxiv_year(None) is None and registry.arxiv_year("hep-th/9901001") is None

@@ -2,9 +2,10 @@
 
 ``build_all(root)`` writes, under ``root/<catalog id>``, a random-weight model (hidden 32, 2 layers,
 4 heads) saved with ``save_pretrained`` (safetensors) next to a tokenizer trained on a few sentences:
-WordPiece for BERT/DistilBERT/ELECTRA, byte-level BPE for RoBERTa/GPT-2, SentencePiece Unigram for
-ALBERT/XLNet. Pointing ``BFE_MODEL_DIR`` at ``root`` makes ``models.loader`` load them exactly as it
-loads real checkpoints. Builds in about two seconds, offline.
+WordPiece for BERT/DistilBERT/ELECTRA/MPNet (and a cased multilingual one for mBERT), byte-level BPE
+for RoBERTa/GPT-2/ModernBERT, SentencePiece Unigram for ALBERT/XLNet/XLM-R/DeBERTa-v3. Pointing
+``BFE_MODEL_DIR`` at ``root`` makes ``models.loader`` load them exactly as it loads real checkpoints.
+Builds in about four seconds, offline.
 """
 
 from __future__ import annotations
@@ -35,16 +36,60 @@ TINY_MODELS: dict[str, tuple[str, str]] = {
     "google/electra-small-generator": ("electra", "ElectraForMaskedLM"),
     "google/electra-small-discriminator": ("electra", "ElectraForPreTraining"),
     "gpt2": ("gpt2", "GPT2LMHeadModel"),
+    # the successors (issue 15), each with a tokenizer of its real kind
+    "bert-base-multilingual-cased": ("mbert", "BertForPreTraining"),
+    "xlm-roberta-base": ("xlm-roberta", "XLMRobertaForMaskedLM"),
+    "mpnet-base": ("mpnet", "MPNetForMaskedLM"),
+    "deberta-v3-base": ("deberta-v2", "DebertaV2Model"),  # the real checkpoint is a discriminator: no MLM head
+    "modernbert-base": ("modernbert", "ModernBertForMaskedLM"),
 }
 
+#: ModernBERT's tiny sliding window (the real one is 128 tokens): small enough that a test sentence shows the band.
+LOCAL_ATTENTION = 4
 
-def wordpiece_tokenizer():
+
+#: Words in other scripts for the multilingual tokenizers (mBERT splits CJK into characters).
+MULTILINGUAL = ["die", "katze", "schläft", "le", "chat", "dort", "猫", "が", "寝", "る", "кошка", "спит"]
+
+
+def _wordpiece_vocab(cased: bool = False) -> list[str]:
+    words = sorted({w for line in CORPUS for w in line.split()} | ({w.capitalize() for line in CORPUS for w in line.split()}
+                                                                   | set(MULTILINGUAL) if cased else set()))
+    return [*words, "##s", "##ing", "##ed", "##ly", "!", ",", "?", "'"]
+
+
+def wordpiece_tokenizer(cased: bool = False):
     from transformers import BertTokenizer
 
-    words = sorted({w for line in CORPUS for w in line.split()})
-    pieces = ["##s", "##ing", "##ed", "##ly", "!", ",", "?", "'"]
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, *pieces]
-    return BertTokenizer(vocab={t: i for i, t in enumerate(vocab)})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_wordpiece_vocab(cased)]
+    return BertTokenizer(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=not cased,
+                         **({"tokenize_chinese_chars": True, "strip_accents": False} if cased else {}))
+
+
+def mpnet_tokenizer():
+    """MPNet's WordPiece with RoBERTa-style special tokens (<s>, </s>, <mask>), as microsoft/mpnet-base has."""
+    from transformers import MPNetTokenizer
+
+    vocab = ["<s>", "<pad>", "</s>", "<unk>", "[UNK]", *_wordpiece_vocab(), "<mask>"]
+    return MPNetTokenizer(vocab={t: i for i, t in enumerate(vocab)})
+
+
+def modernbert_tokenizer():
+    """ModernBERT's kind: a byte-level BPE (tokenizers) with BERT's special tokens, [CLS] x [SEP]."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=400, special_tokens=specials, show_progress=False,
+                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+                                   pad_token="[PAD]", mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"])
 
 
 def _bpe_vocab(specials: list[str]) -> tuple[dict[str, int], list[tuple[str, str]]]:
@@ -85,12 +130,19 @@ def _unigram_pieces() -> list[tuple[str, float]]:
 
 
 def unigram_tokenizer(kind: str):
-    from transformers import AlbertTokenizer, XLNetTokenizer
+    from transformers import AlbertTokenizer, DebertaV2Tokenizer, XLMRobertaTokenizer, XLNetTokenizer
 
     pieces = _unigram_pieces()
     if kind == "albert":
         specials = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
         return AlbertTokenizer(vocab=[(s, 0.0) for s in specials] + pieces)
+    if kind == "deberta-v2":
+        specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"]
+        return DebertaV2Tokenizer(vocab=[(s, 0.0) for s in specials] + pieces)
+    if kind == "xlm-roberta":
+        specials = ["<s>", "<pad>", "</s>", "<unk>"]
+        pieces += [(w, -5.0) for w in MULTILINGUAL]
+        return XLMRobertaTokenizer(vocab=[(s, 0.0) for s in specials] + pieces + [("<mask>", 0.0)])
     specials = ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]
     return XLNetTokenizer(vocab=[(s, 0.0) for s in specials] + pieces)
 
@@ -98,6 +150,12 @@ def unigram_tokenizer(kind: str):
 def tiny_tokenizer(arch: str):
     if arch in ("bert", "distilbert", "electra"):
         return wordpiece_tokenizer()
+    if arch == "mbert":
+        return wordpiece_tokenizer(cased=True)
+    if arch == "mpnet":
+        return mpnet_tokenizer()
+    if arch == "modernbert":
+        return modernbert_tokenizer()
     if arch in ("roberta", "gpt2"):
         return bpe_tokenizer(arch)
     return unigram_tokenizer(arch)
@@ -108,6 +166,23 @@ def tiny_config(arch: str, tokenizer):
 
     vocab = len(tokenizer)
     common = {"vocab_size": vocab, "pad_token_id": tokenizer.pad_token_id}
+    arch = "bert" if arch == "mbert" else arch
+    if arch == "deberta-v2":  # DeBERTa-v3's switches: relative positions only, shared keys, both directions
+        kw = {"hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "intermediate_size": FFN,
+              "max_position_embeddings": POSITIONS, "relative_attention": True, "position_buckets": 16,
+              "norm_rel_ebd": "layer_norm", "share_att_key": True, "pos_att_type": "p2c|c2p", "max_relative_positions": -1,
+              "position_biased_input": False, "type_vocab_size": 0}
+        return AutoConfig.for_model(arch, **common, **kw)
+    if arch == "modernbert":  # three layers: global, local, local
+        kw = {"hidden_size": HIDDEN, "num_hidden_layers": 3, "num_attention_heads": HEADS, "intermediate_size": FFN,
+              "max_position_embeddings": POSITIONS, "local_attention": LOCAL_ATTENTION, "global_attn_every_n_layers": 3,
+              "cls_token_id": tokenizer.cls_token_id, "sep_token_id": tokenizer.sep_token_id,
+              "bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id}
+        return AutoConfig.for_model(arch, **common, **kw)
+    if arch == "mpnet":
+        kw = {"hidden_size": HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "intermediate_size": FFN,
+              "max_position_embeddings": POSITIONS + 2, "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+        return AutoConfig.for_model(arch, **common, **kw)
     if arch == "distilbert":
         kw = {"dim": HIDDEN, "n_layers": LAYERS, "n_heads": HEADS, "hidden_dim": FFN, "max_position_embeddings": POSITIONS}
     elif arch == "xlnet":
@@ -122,7 +197,7 @@ def tiny_config(arch: str, tokenizer):
               "intermediate_size": FFN, "max_position_embeddings": POSITIONS}
         if arch in ("albert", "electra"):
             kw["embedding_size"] = 16
-        if arch == "roberta":
+        if arch in ("roberta", "xlm-roberta"):
             kw.update(max_position_embeddings=POSITIONS + 2, type_vocab_size=1,
                       bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     return AutoConfig.for_model(arch, **common, **kw)

@@ -26,9 +26,11 @@ EXAMPLES = {
 }
 VIEWS = {"heatmap": "Heatmap", "head": "Head view (bertviz)", "model": "Model view (bertviz)", "stats": "Head statistics",
          "rollout": "Rollout"}
-DEFAULTS = {"at_model": BUNDLED, "at_compare": False, "at_model2": "distilbert-base-uncased",
+DEFAULTS = {"at_model": BUNDLED, "at_model_other": "", "at_compare": False, "at_model2": "distilbert-base-uncased",
+            "at_model2_other": "",
             "at_text": next(iter(EXAMPLES)), "at_pair": "", "at_view": "heatmap", "at_layer": 0, "at_head": 0, "at_stat": "to_cls"}
-ALLOWED = {"at_model": MODELS, "at_model2": MODELS, "at_view": list(VIEWS), "at_stat": list(STAT_LABELS),
+ALLOWED = {"at_model": [*MODELS, ui.OTHER], "at_model2": [*MODELS, ui.OTHER], "at_model_other": ui.valid_model_id,
+           "at_model2_other": ui.valid_model_id, "at_view": list(VIEWS), "at_stat": list(STAT_LABELS),
            "at_layer": (0, 200), "at_head": (0, 200)}
 
 
@@ -52,28 +54,22 @@ def use_example() -> None:
         st.session_state["at_text"], st.session_state["at_pair"] = text, EXAMPLES[text]
 
 
-def model_label(mid: str) -> str:
-    status = ui.catalog_availability()[mid][0]
-    return f"{mid} · {ui.STATUS_LABELS[status]}"
-
-
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Attention explorer")
 st.markdown("#### Type a sentence and see what each head of a real model looks at")
 ui.warn_ignored(ignored, "at_")
 
 c = st.columns([3, 1, 3])
-c[0].selectbox("Model", MODELS, key="at_model", format_func=model_label)
+first_id = ui.model_picker("Model", "at_model", MODELS, where=c[0])
 c[1].toggle("Compare", key="at_compare", help="A second model on the same text, side by side, aligned by words.")
-if st.session_state["at_compare"]:
-    c[2].selectbox("Second model", MODELS, key="at_model2", format_func=model_label)
+second_id = ui.model_picker("Second model", "at_model2", MODELS, where=c[2]) if st.session_state["at_compare"] else None
 st.selectbox("Examples from the lectures", ["(pick one)", *EXAMPLES], key="at_example", on_change=use_example)
 c = st.columns([3, 2])
 c[0].text_area("Sentence A", key="at_text", height=80, max_chars=5000)
 c[1].text_area("Sentence B (optional: makes a sentence pair)", key="at_pair", height=80, max_chars=5000)
 
 s = st.session_state
-ids = [s["at_model"]] + ([s["at_model2"]] if s["at_compare"] else [])
+ids = [m for m in (first_id, second_id) if m]
 results: list[AttentionResult] = []
 ui.await_warmup(ids)
 for mid in ids:
@@ -87,6 +83,8 @@ if not results:
 for r in results:
     for note in r.notices:
         st.info(f"{r.model_id}: {note}", icon=":material/info:")
+    if r.architecture_note:
+        st.caption(f"**{r.model_id}**: {r.architecture_note}")
 
 first = results[0]
 st.segmented_control("View", list(VIEWS), key="at_view", format_func=VIEWS.get)
@@ -125,14 +123,18 @@ for col, r in zip(cols, results, strict=True):
             st.info(f"{r.model_id} has no token this measure needs ({STAT_LABELS[s['at_stat']]}): pick another statistic.",
                     icon=":material/info:")
         elif view == "stats":
-            st.plotly_chart(plots.stats_grid(stats[s["at_stat"]], STAT_LABELS[s["at_stat"]], selected=(li, hi)),
-                            width="stretch", config=ui.PLOTLY_CONFIG, key=f"at_stats_{key}")
+            ui.chart(plots.stats_grid(stats[s["at_stat"]], STAT_LABELS[s["at_stat"]], selected=(li, hi)), f"at_stats_{key}",
+                     title=f"{r.model_id}: {STAT_LABELS[s['at_stat']]} per head", caption=f"Input: “{s['at_text'][:300]}”.",
+                     sources=("Clark et al. 2019, What Does BERT Look At? (the measures)",
+                              f"Attention weights of {r.model_id}, computed by BERT Family Explorer"))
             st.caption("Measures of Clark et al. 2019, *What Does BERT Look At?*, averaged over the tokens. "
                        "Pick a layer and head above to open it in the heatmap.")
         else:
             roll = rollout(r.weights)
-            st.plotly_chart(plots.heatmap(roll[li], list(r.tokens), title=f"rollout up to layer {li}", zmax=None),
-                            width="stretch", config=ui.PLOTLY_CONFIG, key=f"at_roll_{key}")
+            ui.chart(plots.heatmap(roll[li], list(r.tokens), title=f"rollout up to layer {li}", zmax=None), f"at_roll_{key}",
+                     title=f"{r.model_id}: attention rollout up to layer {li}", caption=f"Input: “{s['at_text'][:300]}”.",
+                     sources=("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers (rollout)",
+                              f"Attention weights of {r.model_id}, computed by BERT Family Explorer"))
             st.caption("Attention rollout (Abnar & Zuidema 2020): attention of all heads, with the residual path, "
                        "multiplied through the layers.")
         one = {k: float(v[li, hi]) for k, v in stats.items()}
@@ -156,9 +158,10 @@ if len(results) == 2:
         st.caption("Each model's tokens are merged into the words of the text (attention to a word: summed over its "
                    "tokens; from a word: averaged), special tokens left out, so different tokenizers share one grid.")
         w1, w2 = st.columns(2)
-        w1.plotly_chart(plots.heatmap(a[li, hi], words, title=f"{results[0].model_id}: layer {li}, head {hi}"), width="stretch", config=ui.PLOTLY_CONFIG,
-                        key="at_words_a")
-        w2.plotly_chart(plots.heatmap(b[li, hi], words, title=f"{results[1].model_id}: layer {li}, head {hi}"), width="stretch", config=ui.PLOTLY_CONFIG,
-                        key="at_words_b")
+        for where, r, w, key in ((w1, results[0], a, "at_words_a"), (w2, results[1], b, "at_words_b")):
+            ui.chart(plots.heatmap(w[li, hi], words, title=f"{r.model_id}: layer {li}, head {hi}"), key, where=where,
+                     compact=True, title=f"{r.model_id}: attention by words, layer {li}, head {hi}",
+                     caption=f"Input: “{s['at_text'][:300]}”; tokens merged into words.",
+                     sources=(f"Attention weights of {r.model_id}, computed by BERT Family Explorer",))
 
 ui.save_url_state(DEFAULTS)

@@ -7,35 +7,32 @@ import pandas as pd
 import streamlit as st
 
 from analysis import calculator as calc
-from analysis import memory
+from analysis import memory, reference
 from analysis.memory import GiB, TrainingSetup
-from analysis.params import ARCH_HEADS, DEFAULTS, HEADS, LIMITS, albert_saving, arch_of, parameter_breakdown
+from analysis.params import (
+    ARCH_HEADS,
+    DEFAULTS,
+    FORM_FIELDS,
+    HEADS,
+    LIMITS,
+    MAX_PARAMETERS,
+    albert_saving,
+    arch_of,
+    config_from_form,
+    form_fields,
+    form_from_config,
+    parameter_breakdown,
+)
 from app import ui
 from models import registry
 from models.errors import ExplorerError
 
 PRESETS = {c.id: c for c in registry.loadable()}
-FIELDS = {  # session key -> (label, min, max, help); the maxima are analysis.params.LIMITS, the calculator's sanity bounds
-    "sz_layers": ("Layers L", 1, LIMITS["layers"], "num_hidden_layers / n_layers / n_layer"),
-    "sz_hidden": ("Hidden size H", 1, LIMITS["hidden size"], "hidden_size / dim / d_model / n_embd"),
-    "sz_heads": ("Attention heads A", 1, LIMITS["attention heads"], "must divide H"),
-    "sz_ffn": ("Feed-forward size", 1, LIMITS["feed-forward size"], "intermediate_size (usually 4·H)"),
-    "sz_vocab": ("Vocabulary V", 1, LIMITS["vocabulary size"], "WordPiece 30,522 · BPE 50,257/50,265 · SentencePiece 30,000/32,000"),
-    "sz_pos": ("Positions", 1, LIMITS["positions"], "max_position_embeddings; XLNet has none (relative positions)"),
-    "sz_types": ("Token types", 0, LIMITS["token types"], "segment embeddings (BERT 2, RoBERTa 1)"),
-    "sz_emb": ("Embedding size E", 1, LIMITS["embedding size"], "ALBERT and ELECTRA factorise V×H into V×E + E×H"),
-    "sz_groups": ("Hidden groups", 1, LIMITS["hidden groups"], "ALBERT: layers share parameters within a group (1 = all shared)"),
-    "sz_inner": ("Layers per group", 1, LIMITS["layers per group"], "ALBERT inner_group_num"),
-}
-CONFIG_KEYS = {
-    "sz_layers": ("num_hidden_layers", "n_layers", "n_layer"), "sz_hidden": ("hidden_size", "dim", "d_model", "n_embd"),
-    "sz_heads": ("num_attention_heads", "n_heads", "n_head"), "sz_ffn": ("intermediate_size", "hidden_dim", "d_inner", "n_inner"),
-    "sz_vocab": ("vocab_size",), "sz_pos": ("max_position_embeddings", "n_positions"), "sz_types": ("type_vocab_size",),
-    "sz_emb": ("embedding_size",), "sz_groups": ("num_hidden_groups",), "sz_inner": ("inner_group_num",),
-}
+#: session key -> analysis.params form field (the form itself, per architecture, lives in analysis.params)
+FIELDS = {f"sz_{name}": name for name in FORM_FIELDS}
 SEQ_CHOICES = [64, 128, 256, 320, 384, 512, 1024, 2048]
 DEFAULTS_STATE = {
-    "sz_preset": "bert-base-uncased", "sz_head": "pretraining", "sz_type": "bert", "sz_tied": True,
+    "sz_preset": "bert-base-uncased", "sz_preset_other": "", "sz_head": "pretraining", "sz_type": "bert", "sz_tied": True,
     "sz_layers": 12, "sz_hidden": 768, "sz_heads": 12, "sz_ffn": 3072, "sz_vocab": 30522, "sz_pos": 512, "sz_types": 2,
     "sz_emb": 768, "sz_groups": 1, "sz_inner": 1,
     "sz_precision": "mixed", "sz_opt": "adamw", "sz_batch": 8, "sz_seq": 128, "sz_zero": 0, "sz_dp": 1, "sz_tp": 1,
@@ -44,57 +41,52 @@ DEFAULTS_STATE = {
     "sz_reserve": 1.0, "sz_tokens_b": 131.0, "sz_train_gpu": "V100 32 GB", "sz_ngpus": 8, "sz_util": 0.4, "sz_price": 2.5,
 }
 ALLOWED = {
-    "sz_preset": [*PRESETS, "custom"], "sz_type": list(DEFAULTS), "sz_head": list(HEADS), "sz_precision": list(memory.PRECISIONS),
+    "sz_preset": [*PRESETS, ui.OTHER, "custom"], "sz_preset_other": ui.valid_model_id,
+    "sz_type": list(DEFAULTS), "sz_head": list(HEADS), "sz_precision": list(memory.PRECISIONS),
     "sz_opt": list(memory.OPTIMIZERS), "sz_zero": [0, 1, 2, 3], "sz_recompute": ["none", "selective", "full"],
     "sz_gpu": list(memory.GPUS), "sz_train_gpu": list(memory.GPUS), "sz_gpus": list(memory.GPUS), "sz_seqs": SEQ_CHOICES,
     "sz_batch": (1, 100_000), "sz_seq": (1, 1_000_000), "sz_dp": (1, 100_000), "sz_tp": (1, 1024),
     "sz_custom_gib": (0.5, 10_000.0), "sz_reserve": (0.0, 64.0), "sz_tokens_b": (0.001, 1e6), "sz_ngpus": (1, 100_000),
-    "sz_util": (0.01, 1.0), "sz_price": (0.0, 1000.0), **{k: (lo, hi) for k, (_, lo, hi, _) in FIELDS.items()},
+    "sz_util": (0.01, 1.0), "sz_price": (0.0, 1000.0), **{k: (FORM_FIELDS[f][1], LIMITS[FORM_FIELDS[f][2]]) for k, f in FIELDS.items()},
 }
+
+
+def fill_from_config(config: dict) -> None:
+    """Copy a checkpoint's config into the form fields."""
+    mt = config["model_type"]
+    st.session_state["sz_type"] = mt
+    for key, value in form_from_config(config).items():
+        st.session_state[f"sz_{key}"] = value
+    st.session_state["sz_tied"] = bool(config.get("tie_word_embeddings", True))
+    if st.session_state["sz_head"] not in ARCH_HEADS[mt]:
+        st.session_state["sz_head"] = "pretraining" if "pretraining" in ARCH_HEADS[mt] else "base"
 
 
 def fill_from_preset() -> None:
     """Copy the chosen catalog model's real config into the fields."""
     card = PRESETS.get(st.session_state["sz_preset"])
-    if card is None:
+    if card is not None:
+        fill_from_config(card.config)
+
+
+def fill_from_other() -> None:
+    """Another checkpoint's config (a Hub id or a folder here), read alone: the calculator needs no weights and no budget."""
+    from models.checkpoint import inspect
+
+    mid = (st.session_state.get("sz_preset_other") or "").strip()
+    st.session_state["sz_other_done"] = mid
+    st.session_state.pop("sz_other_error", None)
+    if not mid:
         return
-    cfg, mt = card.config, card.config["model_type"]
-    st.session_state["sz_type"] = mt
-    merged = {**DEFAULTS[mt], **cfg}
-    for key, names in CONFIG_KEYS.items():
-        value = next((merged[n] for n in names if merged.get(n) is not None), None)
-        if key == "sz_ffn" and value is None:
-            value = 4 * st.session_state["sz_hidden"]
-        if key == "sz_emb" and value is None:
-            value = next(merged[n] for n in CONFIG_KEYS["sz_hidden"] if merged.get(n) is not None)
-        if value is not None:
-            st.session_state[key] = int(value)
-    if mt == "xlnet":
-        st.session_state["sz_pos"] = 512
-    st.session_state["sz_tied"] = True
-    if st.session_state["sz_head"] not in ARCH_HEADS[mt]:
-        st.session_state["sz_head"] = "pretraining" if "pretraining" in ARCH_HEADS[mt] else "base"
+    try:
+        fill_from_config(inspect(mid, max_params=MAX_PARAMETERS).config)
+    except ExplorerError as err:
+        st.session_state["sz_other_error"] = err
 
 
 def current_config() -> dict:
     s = st.session_state
-    mt = s["sz_type"]
-    cfg = {"model_type": mt, "vocab_size": s["sz_vocab"], "tie_word_embeddings": s["sz_tied"]}
-    names = {"distilbert": ("dim", "n_layers", "n_heads", "hidden_dim"), "xlnet": ("d_model", "n_layer", "n_head", "d_inner"),
-             "gpt2": ("n_embd", "n_layer", "n_head", "n_inner")}.get(
-        mt, ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"))
-    cfg.update(zip(names, (s["sz_hidden"], s["sz_layers"], s["sz_heads"], s["sz_ffn"]), strict=True))
-    if mt == "gpt2":
-        cfg["n_positions"] = s["sz_pos"]
-    elif mt != "xlnet":
-        cfg["max_position_embeddings"] = s["sz_pos"]
-    if mt in ("bert", "roberta", "albert", "electra"):
-        cfg["type_vocab_size"] = s["sz_types"]
-    if mt in ("albert", "electra"):
-        cfg["embedding_size"] = s["sz_emb"]
-    if mt == "albert":
-        cfg.update(num_hidden_groups=s["sz_groups"], inner_group_num=s["sz_inner"])
-    return cfg
+    return config_from_form(s["sz_type"], {f: s[k] for k, f in FIELDS.items()}, s["sz_tied"])
 
 
 def current_setup() -> TrainingSetup:
@@ -108,8 +100,10 @@ ignored = ui.restore_url_state(DEFAULTS_STATE, ALLOWED)
 if "sz_filled" not in st.session_state:
     # A shared link that names a preset but no fields gets the preset's config; a link with fields keeps them.
     st.session_state["sz_filled"] = True
-    if not any(k in st.query_params for k in FIELDS) and st.session_state["sz_preset"] != "custom":
+    if not any(k in st.query_params for k in FIELDS) and st.session_state["sz_preset"] not in ("custom", ui.OTHER):
         fill_from_preset()
+    if st.session_state["sz_preset"] == ui.OTHER and not any(k in st.query_params for k in FIELDS):
+        fill_from_other()
 
 st.title("Size, memory & compute")
 st.markdown("#### How many parameters, where the bytes go, what fits on a GPU, and what training costs")
@@ -117,8 +111,19 @@ ui.warn_ignored(ignored, "sz_")
 
 # ------------------------------------------------------------------------------------ the model
 c1, c2 = st.columns([2, 2])
-c1.selectbox("Preset (real configs of the catalog checkpoints)", [*PRESETS, "custom"], key="sz_preset", on_change=fill_from_preset,
-             format_func=lambda m: "custom configuration" if m == "custom" else f"{m} ({PRESETS[m].parameters_reported})")
+c1.selectbox("Preset (real configs of the catalog checkpoints)", [*PRESETS, ui.OTHER, "custom"], key="sz_preset",
+             on_change=fill_from_preset,
+             format_func=lambda m: "custom configuration" if m == "custom" else ui.model_label(m) if m == ui.OTHER
+             else f"{m} ({PRESETS[m].parameters_reported})")
+if st.session_state["sz_preset"] == ui.OTHER:
+    c1.text_input("Model id", key="sz_preset_other", max_chars=200, on_change=fill_from_other,
+                  placeholder="owner/name (Hub) or a folder under BFE_MODEL_DIR",
+                  help="Its config.json alone is read (no weights, no size limit): the form below takes its numbers.")
+    if err := st.session_state.get("sz_other_error"):
+        with c1:
+            ui.show_error(err)
+    elif st.session_state.get("sz_other_done"):
+        c1.caption(f"The numbers below are {st.session_state['sz_other_done']}'s config.json.")
 mt = st.session_state["sz_type"]
 heads = ARCH_HEADS[mt]
 if st.session_state["sz_head"] not in heads:
@@ -128,12 +133,9 @@ c2.selectbox("With which head", heads, key="sz_head", format_func=lambda h: f"{h
 with st.expander("Architecture (edit any number; presets fill these in)", expanded=st.session_state["sz_preset"] == "custom"):
     cols = st.columns(4)
     cols[0].selectbox("Architecture", list(DEFAULTS), key="sz_type")
-    shown = [k for k in FIELDS if not (
-        (k == "sz_emb" and mt not in ("albert", "electra")) or (k in ("sz_groups", "sz_inner") and mt != "albert")
-        or (k == "sz_types" and mt not in ("bert", "roberta", "albert", "electra")) or (k == "sz_pos" and mt == "xlnet"))]
-    for i, key in enumerate(shown, start=1):
-        label, lo, hi, hint = FIELDS[key]
-        cols[i % 4].number_input(label, min_value=lo, max_value=hi, step=1, key=key, help=hint)
+    for i, field in enumerate(form_fields(mt), start=1):
+        label, lo, limit, _keys, hint = FORM_FIELDS[field]
+        cols[i % 4].number_input(label, min_value=lo, max_value=LIMITS[limit], step=1, key=f"sz_{field}", help=hint)
     st.toggle("LM head tied to the word embeddings", key="sz_tied", help="tie_word_embeddings: the decoder reuses V×E")
 
 config = current_config()
@@ -187,9 +189,11 @@ with tab_p:
 
 # ------------------------------------------------------------------------------------ training memory
 with tab_m:
+    slides_gib = reference.fact("memory_per_billion_params")
     st.info("**The slides' example** (Going bigger — the challenge): 10⁹ parameters × (2 B weights + 2 B gradients "
-            f"+ 12 B Adam states) = 16 × 10⁹ B = **{memory.training_memory(10**9).total / GiB:.2f} GiB**, "
-            "before any activation. (The slides write GB; 14.90 is in GiB, 2³⁰ bytes.)", icon=":material/school:")
+            f"+ 12 B Adam states) = 16 × 10⁹ B = **{memory.training_memory(10**9).total / GiB:.2f} GiB** by this calculator, "
+            f"{slides_gib.value:.2f} in the slides, before any activation. (The slides write GB; it is GiB, 2³⁰ bytes.) "
+            f"Source: {slides_gib.source}.", icon=":material/school:")
     c = st.columns(4)
     c[0].selectbox("Precision", list(memory.PRECISIONS), key="sz_precision", format_func=memory.PRECISIONS.get)
     c[1].selectbox("Optimizer", list(memory.OPTIMIZERS), key="sz_opt", format_func=lambda o: memory.OPTIMIZERS[o].label)
@@ -224,6 +228,10 @@ with tab_m:
         ui.chart(calc.memory_bars(stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", cap), "sz_zero_chart", where=left,
                  title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs", caption=f"Batch {s['sz_batch']} × {s['sz_seq']} tokens.",
                  sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
+        z = {k: reference.fact(f"zero_{k}") for k in ("max_params", "bigger", "faster", "cheaper")}
+        left.caption(f"What ZeRO promised at its release: models of {z['max_params'].value / 1e9:.0f}B parameters, "
+                     f"{z['bigger'].value:.0f}× bigger, up to {z['faster'].value:.0f}× faster and up to "
+                     f"{z['cheaper'].value:.0f}× cheaper training ({z['max_params'].source}).")
         seqs = [x for x in (128, 256, 512) if not bd.arch.positions or x <= bd.arch.positions] or [min(s["sz_seq"], bd.arch.positions)]
         ui.chart(calc.memory_curve(bd, setup, seqs, 256, cap), "sz_curve", where=right, title="Training memory against batch size",
                  caption=f"Sequence lengths {', '.join(map(str, seqs))}; {gpu.name} capacity line.",
@@ -265,17 +273,18 @@ with tab_g:
                         f"{memory.OPTIMIZERS[setup.optimizer].label}, settings of the Training memory tab). 0 = not even one sequence.")
             st.dataframe(fit, width="stretch")
             ui.download_buttons(fit, "max-batch", "sz_fit")
-    slides = {"bert-base-uncased": {64: 64, 128: 32, 256: 16, 320: 14, 384: 12, 512: 6},
-              "bert-large-uncased": {64: 12, 128: 6, 256: 2, 320: 1, 384: 0, 512: 0}}
-    st.subheader("The slides' table, and ours under the same assumptions")
+    st.subheader("The slides' tables, and ours under the same assumptions")
     rows = []
-    for mid, table in slides.items():
-        mbd = parameter_breakdown(registry.get(mid).config, "pretraining")
-        for seq, value in table.items():
-            ours = memory.max_batch_size(mbd, memory.custom_gpu(12), seq, TrainingSetup(precision="fp32")).max_batch
-            rows.append({"model": mid, "sequence length": seq, "slides (TF 1.11, fp32, 12 GB)": value, "ours (fp32 Adam, 1 GiB reserve)": ours})
+    for row in reference.max_batch():
+        head = "pretraining" if row["catalog_id"].startswith("bert") else "xlnet-lm"
+        mbd = parameter_breakdown(registry.get(row["catalog_id"]).config, head)
+        ours = memory.max_batch_size(mbd, memory.custom_gpu(row["gpu_gib"]), row["seq_len"], TrainingSetup(precision="fp32")).max_batch
+        rows.append({"model": row["model"], "sequence length": row["seq_len"],
+                     "README (fp32)": row["max_batch"], "framework, GPU": f"{row['framework']}, {row['gpu_gib']:g} GB",
+                     "ours (fp32 Adam, 1 GiB reserve)": ours, "source": row["source"]})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    st.caption("Slides 002 ('FP32 TF 1.11.0 12GB GPU', from the BERT GitHub README). Ours is 2–4× higher: TensorFlow 1.11 "
+    st.caption("Slides 002 ('FP32 TF 1.11.0 12GB GPU' from the BERT GitHub README; 'FP32 TF 1.13.1 16GB GPU' from XLNet's). "
+               "Ours is 2–4× higher for BERT: TensorFlow 1.11 "
                "kept unfused fp32 intermediates (GELU pieces, attention scores before and after softmax, fp32 dropout masks) "
                "that the Korthikanti count of a fused 16-bit implementation, doubled for fp32, does not include. "
                "Treat our figure as what a modern fused implementation can reach.")
@@ -320,5 +329,16 @@ with tab_c:
     ui.download_buttons(ex_df, "bert-cost", "sz_cost")
     st.caption(memory.SOURCES["bert_cost"] + " Tokens: 1M steps × 256 sequences × 512 tokens (an upper bound: 90% of "
                "BERT's steps used 128 tokens). The slides give no derivation; the implied hourly prices are ours.")
+    st.subheader("What one pre-training run cost, and how fast it can go")
+    c = st.columns(2)
+    costs = pd.DataFrame(reference.pretraining_costs())
+    c[0].dataframe(costs, hide_index=True, width="stretch")
+    c[0].caption("One run each; 'developing new pre-training techniques may require many runs' (slides 001).")
+    times = pd.DataFrame(reference.bert_training_times()).rename(
+        columns={"minutes": "BERT-large in (minutes)", "v100_gpus": "V100 GPUs"})
+    c[1].dataframe(times, hide_index=True, width="stretch")
+    eff, gpus = reference.fact("megatron_scaling_efficiency"), reference.fact("megatron_scaling_gpus")
+    c[1].caption(f"From 256 to 1,472 GPUs (5.75×) the time falls 5.0× (236 → 47 min). Megatron-LM reports "
+                 f"{eff.value:.0%} scaling efficiency at {gpus.value:,.0f} GPUs ({eff.source}).")
 
 ui.save_url_state(DEFAULTS_STATE)

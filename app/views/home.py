@@ -25,7 +25,8 @@ def figure(name: str, large: bool):
 # One chart at a time: each plotly chart costs the browser about a second to draw on a laptop CPU.
 view = st.segmented_control("Chart", list(CHARTS), default="Size by year", key="home_chart",
                             label_visibility="collapsed") or "Size by year"
-LINEAGE = " Arrows follow lineage (BERT → RoBERTa / DistilBERT / ALBERT; Transformer-XL → XLNet; GPT → GPT-2 → GPT-3)."
+LINEAGE = (" Arrows follow lineage (BERT → RoBERTa / DistilBERT / ALBERT / ModernBERT; RoBERTa → XLM-R / DeBERTa; "
+           "BERT + XLNet → MPNet; Transformer-XL → XLNet; GPT → GPT-2 → GPT-3).")
 ui.chart(figure(view, large), "home_chart_plot", title=f"The BERT family: {view.lower()}",
          caption=family_tree.PARAMS_NOTE + LINEAGE, sources=("The models' papers (see each model's card)",))
 st.caption(family_tree.PARAMS_NOTE + LINEAGE)

@@ -17,7 +17,8 @@ GEN, DISC = "google/electra-small-generator", "google/electra-small-discriminato
 EXAMPLES = ["John visited [MASK] yesterday and really [MASK] it.", "Chickens cackle and [MASK] quack.",
             "The capital of France is [MASK].", "The man went to the [MASK] to buy a gallon of milk."]
 DEFAULTS = {
-    "ob_models": ["bert-base-uncased", "roberta-base", "distilbert-base-uncased"], "ob_fill": EXAMPLES[0], "ob_k": 5,
+    "ob_models": ["bert-base-uncased", "roberta-base", "distilbert-base-uncased"], "ob_models_other": "",
+    "ob_pll_model_other": "", "ob_nsp_model_other": "", "ob_fill": EXAMPLES[0], "ob_k": 5,
     "ob_mode": "independent", "ob_rtext": "John visited Madagascar yesterday and really loved it.", "ob_seed": 0, "ob_epochs": 4,
     "ob_dynamic": False, "ob_wwm": False, "ob_pll_model": "bert-base-uncased", "ob_s1": "A boy plays in the snow.",
     "ob_s2": "A boy plays on the snow.", "ob_nsp_model": "bert-base-uncased", "ob_a": "A boy plays in the snow.",
@@ -25,11 +26,17 @@ DEFAULTS = {
     "ob_hand": "The chef ate the meal for the guests.", "ob_prompt": "The BERT family of models", "ob_new": 20, "ob_sample": False,
     "ob_temp": 1.0, "ob_topk": 50, "ob_topp": 0.95, "ob_gseed": 0,
 }
-ALLOWED = {"ob_models": MLM, "ob_k": (1, 20), "ob_mode": ["independent", "sequential"], "ob_seed": (0, 10**6), "ob_epochs": (1, 20),
-           "ob_pll_model": MLM, "ob_nsp_model": PRETRAIN, "ob_eseed": (0, 10**6), "ob_new": (1, 100), "ob_temp": (0.05, 5.0),
+ALLOWED = {"ob_models": MLM, "ob_models_other": ui.valid_model_id, "ob_pll_model_other": ui.valid_model_id,
+           "ob_nsp_model_other": ui.valid_model_id, "ob_pll_model": [*MLM, ui.OTHER], "ob_nsp_model": [*PRETRAIN, ui.OTHER],
+           "ob_k": (1, 20), "ob_mode": ["independent", "sequential"], "ob_seed": (0, 10**6), "ob_epochs": (1, 20),
+           "ob_eseed": (0, 10**6), "ob_new": (1, 100), "ob_temp": (0.05, 5.0),
            "ob_topk": (0, 1000), "ob_topp": (0.05, 1.0), "ob_gseed": (0, 10**6)}
 ACTION_STYLE = {"kept": "background:#f3f3f3", "mask": "background:#0072B2;color:white", "random": "background:#D55E00;color:white",
                 "same": "background:#009E73;color:white"}
+
+
+class _NoModel(Exception):
+    """No model to run yet (another model not typed in, or refused: the picker said why)."""
 
 
 def label(mid: str) -> str:
@@ -52,7 +59,10 @@ tabs = st.tabs(["Fill the mask", "How BERT masks", "Which sentence is more natur
                 "Spot the replaced word", "Left to right"])
 
 with tabs[0]:
-    st.multiselect("Models", MLM, key="ob_models", format_func=label, max_selections=4)
+    c = st.columns([3, 2])
+    c[0].multiselect("Models", MLM, key="ob_models", format_func=label, max_selections=4)
+    extra = ui.other_model("ob_models_other", task="masked-lm", where=c[1], label="And another model (optional)",
+                           optional=True)
     st.selectbox("Examples from the lectures", ["(pick one)", *EXAMPLES], key="ob_example",
                  on_change=lambda: s.update(ob_fill=s["ob_example"]) if s["ob_example"] in EXAMPLES else None)
     c = st.columns([5, 1, 2])
@@ -61,8 +71,8 @@ with tabs[0]:
     c[2].segmented_control("Several masks", ["independent", "sequential"], key="ob_mode",
                            help="Independent: one pass, as BERT predicts them. Sequential: fill the surest, run again.")
     missing = ui.explain_missing(s["ob_models"], "Fill the mask with")
-    runnable = [m for m in s["ob_models"] if m not in missing]
-    if not s["ob_models"]:
+    runnable = [m for m in s["ob_models"] if m not in missing] + ([extra] if extra and extra not in s["ob_models"] else [])
+    if not s["ob_models"] and not extra:
         st.info("Pick at least one model.")
     elif runnable:
         table, errors = ui.model_call(O.side_by_side, runnable, s["ob_fill"], s["ob_k"], s["ob_mode"] or "independent")
@@ -78,7 +88,10 @@ with tabs[0]:
                 for mask, g in grp.groupby("mask"):
                     preds = [O.Prediction("", t, 0, p, "") for t, p in zip(g["token"], g["probability"], strict=True)]
                     step = f" (filled at step {g['step'].iloc[0]})" if s["ob_mode"] == "sequential" else ""
-                    col.plotly_chart(bars(preds, f"mask {mask}{step}"), width="stretch", config=ui.PLOTLY_CONFIG, key=f"ob_bar_{mid}_{mask}")
+                    ui.chart(bars(preds, f"mask {mask}{step}"), f"ob_bar_{mid.replace('/', '_')}_{mask}", where=col, compact=True,
+                             title=f"{mid}: fill-mask, mask {mask}{step}",
+                             caption=f"Input: “{s['ob_fill'][:300]}”. Top {len(preds)} tokens by probability.",
+                             sources=(f"Predictions of {mid}, computed by BERT Family Explorer",))
                 col.markdown(f":gray[Best guess:] {best}")
             ui.download_buttons(table, "fill-mask", "ob_dl_fill")
 
@@ -124,12 +137,16 @@ with tabs[1]:
 
 with tabs[2]:
     c = st.columns([2, 3, 3])
-    c[0].selectbox("Model", MLM, key="ob_pll_model", format_func=label)
+    pll_model = ui.model_picker("Model", "ob_pll_model", MLM, task="masked-lm", where=c[0])
     c[1].text_input("Sentence 1", key="ob_s1", max_chars=500)
     c[2].text_input("Sentence 2", key="ob_s2", max_chars=500)
     try:
-        r1 = ui.model_call(O.pseudo_log_likelihood, s["ob_pll_model"], s["ob_s1"])
-        r2 = ui.model_call(O.pseudo_log_likelihood, s["ob_pll_model"], s["ob_s2"])
+        if pll_model is None:
+            raise _NoModel
+        r1 = ui.model_call(O.pseudo_log_likelihood, pll_model, s["ob_s1"])
+        r2 = ui.model_call(O.pseudo_log_likelihood, pll_model, s["ob_s2"])
+    except _NoModel:
+        pass
     except ExplorerError as err:
         ui.show_error(err)
     else:
@@ -145,11 +162,15 @@ with tabs[2]:
 
 with tabs[3]:
     c = st.columns([2, 3, 3])
-    c[0].selectbox("Model (NSP: BERT, SOP: ALBERT)", PRETRAIN, key="ob_nsp_model", format_func=label)
+    nsp_model = ui.model_picker("Model (NSP: BERT, SOP: ALBERT)", "ob_nsp_model", PRETRAIN, task="pretraining", where=c[0])
     c[1].text_input("Sentence A", key="ob_a", max_chars=500)
     c[2].text_input("Sentence B", key="ob_b", max_chars=500)
     try:
-        rel = ui.model_call(O.sentence_relation, s["ob_nsp_model"], s["ob_a"], s["ob_b"])
+        if nsp_model is None:
+            raise _NoModel
+        rel = ui.model_call(O.sentence_relation, nsp_model, s["ob_a"], s["ob_b"])
+    except _NoModel:
+        pass
     except ExplorerError as err:
         ui.show_error(err)
     else:

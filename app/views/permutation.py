@@ -7,55 +7,63 @@ from analysis import attention_plots as plots
 from analysis.safe_text import csv_bytes
 from app import ui
 from models import permutation as P
+from models import registry
 from models.errors import ExplorerError, InvalidText
 
 XLNET, BERT = "xlnet-base-cased", "bert-base-uncased"
+XLNETS = [c.id for c in registry.loadable() if c.model_type == "xlnet"]
 KINDS = {"left-to-right": "Left to right", "right-to-left": "Right to left", "random": "Random (seeded)", "custom": "Your own"}
 PARAGRAPH = ("The cat sat on the mat because it was tired. It had chased a mouse all morning. "
              "The mouse hid under the stairs, and the cat gave up. Then it slept in the sun.")
-DEFAULTS = {"pm_text": "New York is a city .", "pm_kind": "random", "pm_seed": 0, "pm_custom": "", "pm_k": 2, "pm_target": -1,
+DEFAULTS = {"pm_model": XLNET, "pm_model_other": "",
+            "pm_text": "New York is a city .", "pm_kind": "random", "pm_seed": 0, "pm_custom": "", "pm_k": 2, "pm_target": -1,
             "pm_ny": "New York is a city .", "pm_first": "New", "pm_second": "York", "pm_par": PARAGRAPH, "pm_seg": 8, "pm_mem": 8}
-ALLOWED = {"pm_kind": list(KINDS), "pm_seed": (0, 10**6), "pm_k": (1, P.MAX_TOKENS), "pm_target": (-1, P.MAX_TOKENS),
+ALLOWED = {"pm_model": [*XLNETS, ui.OTHER], "pm_model_other": ui.valid_model_id,
+           "pm_kind": list(KINDS), "pm_seed": (0, 10**6), "pm_k": (1, P.MAX_TOKENS), "pm_target": (-1, P.MAX_TOKENS),
            "pm_seg": (1, 64), "pm_mem": (0, 64)}
 
 
 @st.cache_resource(show_spinner="Loading XLNet…")
-def xlnet_lm():
+def xlnet_lm(model_id: str):
     from models.loader import load
 
-    return load(XLNET, task="xlnet-lm")
+    return load(model_id, task="xlnet-lm")
 
 
-def _predict(text: str, order: tuple, k: int) -> list:
-    return P.predict_last_k(xlnet_lm(), text, list(order), k, top_k=5)
+def _predict(model_id: str, text: str, order: tuple, k: int) -> list:
+    return P.predict_last_k(xlnet_lm(model_id), text, list(order), k, top_k=5)
 
 
-def _check(text: str, order: tuple, target: int) -> P.SelfCheck:
-    return P.self_check(xlnet_lm(), text, list(order), target)
+def _check(model_id: str, text: str, order: tuple, target: int) -> P.SelfCheck:
+    return P.self_check(xlnet_lm(model_id), text, list(order), target)
 
 
 @st.cache_data(show_spinner="Predicting…", max_entries=32)
-def predictions(text: str, order: tuple, k: int) -> list:
-    return ui.model_call(_predict, text, order, k)
+def predictions(model_id: str, text: str, order: tuple, k: int) -> list:
+    return ui.model_call(_predict, model_id, text, order, k)
 
 
 @st.cache_data(show_spinner="Checking…", max_entries=32)
-def checked(text: str, order: tuple, target: int) -> P.SelfCheck:
-    return ui.model_call(_check, text, order, target)
+def checked(model_id: str, text: str, order: tuple, target: int) -> P.SelfCheck:
+    return ui.model_call(_check, model_id, text, order, target)
 
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Permutation LM")
 st.markdown("#### XLNet predicts tokens in a random order, seeing both sides, and never its own target")
 ui.warn_ignored(ignored, "pm_")
-have_xlnet = ui.model_ready(XLNET)
 s = st.session_state
+c = st.columns([2, 3])
+xlnet_id = ui.model_picker("XLNet checkpoint", "pm_model", XLNETS, task="xlnet-lm", where=c[0],
+                           help="Any XLNet: the catalog's, a Hub id, or your own folder under BFE_MODEL_DIR.")
+have_xlnet = xlnet_id is not None and ui.model_ready(xlnet_id)
+wanted = xlnet_id or XLNET
 
-st.text_input("Sentence", key="pm_text", max_chars=400)
+c[1].text_input("Sentence", key="pm_text", max_chars=400)
 tokens, ids = None, None
 try:
     if have_xlnet:
-        ids, tokens = P.xlnet_tokens(xlnet_lm().tokenizer, s["pm_text"])
+        ids, tokens = P.xlnet_tokens(xlnet_lm(xlnet_id).tokenizer, s["pm_text"])
     else:
         words = s["pm_text"].split()
         if not words:
@@ -66,8 +74,8 @@ except ExplorerError as err:
     ui.save_url_state(DEFAULTS)
     st.stop()
 if not have_xlnet:
-    st.info("XLNet is not on this machine, so tokens are the sentence's words and predictions are off; the order and "
-            "masks below work the same. To get it: `python -m models.fetch xlnet-base-cased` on a machine with internet.",
+    st.info(f"{wanted} is not on this machine, so tokens are the sentence's words and predictions are off; the order and "
+            f"masks below work the same. To get it: `python -m models.fetch {wanted}` on a machine with internet.",
             icon=":material/info:")
 
 n = len(tokens) - 2
@@ -105,10 +113,11 @@ st.markdown(f"**{tokens[tgt]}** (position {tgt}, step {order.index(tgt) + 1} of 
 
 content, query = P.content_mask(inputs), P.query_mask(inputs)
 left, right = st.columns(2)
-left.plotly_chart(plots.heatmap(content.astype(float), tokens, title="Content stream: may see (itself included)",
-                                zmax=1, colorbar="sees"), width="stretch", config=ui.PLOTLY_CONFIG, key="pm_content")
-right.plotly_chart(plots.heatmap(query.astype(float), tokens, title="Query stream: may see (never itself)",
-                                 zmax=1, colorbar="sees"), width="stretch", config=ui.PLOTLY_CONFIG, key="pm_query")
+for where, m, name, key in ((left, content, "Content stream: may see (itself included)", "pm_content"),
+                            (right, query, "Query stream: may see (never itself)", "pm_query")):
+    ui.chart(plots.heatmap(m.astype(float), tokens, title=name, zmax=1, colorbar="sees"), key, where=where, compact=True,
+             title=f"XLNet two-stream attention masks. {name}", caption=f"Order {' → '.join(map(str, order))}.",
+             sources=("Yang et al. 2019 (XLNet), Section 2.3 and Figure 1",))
 masks = pd.DataFrame([{"from": i, "from_token": tokens[i], "to": j, "to_token": tokens[j], "content_sees": bool(content[i, j]),
                        "query_sees": bool(query[i, j]), "perm_mask": int(inputs.perm_mask[0, i, j])}
                       for i in range(len(tokens)) for j in range(len(tokens))])
@@ -117,16 +126,16 @@ st.download_button("Download the masks (CSV)", lambda: csv_bytes(masks), "xlnet-
 
 st.subheader("Predictions for the last K")
 if not have_xlnet:
-    st.info("Predictions need xlnet-base-cased (see above).", icon=":material/info:")
+    st.info(f"Predictions need {wanted} (see above).", icon=":material/info:")
 else:
     try:
-        preds = predictions(s["pm_text"], tuple(order), s["pm_k"])
+        preds = predictions(xlnet_id, s["pm_text"], tuple(order), s["pm_k"])
         table = pd.DataFrame([{"position": p.position, "token": p.token, "p(token)": p.true_probability,
                                **{f"#{i + 1}": f"{t} ({q:.1%})" for i, (t, q) in enumerate(p.top)}} for p in preds])
         st.dataframe(table, hide_index=True, width="stretch", column_config={"p(token)": st.column_config.NumberColumn(format="%.4f")})
         st.download_button("Download predictions (CSV)", lambda: csv_bytes(table), "xlnet-predictions.csv", "text/csv",
                            key="pm_dl_preds", icon=":material/download:")
-        chk = checked(s["pm_text"], tuple(order), tgt)
+        chk = checked(xlnet_id, s["pm_text"], tuple(order), tgt)
         st.markdown("**Self-check.** Replace one token and watch the prediction at "
                     f"**{tokens[tgt]}** (largest change of any probability):")
         a, b = st.columns(2)
@@ -145,14 +154,14 @@ else:
 
 st.subheader("\"New York\": BERT's independence against XLNet's chain")
 if not (have_xlnet and ui.model_ready(BERT)):
-    st.info(f"This comparison runs {BERT} and {XLNET}; get them with `python -m models.fetch {BERT} {XLNET}`.", icon=":material/info:")
+    st.info(f"This comparison runs {BERT} and {wanted}; get them with `python -m models.fetch {BERT} {wanted}`.", icon=":material/info:")
 else:
     c = st.columns([3, 1, 1])
     c[0].text_input("Sentence", key="pm_ny")
     c[1].text_input("First word", key="pm_first")
     c[2].text_input("Second word", key="pm_second")
     try:
-        ny = P.new_york(BERT, xlnet_lm(), s["pm_ny"], s["pm_first"], s["pm_second"])
+        ny = P.new_york(BERT, xlnet_lm(xlnet_id), s["pm_ny"], s["pm_first"], s["pm_second"])
         st.dataframe(pd.DataFrame([
             {"model": "BERT (both masked, independent)", "log p(first)": ny["bert_first"], "log p(second)": ny["bert_second"],
              "log p(pair)": ny["bert_pair"]},
@@ -165,14 +174,14 @@ else:
 
 st.subheader("Segment recurrence: attention into memory")
 if not have_xlnet:
-    st.info("Recurrence is drawn from XLNet's real attention into its memory (mems); it needs xlnet-base-cased.", icon=":material/info:")
+    st.info(f"Recurrence is drawn from XLNet's real attention into its memory (mems); it needs {wanted}.", icon=":material/info:")
 else:
     st.text_area("A longer text", key="pm_par", height=90, max_chars=4000)
     c = st.columns(2)
     c[0].number_input("Segment length (tokens)", 1, 64, key="pm_seg")
     c[1].number_input("Memory length (0 = vanilla, fixed context)", 0, 64, key="pm_mem")
     try:
-        segs = P.segment_recurrence(XLNET, s["pm_par"], s["pm_seg"], s["pm_mem"])
+        segs = P.segment_recurrence(xlnet_id, s["pm_par"], s["pm_seg"], s["pm_mem"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
@@ -183,8 +192,10 @@ else:
         if len(segs) > 1 and segs[1].memory:
             g = segs[1]
             mem_tokens = [f"m:{t}" for t in segs[0].tokens[-g.memory:]]
-            st.plotly_chart(plots.heatmap(g.weights[-1].mean(0), list(g.tokens), mem_tokens + list(g.tokens),
-                                          title="Segment 1, last layer, mean over heads: memory | current"),
-                            width="stretch", config=ui.PLOTLY_CONFIG, key="pm_mem_heat")
+            ui.chart(plots.heatmap(g.weights[-1].mean(0), list(g.tokens), mem_tokens + list(g.tokens),
+                                   title="Segment 1, last layer, mean over heads: memory | current"), "pm_mem_heat",
+                     title="Segment recurrence: attention into the remembered segment",
+                     caption="Segment 1, last layer, mean over heads; columns: memory, then the current segment.",
+                     sources=("Dai et al. 2019 (Transformer-XL), Section 3.2; Yang et al. 2019 (XLNet)",))
 
 ui.save_url_state(DEFAULTS)

@@ -118,11 +118,11 @@ if f is not None:
         sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
         ui.chart(fig, "sc_plot", where=left, title=f"Scaling fit: {f.formula}",
                  caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
-        left.plotly_chart(plots.residual_figure(f, s["sc_x"]), width="stretch", config=ui.PLOTLY_CONFIG, key="sc_resid")
     else:
-        fig = plots.residual_figure(f, s["sc_x"])
+        sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
         left.markdown("**Residuals against N** (a two-variable law has no single curve to draw)")
-        left.plotly_chart(fig, width="stretch", config=ui.PLOTLY_CONFIG, key="sc_resid")
+    ui.chart(plots.residual_figure(f, s["sc_x"]), "sc_resid", where=left, title=f"Residuals of {f.formula}",
+             caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
     with right:
         st.markdown(f"**{f.formula}** fitted to {len(f.y)} points")
         params = pd.DataFrame(f.table())
@@ -177,5 +177,17 @@ with st.expander("Reference laws and their published constants"):
                          "variables": r.variable, "source": r.source} for r in scaling.REFERENCE_LAWS.values()])
     st.dataframe(ref, hide_index=True, width="stretch")
     st.caption(f"For example, Chinchilla's law at N = 70B, D = 1.4T gives L = {scaling.reference_value('chinchilla', 70e9, 1.4e12):.3f} nats.")
+with st.expander("How big, on how much: GPT-2's four sizes and LLaMA's tokens"):
+    from analysis import reference
+
+    c = st.columns(2)
+    gpt2 = pd.DataFrame(reference.gpt2_sizes())[["parameters_reported", "layers", "d_model", "catalog_id", "source"]]
+    c[0].dataframe(gpt2, hide_index=True, width="stretch")
+    c[0].caption("GPT-2 grows in depth and width together: 12 → 48 layers, 768 → 1600 wide.")
+    small, big, batch = (reference.fact(k) for k in ("llama_7b_tokens", "llama_33b_tokens", "llama_batch_tokens"))
+    c[1].markdown(f"- LLaMA-7B and -13B: **{small.value / 1e12:.1f}T** tokens\n- LLaMA-33B and -65B: **{big.value / 1e12:.1f}T** tokens\n"
+                  f"- batch: {batch.value / 1e6:.0f}M tokens")
+    c[1].caption(f"{small.source}. Far past Chinchilla's ~20 tokens per parameter for the small models: trained for "
+                 "cheap inference, not compute-optimal training.")
 
 ui.save_url_state(DEFAULTS)
