@@ -50,6 +50,9 @@ class AttentionResult:
     notices: tuple[str, ...] = ()
     cls_like: tuple[int, ...] = ()  # positions of [CLS] / <s> / <cls>
     sep_like: tuple[int, ...] = ()  # positions of [SEP] / </s> / <sep>
+    local_layers: tuple[int, ...] = ()  # layers that attend within a sliding window (ModernBERT)
+    window: int = 0  # that window, in tokens (each token sees window // 2 on each side)
+    architecture_note: str = ""  # what is particular about this architecture's attention, for the page
 
     @property
     def layers(self) -> int:
@@ -207,12 +210,46 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     cls_tokens = {x for x in (tok.cls_token, tok.bos_token) if x}
     sep_tokens = {x for x in (tok.sep_token, tok.eos_token) if x} - cls_tokens
     causal = bool(getattr(net.config, "is_decoder", False)) or net.config.model_type == "gpt2"
+    local, window, note = architecture_notes(net.config)
     return AttentionResult(
         model_id=lm.model_id, tokens=tuple(readable(x) for x in raw), raw_tokens=tuple(raw), segments=tuple(segments),
         special=tuple(special), words=tuple(words), word_texts=word_texts, weights=weights, causal=causal,
         truncated=truncated, input_tokens=full, max_tokens=limit, notices=tuple(notes),
         cls_like=tuple(i for i, x in enumerate(raw) if x in cls_tokens and special[i]),
-        sep_like=tuple(i for i, x in enumerate(raw) if x in sep_tokens and special[i]))
+        sep_like=tuple(i for i, x in enumerate(raw) if x in sep_tokens and special[i]),
+        local_layers=local, window=window, architecture_note=note)
+
+
+def _layer_list(layers: list[int], verb: str = "are") -> str:
+    """'layer 0 is' / 'layers 1, 2 are'."""
+    if len(layers) == 1:
+        return f"layer {layers[0]} {'is' if verb == 'are' else verb}"
+    return f"layers {', '.join(map(str, layers))} {verb}"
+
+
+def architecture_notes(config: Any) -> tuple[tuple[int, ...], int, str]:
+    """(local layers, window, a sentence for the page) about what makes this architecture's attention particular."""
+    mt = getattr(config, "model_type", "")
+    if mt == "modernbert":
+        kinds = list(getattr(config, "layer_types", None) or [])
+        local = tuple(i for i, k in enumerate(kinds) if k == "sliding_attention")
+        window = int(getattr(config, "local_attention", 0) or 0)
+        glob = [i for i in range(len(kinds)) if i not in local]
+        return local, window, (
+            f"ModernBERT alternates global and local attention: {_layer_list(glob)} global; "
+            f"{_layer_list(list(local))} local, each token seeing only the {window // 2} tokens on either side "
+            f"(a {window}-token sliding window), so their maps are a band. Positions are rotary (RoPE), not learned "
+            "(Warner et al. 2024, ModernBERT, Section 2.1).")
+    if mt == "deberta-v2":
+        return (), 0, ("DeBERTa's disentangled attention: each score adds content-to-content, content-to-position and "
+                       "position-to-content terms over relative positions; the layers see no absolute positions "
+                       "(He et al. 2021, DeBERTa, Section 3.1). The weights shown are the softmax of that sum.")
+    if mt == "mpnet":
+        return (), 0, ("MPNet adds a learned relative-position bias (shared by all layers) to the scores, and sees the "
+                       "positions of the whole sentence while predicting in a permuted order (Song et al. 2020, MPNet).")
+    if mt == "xlm-roberta":
+        return (), 0, "XLM-RoBERTa: RoBERTa's attention, one 250k SentencePiece vocabulary for 100 languages (Conneau et al. 2020)."
+    return (), 0, ""
 
 
 # ------------------------------------------------------------------------------------------ analyses
@@ -310,3 +347,114 @@ def align(a: AttentionResult, b: AttentionResult) -> tuple[list[str], np.ndarray
     pa = [ids_a.index(k) for k in common]
     pb = [ids_b.index(k) for k in common]
     return [a.word_texts[k] for k in common], ma[..., pa, :][..., pa], mb[..., pb, :][..., pb]
+
+
+# ------------------------------------------------------------------------------------------ neuron view
+
+#: Architectures whose attention is plain scaled dot-product softmax(q·kᵀ/√d + mask), so the query and key
+#: vectors explain the weights. The others add terms q·k does not show: DeBERTa (content-to-position and
+#: position-to-content), MPNet (a relative-position bias), XLNet (relative positions and segments),
+#: ModernBERT (rotary positions turn q and k before the product).
+PLAIN_ATTENTION = ("bert", "roberta", "xlm-roberta", "electra", "albert", "distilbert", "gpt2")
+NOT_PLAIN = {"deberta-v2": "disentangled attention adds content-to-position and position-to-content scores",
+             "mpnet": "a learned relative-position bias is added to q·k",
+             "xlnet": "relative positions and segment terms are added to q·k",
+             "modernbert": "rotary position embeddings rotate q and k before their product"}
+
+
+@dataclass(frozen=True)
+class QueryKey:
+    """bertviz's neuron view for one head: each token's query and key, and what they make."""
+
+    model_id: str
+    layer: int
+    head: int
+    tokens: tuple[str, ...]
+    query: np.ndarray = field(repr=False)  # (T, d)
+    key: np.ndarray = field(repr=False)  # (T, d)
+    scores: np.ndarray = field(repr=False)  # (T, T): q·kᵀ/√d plus the mask (−inf where a token may not look)
+    causal: bool = False
+
+    def product(self, i: int) -> np.ndarray:
+        """Query ``i`` times every key, elementwise (T, d): its row sums, scaled, are the scores of row ``i``."""
+        return self.query[i][None, :] * self.key
+
+    @property
+    def probabilities(self) -> np.ndarray:
+        """softmax of the scores: the head's attention."""
+        s = self.scores - self.scores.max(axis=-1, keepdims=True)
+        e = np.exp(s)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def _projection_modules(net: Any, layer: int) -> tuple[Any, Any, int]:
+    """The modules whose outputs are layer ``layer``'s queries and keys, and which call of them is that layer."""
+    mt = net.config.model_type
+    if mt in ("bert", "roberta", "xlm-roberta", "electra"):
+        att = net.encoder.layer[layer].attention.self
+        return att.query, att.key, 0
+    if mt == "distilbert":
+        att = net.transformer.layer[layer].attention
+        return att.q_lin, att.k_lin, 0
+    if mt == "albert":
+        cfg = net.config
+        group = int(layer / (cfg.num_hidden_layers / cfg.num_hidden_groups))
+        first = next(i for i in range(cfg.num_hidden_layers) if int(i / (cfg.num_hidden_layers / cfg.num_hidden_groups)) == group)
+        inner = net.encoder.albert_layer_groups[group].albert_layers
+        if len(inner) != 1:
+            raise AttentionUnavailable("The neuron view takes ALBERT models with one layer per group.")
+        return inner[0].attention.query, inner[0].attention.key, layer - first
+    if mt == "gpt2":
+        c_attn = net.h[layer].attn.c_attn
+        return c_attn, None, 0
+    raise AttentionUnavailable(f"The neuron view needs plain scaled dot-product attention; {mt}'s is not: "
+                               f"{NOT_PLAIN.get(mt, 'its attention is not implemented here')}.",
+                               "Pick a BERT, RoBERTa, XLM-R, ELECTRA, ALBERT, DistilBERT or GPT-2 model.")
+
+
+def query_key(model: Any, text: str, layer: int, head: int) -> QueryKey:
+    """The query and key vectors of one head, their scaled scores, read with forward hooks on the model's
+    own projections (so they are the numbers the model used). ``probabilities`` reproduces the head's attention.
+
+    Raises:
+        AttentionUnavailable: an architecture whose attention is not plain q·k (see :data:`NOT_PLAIN`).
+        InvalidText: empty text; AttentionUnavailable: a layer or head out of range.
+    """
+    import torch
+
+    from models.loader import LoadedModel, load
+
+    lm = model if isinstance(model, LoadedModel) else load(model, attentions=True)
+    net, tok, dev = lm
+    cfg = net.config
+    n_layers = cfg.num_hidden_layers
+    n_heads = cfg.num_attention_heads
+    if not (0 <= layer < n_layers and 0 <= head < n_heads):
+        raise AttentionUnavailable(f"{lm.model_id} has layers 0–{n_layers - 1} and heads 0–{n_heads - 1}.")
+    q_mod, k_mod, call = _projection_modules(net, layer)
+    text, _ = clean_text(text)
+    enc = tok(text, truncation=True, max_length=lm.max_tokens, return_tensors="pt").to(dev)
+    seen: dict[str, list[torch.Tensor]] = {"q": [], "k": []}
+    hooks = [q_mod.register_forward_hook(lambda m, i, o: seen["q"].append(o.detach()))]
+    if k_mod is not None:
+        hooks.append(k_mod.register_forward_hook(lambda m, i, o: seen["k"].append(o.detach())))
+    try:
+        with torch.inference_mode():
+            net(**enc)
+    finally:
+        for h in hooks:
+            h.remove()
+    hidden = cfg.hidden_size
+    d = hidden // n_heads
+    if k_mod is None:  # GPT-2: one projection gives q, k and v
+        q_all, k_all = seen["q"][call][0, :, :hidden], seen["q"][call][0, :, hidden:2 * hidden]
+    else:
+        q_all, k_all = seen["q"][call][0], seen["k"][call][0]
+    q = q_all[:, head * d:(head + 1) * d].float().cpu().numpy()
+    k = k_all[:, head * d:(head + 1) * d].float().cpu().numpy()
+    scores = (q @ k.T) / np.sqrt(d)
+    causal = cfg.model_type == "gpt2"
+    if causal:
+        scores = np.where(np.tril(np.ones_like(scores, dtype=bool)), scores, -np.inf)
+    tokens = tuple(readable(x) for x in tok.convert_ids_to_tokens(enc["input_ids"][0].tolist()))
+    return QueryKey(lm.model_id, layer, head, tokens, q, k, scores, causal)

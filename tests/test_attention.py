@@ -202,3 +202,28 @@ def test_capture_writes_one_buffer_and_falls_back_outside_it() -> None:
         with capture.capturing(cfg.num_hidden_layers, cfg.num_attention_heads, t + 1, lm.device) as wrong:
             lm.model(**enc)
         assert wrong.layer == 0 and not wrong.complete
+
+
+def test_modernbert_local_layers_attend_within_their_window() -> None:
+    """ModernBERT alternates global and sliding-window layers: the local layers' maps are a band, and the page says which."""
+    from tests.tiny import LOCAL_ATTENTION
+
+    r = extract_attention("modernbert-base", "the cat sat on the mat because it was tired and the dog was not .")
+    assert r.local_layers == (1, 2) and r.window == LOCAL_ATTENTION
+    t = len(r.tokens)
+    far = np.abs(np.subtract.outer(np.arange(t), np.arange(t))) > LOCAL_ATTENTION // 2
+    assert t > LOCAL_ATTENTION + 4
+    for layer in range(r.layers):
+        outside = r.weights[layer][:, far].max()
+        if layer in r.local_layers:
+            assert outside == 0.0
+        else:
+            assert outside > 1e-3  # the global layer sees the whole sentence
+    assert "layer 0 is global" in r.architecture_note and "layers 1, 2 are local" in r.architecture_note
+
+
+@pytest.mark.parametrize(("model_id", "words"), [("deberta-v3-base", "disentangled"), ("mpnet-base", "relative-position"),
+                                                 ("xlm-roberta-base", "100 languages"), ("bert-base-uncased", "")])
+def test_each_architecture_says_what_is_particular_about_its_attention(model_id: str, words: str) -> None:
+    r = extract_attention(model_id, "the cat sat on the mat .")
+    assert (words in r.architecture_note) if words else r.architecture_note == ""

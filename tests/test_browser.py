@@ -30,7 +30,7 @@ PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an of
          "calculator": "where the bytes go", "scaling": "read its exponent with an error bar",
          "attention": "what each head of a real model looks at", "permutation": "never its own target",
          "objectives": "What each family member was trained to do", "results": "each with its paper, table and split",
-         "pack": "ready for slides"}
+         "pack": "ready for slides", "representations": "which words drive a prediction"}
 
 
 def _free_port() -> int:
@@ -127,6 +127,21 @@ def test_home_draws_its_charts(server: str, browser) -> None:
     page, _ = open_page(browser, server, PAGES[""])
     page.locator(".js-plotly-plot .scatterlayer .point").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 10
+    page.close()
+
+
+def test_representations_draws_the_senses_and_explains_offline(server: str, browser) -> None:
+    """The bundled MiniLM (real weights): the projection's points are drawn, and 'Why this prediction' colours words."""
+    page, outside = open_page(browser, f"{server}/representations", PAGES["representations"])
+    page.locator(".js-plotly-plot .scatterlayer .point").first.wait_for(timeout=60_000)
+    assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 15  # the default words: bank and bat, 18 sentences
+    page.get_by_text("Why this prediction", exact=True).first.click()
+    page.get_by_text("Integrated gradients").first.wait_for(timeout=120_000)
+    page.get_by_text("guitar").first.wait_for(timeout=30_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "representations-why.png"), full_page=True)
+    assert not outside, f"requests left localhost: {outside}"
     page.close()
 
 
@@ -252,8 +267,19 @@ def test_a_chart_goes_into_the_pack_and_out_as_a_deck(server: str, browser) -> N
         page.get_by_role("button", name="PowerPoint (.pptx)").click(timeout=60_000)
     deck = Presentation(info.value.path())
     assert len(deck.slides) == 3 and any(s.shape_type == 13 for s in deck.slides[1].shapes)  # 13: a picture
+    page.get_by_role("button", name="Save the pack as a link").click()
+    page.wait_for_url("**/pack?saved=*", timeout=30_000)
+    link = page.url
     assert not outside
     page.close()
+    other = browser.new_context()  # another browser: its own session, an empty pack until the link fills it
+    try:
+        page2 = other.new_page()
+        page2.goto(link)
+        page2.get_by_text("1 item(s) of at most 100").wait_for(timeout=60_000)
+        assert page2.get_by_role("textbox", name="Title").first.input_value().startswith("The BERT family")
+    finally:
+        other.close()
 
 
 def test_the_bertviz_view_saves_itself_as_svg(server: str, browser) -> None:

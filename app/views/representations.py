@@ -1,0 +1,367 @@
+"""Representations: what the hidden vectors hold, layer by layer, and which input tokens drive an output."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from analysis import representation_plots as plots
+from analysis import representations as R
+from app import ui
+from models import registry
+from models.errors import ExplorerError
+from models.representations import SENSES as SENSES_CSV
+
+BUNDLED = registry.bundled_id()
+MODELS = [c.id for c in registry.loadable()]
+MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
+PRETRAIN = [c.id for c in registry.loadable() if "pretraining" in c.tasks and c.family in ("bert", "albert")]
+DISC = [c.id for c in registry.loadable() if c.objective == "replaced-token-detection" and "pretraining" in c.tasks
+        and c.family == "electra"]
+SENSES = pd.read_csv(SENSES_CSV)
+VIEWS = {"projection": "Projection", "similarity": "Similarity by layer", "nearest": "Nearest contexts",
+         "neuron": "Neuron view", "why": "Why this prediction"}
+METHODS = {"pca": "PCA", "tsne": "t-SNE", "umap": "UMAP"}
+OUTPUTS = {"similarity": "similarity of two sentences (any encoder)", "fill": "a fill-mask prediction",
+           "nsp": "NSP / SOP: does B follow A?", "electra": "ELECTRA: was this token replaced?"}
+DEFAULTS = {
+    "rp_view": "projection", "rp_model": BUNDLED, "rp_model_other": "", "rp_source": "senses",
+    "rp_words": ["bank", "bat"], "rp_text": "The bank raised its rates.\nWe walked along the river bank.",
+    "rp_focus": "", "rp_layer": 4, "rp_method": "pca", "rp_seed": 0, "rp_model2": "distilbert-base-uncased",
+    "rp_model2_other": "", "rp_sentence": 0, "rp_token": 1, "rp_k": 10, "rp_head": 0, "rp_query": 1,
+    "rp_output": "similarity", "rp_a": "A man is playing the guitar on stage.", "rp_b": "Someone performs music.",
+    "rp_fill": "The capital of France is [MASK].", "rp_candidate": "", "rp_steps": 50, "rp_position": 2,
+}
+ALLOWED = {"rp_view": list(VIEWS), "rp_model": [*MODELS, ui.OTHER], "rp_model_other": ui.valid_model_id,
+           "rp_model2": [*MODELS, ui.OTHER], "rp_model2_other": ui.valid_model_id, "rp_source": ["senses", "typed"],
+           "rp_words": sorted(set(SENSES["word"])), "rp_layer": (0, 200), "rp_method": list(METHODS), "rp_seed": (0, 10**6),
+           "rp_sentence": (0, 200), "rp_token": (0, 600), "rp_k": (1, 100), "rp_head": (0, 200), "rp_query": (0, 600),
+           "rp_output": list(OUTPUTS), "rp_steps": (5, 200), "rp_position": (0, 600)}
+SOURCES_CITED = {
+    "projection": ("Coenen et al. 2019, Visualizing and Measuring the Geometry of BERT (word senses separate by layer)",),
+    "similarity": ("Ethayarajh 2019, How Contextual are Contextualized Word Representations? (EMNLP), §3–4",
+                   "Kornblith et al. 2019, Similarity of Neural Network Representations Revisited (ICML): linear CKA"),
+    "why": ("Sundararajan et al. 2017, Axiomatic Attribution for Deep Networks (integrated gradients)",
+            "Jain & Wallace 2019, Attention is not Explanation; Wiegreffe & Pinter 2019, Attention is not not Explanation",
+            "Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers (rollout)"),
+}
+
+
+@st.cache_data(show_spinner="Running the model on the sentences…", max_entries=16)
+def states(model_id: str, texts: tuple[str, ...]):
+    from models.representations import hidden_states
+
+    return ui.model_call(hidden_states, model_id, list(texts))
+
+
+@st.cache_data(show_spinner="Projecting…", max_entries=32)
+def projected(x: np.ndarray, method: str, seed: int) -> np.ndarray:
+    return R.project(x, method, seed)
+
+
+@st.cache_data(show_spinner="Searching the corpus (the first search at a layer builds its index: about a minute)…",
+               max_entries=32)
+def neighbours(model_id: str, text: str, position: int, k: int, layer: int) -> list:
+    from models.representations import nearest_contexts
+
+    return ui.model_call(nearest_contexts, model_id, text, position, k, layer)
+
+
+@st.cache_data(show_spinner="Reading the head's queries and keys…", max_entries=32)
+def neuron(model_id: str, text: str, layer: int, head: int):
+    from models.attention import query_key
+
+    return ui.model_call(query_key, model_id, text, layer, head)
+
+
+@st.cache_data(show_spinner="Integrated gradients (50 interpolation steps, one batch)…", max_entries=32)
+def explain(kind: str, model_id: str, args: tuple, steps: int):
+    from models import attribution as A
+
+    fn = {"similarity": A.similarity, "fill": A.fill_mask, "nsp": A.sentence_relation, "electra": A.replaced_token}[kind]
+    return ui.model_call(fn, model_id, *args, steps)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def rollout_row(model_id: str, text: str, pair: str, row: int) -> np.ndarray:
+    from models.attention import extract_attention, rollout
+
+    r = ui.model_call(extract_attention, model_id, text, pair or None)
+    return rollout(r.weights)[-1][min(row, len(r.tokens) - 1)]
+
+
+def short(model_id: str) -> str:
+    """A model's name without its owner, for chart titles."""
+    return model_id.rsplit("/", 1)[-1]
+
+
+def sentences() -> tuple[list[str], list[str]]:
+    """The sentences and, per sentence, its group label (the sense in the demo set, '' when typed)."""
+    s = st.session_state
+    if s["rp_source"] == "senses":
+        rows = SENSES[SENSES["word"].isin(s["rp_words"] or list(DEFAULTS["rp_words"]))]
+        return list(rows["sentence"]), [f"{w}: {m}" for w, m in zip(rows["word"], rows["sense"], strict=True)]
+    lines = [line.strip() for line in s["rp_text"].splitlines() if line.strip()][:100]
+    return lines, [""] * len(lines)
+
+
+ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
+st.title("Representations")
+st.markdown("#### What the hidden vectors hold, layer by layer, and which words drive a prediction")
+ui.warn_ignored(ignored, "rp_")
+s = st.session_state
+st.segmented_control("View", list(VIEWS), key="rp_view", format_func=VIEWS.get, label_visibility="collapsed")
+view = s["rp_view"] or "projection"
+
+if view in ("projection", "similarity", "nearest", "neuron"):
+    c = st.columns([3, 3, 3])
+    model_id = ui.model_picker("Model", "rp_model", MODELS, where=c[0])
+    c[1].segmented_control("Sentences", ["senses", "typed"], key="rp_source", format_func={"senses": "Demo", "typed": "Yours"}.get,
+                           help="Demo: 38 sentences with 'bank', 'bat', 'light' and 'spring' in different senses. "
+                                "Yours: type one sentence per line.")
+    if s["rp_source"] == "senses":
+        c[2].multiselect("Words", sorted(set(SENSES["word"])), key="rp_words",
+                         help="Each in several senses: 'bank' of a river and of money, 'bat', 'light', 'spring'.")
+    else:
+        c[2].text_area("One sentence per line (at most 100)", key="rp_text", height=100, max_chars=10_000)
+    texts, groups = sentences()
+    if not model_id:
+        ui.save_url_state(DEFAULTS)
+        st.stop()
+    if not texts:
+        st.info("Pick at least one word, or type a sentence.", icon=":material/edit:")
+        ui.save_url_state(DEFAULTS)
+        st.stop()
+    try:
+        reps = states(model_id, tuple(texts))
+    except ExplorerError as err:
+        ui.show_error(err)
+        ui.save_url_state(DEFAULTS)
+        st.stop()
+    for note in reps.notices:
+        st.info(note, icon=":material/info:")
+    if s["rp_layer"] > reps.layers:
+        s["rp_layer"] = reps.layers
+
+if view == "projection":
+    c = st.columns([3, 2, 2, 1])
+    c[0].slider("Layer (0: the embeddings)", 0, reps.layers, key="rp_layer")
+    c[1].segmented_control("Method", list(METHODS), key="rp_method", format_func=METHODS.get)
+    c[2].text_input("Only the tokens of", key="rp_focus", max_chars=200,
+                    help="Comma-separated words; empty: the words picked above (demo), or every word of your sentences.")
+    c[3].number_input("Seed", 0, 10**6, key="rp_seed")
+    focus = {w.strip().lower() for w in s["rp_focus"].split(",") if w.strip()}
+    if not focus and s["rp_source"] == "senses":
+        focus = set(s["rp_words"])
+    x, where = reps.layer_matrix(s["rp_layer"])
+    rows = []
+    for (t, p), vec in zip(where, x, strict=True):
+        item = reps.items[t]
+        word = item.word_texts[item.words[p]].lower() if item.words[p] is not None else ""
+        if not focus or word.strip(".,;:!?\"'") in focus:
+            rows.append((t, p, word, vec))
+    notice = ""
+    if len(rows) > R.MAX_POINTS:
+        notice = f"{len(rows):,} tokens: the first {R.MAX_POINTS:,} are drawn."
+        rows = rows[: R.MAX_POINTS]
+    if len(rows) < 3:
+        st.info("Fewer than three tokens match: widen 'Only the tokens of', or add sentences.", icon=":material/info:")
+    else:
+        try:
+            coords = projected(np.stack([r[3] for r in rows]), s["rp_method"] or "pca", int(s["rp_seed"]))
+        except ExplorerError as err:
+            ui.show_error(err)
+        else:
+            colour = [groups[t] or w for t, _, w, _ in rows]
+            labels = [reps.items[t].tokens[p] for t, p, _, _ in rows]
+            hover = [reps.items[t].text for t, _, _, _ in rows]
+            method = METHODS[s["rp_method"] or "pca"]
+            ui.chart(plots.projection_figure(coords, colour, labels, hover, f"{short(reps.model_id)}, layer {s['rp_layer']}: {method}",
+                                             method),
+                     "rp_proj", title=f"Token vectors of {reps.model_id} at layer {s['rp_layer']} ({method})",
+                     caption=f"{len(rows)} tokens of {len(texts)} sentences, coloured by "
+                             + ("sense" if s["rp_source"] == "senses" else "word") + ".",
+                     sources=(*SOURCES_CITED["projection"], f"Hidden states of {reps.model_id}, computed by BERT Family Explorer"))
+            if notice:
+                st.caption(notice)
+            st.caption("In the middle layers the senses of one word pull apart (the river bank and the money bank form "
+                       "their own clusters); at layer 0 every 'bank' is the same vector. PCA is linear and exact; t-SNE and "
+                       "UMAP keep neighbours, not distances (fixed seed, same picture).")
+            table = pd.DataFrame({"sentence": hover, "token": labels, "group": colour, "x": coords[:, 0], "y": coords[:, 1]})
+            ui.download_buttons(table, "projection", "rp_dl_proj")
+    with st.expander("Project vectors of your own (CSV)"):
+        up = st.file_uploader("One row per item, one numeric column per dimension, an optional 'label' column",
+                              type=["csv"], key="rp_upload", max_upload_size=R.MAX_UPLOAD_BYTES // 2**20 or 1)
+        if up is not None:
+            try:
+                mine, names = R.parse_vectors_csv(up.getvalue())
+                xy = projected(mine, s["rp_method"] or "pca", int(s["rp_seed"]))
+            except ExplorerError as err:
+                ui.show_error(err)
+            else:
+                method = METHODS[s["rp_method"] or "pca"]
+                ui.chart(plots.projection_figure(xy, ["your vectors"] * len(names), names, names, f"{up.name[:60]}: {method}", method),
+                         "rp_proj_upload", title=f"Your vectors ({mine.shape[0]} × {mine.shape[1]}), {method}",
+                         caption=f"Uploaded as {up.name[:60]}.", sources=("Your data",))
+
+elif view == "similarity":
+    measures = None
+    where = reps.layer_matrix(0)[1]
+    words = []
+    for t, p in where:
+        item = reps.items[t]
+        words.append(item.word_texts[item.words[p]].lower().strip(".,;:!?\"'") if item.words[p] is not None else "")
+    per_layer = np.stack([reps.layer_matrix(layer)[0] for layer in range(reps.layers + 1)])
+    try:
+        measures = R.contextuality(per_layer, [t for t, _ in where], words)
+        own = R.cka_matrix(list(per_layer))
+    except ExplorerError as err:
+        ui.show_error(err)
+    if measures is not None:
+        left, right = st.columns(2)
+        ui.chart(plots.contextuality_figure(measures, short(reps.model_id)), "rp_ctx", where=left, compact=True,
+                 title=f"How contextual are {reps.model_id}'s vectors, by layer",
+                 caption=f"{len(texts)} sentences; self-similarity over the {measures[0].words} words seen in two or more of them.",
+                 sources=SOURCES_CITED["similarity"][:1])
+        left.caption("Self-similarity: one word's vectors across its contexts (1 = the context changes nothing). "
+                     "Intra-sentence: tokens against their sentence's mean. Anisotropy: random pairs (all vectors point one "
+                     "way when high); the dashed line subtracts it, as Ethayarajh does.")
+        ui.chart(plots.cka_figure(own, short(reps.model_id), short(reps.model_id), f"Linear CKA between layers: {short(reps.model_id)}"),
+                 "rp_cka", where=right, compact=True, title=f"Linear CKA between the layers of {reps.model_id}", caption=f"{len(where)} token vectors.",
+                 sources=SOURCES_CITED["similarity"][1:])
+        table = pd.DataFrame([{"layer": m.layer, "self_similarity": m.self_similarity, "intra_sentence": m.intra_sentence,
+                               "anisotropy": m.anisotropy, "adjusted_self_similarity": m.adjusted_self_similarity} for m in measures])
+        ui.download_buttons(table, "contextuality", "rp_dl_ctx")
+    st.subheader("Across two models (aligned by words)")
+    c = st.columns([3, 5])
+    other = ui.model_picker("Compare with", "rp_model2", MODELS, where=c[0],
+                            help="BERT against DistilBERT: which student layer matches which teacher layer.")
+    if other and not ui.explain_missing([other] if other in MODELS else [], "The comparison needs"):
+        try:
+            reps2 = states(other, tuple(texts))
+            a_rows, b_rows = [], []
+            for layer_set, out in ((reps, a_rows), (reps2, b_rows)):
+                for layer in range(layer_set.layers + 1):
+                    out.append(np.concatenate([R.pool_by_word(item.hidden[layer], item.words)[0] for item in layer_set.items]))
+            if a_rows[0].shape[0] != b_rows[0].shape[0]:
+                raise ExplorerError("The two tokenizers do not agree on the words of these sentences.", "Try plainer sentences.")
+            cross = R.cka_matrix(b_rows, a_rows)
+        except ExplorerError as err:
+            ui.show_error(err)
+        else:
+            ui.chart(plots.cka_figure(cross, short(reps.model_id), short(reps2.model_id),
+                                      f"Linear CKA: {short(reps2.model_id)} against {short(reps.model_id)}"),
+                     "rp_cka2", where=c[1], title=f"Linear CKA between {reps2.model_id} and {reps.model_id}, layer by layer",
+                     caption=f"{a_rows[0].shape[0]} words (tokens mean-pooled per word).", sources=SOURCES_CITED["similarity"][1:])
+            best = cross.argmax(axis=1)
+            c[0].caption("Best match of each of its layers: " + ", ".join(f"{i}→{j}" for i, j in enumerate(best)))
+
+elif view == "nearest":
+    c = st.columns([4, 2, 2, 1])
+    s["rp_sentence"] = min(s["rp_sentence"], len(texts) - 1)
+    c[0].selectbox("Sentence", list(range(len(texts))), key="rp_sentence", format_func=lambda i: texts[i])
+    item = reps.items[s["rp_sentence"]]
+    choices = [p for p in range(len(item.tokens)) if not item.special[p]]
+    if s["rp_token"] not in choices:
+        s["rp_token"] = choices[0]
+    c[1].selectbox("Token", choices, key="rp_token", format_func=lambda p: f"{p}: {item.tokens[p]}")
+    c[2].slider("Layer", 0, reps.layers, key="rp_layer")
+    c[3].number_input("k", 1, 100, key="rp_k")
+    st.caption("exBERT's search: the tokens of 6,000 WordNet example sentences (Princeton WordNet 3.0, its licence in "
+               "data/corpus/) whose vectors at this layer are closest to the chosen token (cosine, exact).")
+    if st.button("Search the corpus", icon=":material/search:", key="rp_search") or s.get("rp_searched") == (
+            reps.model_id, item.text, s["rp_token"], s["rp_k"], s["rp_layer"]):
+        s["rp_searched"] = (reps.model_id, item.text, s["rp_token"], s["rp_k"], s["rp_layer"])
+        try:
+            hits = neighbours(reps.model_id, item.text, s["rp_token"], s["rp_k"], s["rp_layer"])
+        except ExplorerError as err:
+            ui.show_error(err)
+        else:
+            table = pd.DataFrame([{"similarity": round(h.similarity, 4), "token": h.token, "sentence": h.sentence} for h in hits])
+            st.dataframe(table, hide_index=True, width="stretch")
+            ui.download_buttons(table, "nearest-contexts", "rp_dl_nn")
+            same = sum(h.token == item.tokens[s["rp_token"]] for h in hits)
+            st.caption(f"{same} of {len(hits)} neighbours are the same word; read their sentences to see which sense the "
+                       "layer keeps.")
+
+elif view == "neuron":
+    from models.attention import NOT_PLAIN
+
+    mt = None
+    c = st.columns([4, 1, 1, 2])
+    s["rp_sentence"] = min(s["rp_sentence"], len(texts) - 1)
+    c[0].selectbox("Sentence", list(range(len(texts))), key="rp_sentence", format_func=lambda i: texts[i])
+    c[1].number_input("Layer", 0, max(0, reps.layers - 1), key="rp_layer")
+    c[2].number_input("Head", 0, 200, key="rp_head")
+    try:
+        qk = neuron(reps.model_id, reps.items[s["rp_sentence"]].text, min(s["rp_layer"], reps.layers - 1), s["rp_head"])
+    except ExplorerError as err:
+        ui.show_error(err)
+    else:
+        s["rp_query"] = min(s["rp_query"], len(qk.tokens) - 1)
+        c[3].selectbox("Query token", list(range(len(qk.tokens))), key="rp_query", format_func=lambda p: f"{p}: {qk.tokens[p]}")
+        i = s["rp_query"]
+        ui.chart(plots.neuron_figure(qk.product(i), qk.tokens, qk.tokens[i], qk.scores[i], qk.probabilities[i]), "rp_neuron",
+                 title=f"{qk.model_id}: neuron view, layer {qk.layer}, head {qk.head}, query “{qk.tokens[i]}”",
+                 caption="Left: each dimension's share q_d·k_d of the score; right: q·k/√d and the softmax weight.",
+                 sources=("Vig 2019, bertviz (the neuron view)", f"Queries and keys of {qk.model_id}, read from the model"))
+        st.caption(f"Summing a row on the left and dividing by √{qk.query.shape[1]} gives the grey bar; the softmax of the grey "
+                   "bars is the blue one, the head's attention (checked against the model's own weights in the tests). bertviz "
+                   "shows this for BERT, GPT-2 and RoBERTa; here it works for every architecture whose attention is plain q·k: "
+                   "not for " + "; ".join(f"{k} ({v})" for k, v in NOT_PLAIN.items()) + ".")
+
+else:  # why this prediction
+    c = st.columns([3, 3])
+    c[0].selectbox("Explain", list(OUTPUTS), key="rp_output", format_func=OUTPUTS.get)
+    kind = s["rp_output"]
+    pool = {"similarity": MODELS, "fill": MLM, "nsp": PRETRAIN, "electra": DISC}[kind]
+    if s["rp_model"] not in pool and s["rp_model"] != ui.OTHER:
+        s["rp_model"] = BUNDLED if kind == "similarity" else pool[0]
+    model_id = ui.model_picker("Model", "rp_model", pool, task={"similarity": "base", "fill": "masked-lm"}.get(kind, "pretraining"),
+                               where=c[1])
+    c = st.columns([3, 3, 1])
+    if kind == "fill":
+        c[0].text_input("Text with [MASK]", key="rp_fill", max_chars=500)
+        c[1].text_input("Candidate (empty: the top prediction)", key="rp_candidate", max_chars=50)
+        args, text, pair = (s["rp_fill"], s["rp_candidate"] or None), s["rp_fill"], ""
+    elif kind == "electra":
+        c[0].text_input("Text", key="rp_a", max_chars=500)
+        c[1].number_input("Token position", 0, 600, key="rp_position")
+        args, text, pair = (s["rp_a"], s["rp_position"]), s["rp_a"], ""
+    else:
+        c[0].text_input("Sentence A", key="rp_a", max_chars=500)
+        c[1].text_input("Sentence B", key="rp_b", max_chars=500)
+        args, text, pair = (s["rp_a"], s["rp_b"]), s["rp_a"], (s["rp_b"] if kind == "nsp" else "")
+    c[2].number_input("IG steps", 5, 200, key="rp_steps")
+    if model_id and not ui.explain_missing([model_id] if model_id in MODELS else [], "This needs"):
+        try:
+            a = explain(kind, model_id, args, int(s["rp_steps"]))
+            row = next((p for p, t in enumerate(a.tokens) if t in ("[MASK]", "<mask>")), 0) if kind == "fill" else (
+                s["rp_position"] if kind == "electra" else 0)
+            roll = rollout_row(model_id, text, pair, row)
+        except ExplorerError as err:
+            ui.show_error(err)
+        else:
+            st.markdown(f"**{a.output}** = {a.f_input:.4f} (baseline, words replaced by padding: {a.f_baseline:.4f})")
+            cols = st.columns(3)
+            cols[0].markdown("**Integrated gradients**")
+            cols[0].html(plots.saliency_html(a.tokens, a.integrated_gradients, a.special,
+                                             f"sum {a.integrated_gradients.sum():+.4f} = f(x) − f(baseline) "
+                                             f"{a.f_input - a.f_baseline:+.4f}, delta {a.delta:+.1e}, {a.steps} steps"))
+            cols[1].markdown("**Gradient × input**")
+            cols[1].html(plots.saliency_html(a.tokens, a.gradient_x_input, a.special, "one gradient, at the input only"))
+            cols[2].markdown("**Attention rollout**")
+            if len(roll) == len(a.tokens):
+                cols[2].html(plots.saliency_html(a.tokens, roll, a.special,
+                                                 f"how much token {row} ({a.tokens[row]}) attends to each, through all layers"))
+            else:
+                cols[2].caption("The attention view tokenizes this input differently; rollout is not drawn.")
+            st.caption("Blue raises the output, orange lowers it (hover a word for its number). When the three disagree, "
+                       "remember: attention weights say where information flows, not what made the output (Jain & Wallace "
+                       "2019; Wiegreffe & Pinter 2019); integrated gradients satisfy completeness — they add up to the change "
+                       "of the output — which the other two do not (Sundararajan et al. 2017). Computed with Captum.")
+            table = pd.DataFrame({"token": a.tokens, "integrated_gradients": a.integrated_gradients,
+                                  "gradient_x_input": a.gradient_x_input,
+                                  "rollout": roll if len(roll) == len(a.tokens) else np.nan})
+            ui.download_buttons(table, "attribution", "rp_dl_attr")
+
+ui.save_url_state(DEFAULTS)
