@@ -82,7 +82,12 @@ def test_reference_tables_are_complete(engine) -> None:
     assert {("MNLI", "acc_m"), ("MNLI", "acc_mm"), ("STS-B", "pearson"), ("STS-B", "spearman"), ("CoLA", "mcc"),
             ("SQuAD 2.0", "em"), ("SQuAD 2.0", "f1")} <= set(zip(metrics["task"], metrics["metric"], strict=True))
     sources = db.catalog_frame("sources", engine).set_index("key")
-    assert sources.loc["liu2019", "arxiv"] == "1907.11692" and sources.loc["lan2020", "year"] == 2020
+    assert sources.loc["liu2019", "arxiv"] == "1907.11692" and sources.loc["lan2020", "year published"] == 2020
+    # both years, labelled: ALBERT was posted to arXiv in 2019 and published (ICLR) in 2020
+    assert sources.loc["lan2020", "first arXiv"] == 2019
+    arxiv = sources[sources["first arXiv"].notna()]
+    late = arxiv[arxiv["first arXiv"] > arxiv["year published"]]
+    assert list(late.index) == ["gao2020"] and "31 December 2020" in late.loc["gao2020", "note"]  # an id of the next month's listing
 
 
 def test_catalog_links_exist() -> None:
@@ -544,3 +549,73 @@ def test_scaling_data_sets_agree_with_the_results_data() -> None:
         assert cell(source="lan2020", table="Table 2", model=r.model, task="MNLI", metric="acc_m") == r.mnli
         checked += 2
     assert checked >= 60
+
+
+# ------------------------------------------------------------------------------- saved packs
+def test_packs_saved_as_links(engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    from analysis.export import PackItem
+    from analysis.results_db import packs
+
+    items = [PackItem(title="Ünïcode 🙂", caption="c", sources=("s",), table=({"a": 1},), link="/results")]
+    token = db.save_pack(items, "Deck", engine)
+    assert len(token) >= 22 and db.load_pack(token, engine) == ("Deck", items)
+    for bad in ("", "../../etc/passwd", "x" * 500, "'; DROP TABLE bfe_packs; --", token[:-1] + "?"):
+        with pytest.raises(db.PackNotFound):
+            db.load_pack(bad, engine)
+    monkeypatch.setattr(packs, "MAX_SAVED_PACKS", 3)
+    tokens = [db.save_pack(items, f"D{i}", engine) for i in range(4)]
+    with db.session(engine) as s:
+        assert sorted(s.scalars(select(db.SavedPack.title))) == ["D1", "D2", "D3"]  # the oldest went
+    with pytest.raises(db.PackNotFound, match="deleted"):
+        db.load_pack(tokens[0], engine)
+
+
+def test_a_schema_1_database_gains_the_packs_table(lite) -> None:
+    from sqlalchemy import text
+
+    from analysis.results_db import seeding
+
+    with db.session(lite, write=True) as s:
+        s.execute(text("DROP TABLE bfe_packs"))
+        s.get(db.Meta, "schema_version").value = "1"
+    before = count(lite)
+    seeding.SEEDED.clear()
+    db.ensure_seeded(lite)
+    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION) == "3" and count(lite) == before
+    assert db.load_pack(db.save_pack([], "empty", lite), lite) == ("empty", [])
+
+
+# ------------------------------------------------------------------------------------ pre-training runs
+def test_runs_round_trip_and_a_dead_process_is_interrupted(engine) -> None:
+    import subprocess
+    import sys
+
+    from analysis.results_db import runs
+
+    rid = runs.create_run("mlm-demo", "mlm", {"layers": 2, "hidden": 128, "run": "=cmd|' /C calc'!A0"}, engine)
+    with pytest.raises(runs.DuplicateRun):
+        runs.create_run("mlm-demo", "mlm", {}, engine)
+    runs.start_run(rid, engine)
+    runs.record_curve(rid, [(i, 10.0 - i / 100) for i in range(1, 12_001)], engine)
+    got = runs.get_run(rid, engine)
+    assert got["status"] == "running" and len(got["curve"]) == runs.MAX_CURVE_POINTS and got["curve"][-1] == (12000, 10.0 - 120.0)
+    assert runs.mark_interrupted(engine) == []  # this process is alive
+    runs.finish_run(rid, "finished", evaluation={"held_out_loss": 7.5, "probes": [{"top": ["a"]}]}, checkpoint="trained/mlm-demo",
+                    seconds=12.5, tokens=1000, parameters=4_000_000, engine=engine)
+    df = runs.list_runs(engine)
+    assert list(df["name"]) == ["mlm-demo"] and df["evaluation"][0]["held_out_loss"] == 7.5
+    csv = runs.runs_csv(engine).decode()
+    assert "eval.held_out_loss" in csv and "'=cmd" in csv  # formulas neutralised
+    # a run whose process died (a server restart) is marked interrupted, never finished
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    rid2 = runs.create_run("killed", "electra", {}, engine)
+    runs.start_run(rid2, engine)
+    with db.session(engine, write=True) as s:
+        s.get(db.TrainingRun, rid2).pid = int(dead)
+    assert runs.mark_interrupted(engine) == [rid2]
+    assert runs.get_run(rid2, engine)["status"] == "interrupted"
+    runs.delete_run(rid, engine)
+    with pytest.raises(runs.RunNotFound):
+        runs.get_run(rid, engine)
+    with pytest.raises(IntegrityError), db.session(engine, write=True) as s:  # the database itself refuses an unknown state
+        s.get(db.TrainingRun, rid2).status = "done"

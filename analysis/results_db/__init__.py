@@ -16,6 +16,8 @@ One job per module:
 - :mod:`.validation`: checking a user's result (names, ranges, sources);
 - :mod:`.writes`: adding, importing and deleting, safe under concurrent processes;
 - :mod:`.csvio`: the import/export CSV format, bounded in and formula-safe out;
+- :mod:`.packs`: presentation packs saved as links;
+- :mod:`.runs`: the pre-training lab's runs (config, curve, evaluation, state);
 - :mod:`.queries`: results joined with their provenance, and the reference tables.
 
 No torch and no streamlit here.
@@ -41,8 +43,9 @@ from analysis.results_db.engine import (
     session,
     write,
 )
+from analysis.results_db.packs import MAX_SAVED_PACKS, PackNotFound, load_pack, save_pack
 from analysis.results_db.queries import USER_MARK, catalog_frame, citation, data_version, results_frame
-from analysis.results_db.schema import SCHEMA_VERSION, SETTINGS, SPLITS, Base, Meta, Metric, Model, Result, Source, Task
+from analysis.results_db.schema import SCHEMA_VERSION, SETTINGS, SPLITS, Base, Meta, Metric, Model, Result, SavedPack, Source, Task, TrainingRun
 from analysis.results_db.seeding import DATA_DIR, MIGRATIONS, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
 from analysis.results_db.writes import ImportReport, add_result, delete_result, import_csv
 
@@ -52,6 +55,7 @@ __all__ = [
     "IMPORT_COLUMNS",
     "MAX_IMPORT_BYTES",
     "MAX_IMPORT_ROWS",
+    "MAX_SAVED_PACKS",
     "MIGRATIONS",
     "OPTIONAL_COLUMNS",
     "SCHEMA_VERSION",
@@ -65,10 +69,13 @@ __all__ = [
     "Meta",
     "Metric",
     "Model",
+    "PackNotFound",
     "Result",
+    "SavedPack",
     "SeedReport",
     "Source",
     "Task",
+    "TrainingRun",
     "_normalise_url",
     "add_result",
     "catalog_frame",
@@ -82,9 +89,11 @@ __all__ = [
     "export_rows",
     "get_engine",
     "import_csv",
+    "load_pack",
     "meta",
     "parse_csv",
     "results_frame",
+    "save_pack",
     "seed_rows",
     "seed_source_keys",
     "seed_version",

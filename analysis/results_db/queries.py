@@ -103,4 +103,11 @@ def catalog_frame(kind: str, engine: Engine | None = None):
             return pd.DataFrame(rows, columns=["task", "metric", "name", "lower", "upper", "higher_is_better", "note"])
         objs = s.scalars(select(cls).order_by(cls.id)).all()
         cols = [c.key for c in cls.__table__.columns if c.key != "id"]
-        return pd.DataFrame([{c: getattr(o, c) for c in cols} for o in objs], columns=cols)
+        df = pd.DataFrame([{c: getattr(o, c) for c in cols} for o in objs], columns=cols)
+    if cls is Source:
+        from models.registry import arxiv_year
+
+        # Two years, both labelled: publication (the citation's) and first arXiv version (the catalog's convention).
+        df = df.rename(columns={"year": "year published"})
+        df.insert(df.columns.get_loc("year published") + 1, "first arXiv", [arxiv_year(a) for a in df["arxiv"]])
+    return df

@@ -3,7 +3,9 @@
 :class:`Source` (paper, authors, year, arXiv id), :class:`Model` (name, family, parameter count,
 link to ``data/catalog.json``), :class:`Task` and its :class:`Metric` (with the metric's valid
 range), :class:`Result` (one number with split, single/ensemble, source table, leaderboard snapshot
-date and a note) and :class:`Meta` (schema and seed-data versions). ``origin`` is ``seed`` for the
+date and a note), :class:`SavedPack` (a presentation pack saved as a link), :class:`TrainingRun`
+(a pre-training run of the lab) and :class:`Meta`
+(schema and seed-data versions). ``origin`` is ``seed`` for the
 published data and ``user`` for what users add.
 """
 
@@ -20,13 +22,14 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Index,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs)
 SPLITS = ("dev", "test", "unspecified")
 SETTINGS = ("single", "ensemble")
 
@@ -135,3 +138,45 @@ class Result(Base):
     note: Mapped[str] = mapped_column(Text, default="")
     origin: Mapped[str] = mapped_column(String(8), default="seed")
     added_at: Mapped[dt.datetime] = mapped_column(DateTime, default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
+
+
+class SavedPack(Base):
+    """A presentation pack saved as a link: its compressed JSON (:func:`analysis.export.pack_to_bytes`) under a random token."""
+
+    __tablename__ = "bfe_packs"
+    token: Mapped[str] = mapped_column(String(32), primary_key=True)
+    title: Mapped[str] = mapped_column(String(200), default="")
+    items: Mapped[int] = mapped_column(default=0)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, index=True,
+                                                    default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
+
+
+RUN_STATUSES = ("queued", "running", "finished", "failed", "cancelled", "interrupted")
+
+
+class TrainingRun(Base):
+    """A pre-training run (``models.pretrain``): its config, loss curve and evaluation as JSON, and its state.
+
+    ``interrupted``: the process running it died (a server restart); such a run is never shown as finished.
+    """
+
+    __tablename__ = "bfe_runs"
+    __table_args__ = (CheckConstraint("status IN ('queued', 'running', 'finished', 'failed', 'cancelled', 'interrupted')",
+                                      name="ck_run_status"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    objective: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(12), default="queued")
+    config: Mapped[str] = mapped_column(Text, default="{}")
+    curve: Mapped[str] = mapped_column(Text, default="[]")
+    evaluation: Mapped[str] = mapped_column(Text, default="{}")
+    checkpoint: Mapped[str] = mapped_column(String(200), default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+    host: Mapped[str] = mapped_column(String(100), default="")
+    pid: Mapped[int | None]
+    seconds: Mapped[float | None] = mapped_column(Float)
+    tokens: Mapped[int | None] = mapped_column(BigInteger)
+    parameters: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime)

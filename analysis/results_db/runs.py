@@ -1,0 +1,177 @@
+"""Pre-training runs in the results database (``bfe_runs``): created, started, updated, finished, listed, deleted.
+
+The same ``DATABASE_URL`` as the results (SQLite or PostgreSQL). A run's state moves
+queued → running → finished | failed | cancelled; a run whose process died while ``running`` (the
+server restarted) becomes ``interrupted`` the next time :func:`mark_interrupted` looks, so it is
+never shown as finished. No torch here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
+
+from analysis.results_db.engine import get_engine, session, write
+from analysis.results_db.schema import TrainingRun
+from analysis.results_db.seeding import ensure_seeded
+from models.errors import ExplorerError
+
+MAX_CURVE_POINTS = 5_000
+
+
+class RunNotFound(ExplorerError, LookupError):
+    """No run has this id (deleted, or never created)."""
+
+
+class DuplicateRun(ExplorerError, ValueError):
+    """A run of this name exists already."""
+
+
+def _engine(engine: Engine | None) -> Engine:
+    engine = engine or get_engine()
+    ensure_seeded(engine)
+    return engine
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def create_run(name: str, objective: str, config: dict[str, Any], engine: Engine | None = None) -> int:
+    """Store a queued run; return its id. Raises DuplicateRun for a name in use."""
+    engine = _engine(engine)
+
+    def add(s) -> int:
+        run = TrainingRun(name=name[:100], objective=objective[:20], status="queued", config=json.dumps(config, default=str))
+        s.add(run)
+        s.flush()
+        return run.id
+
+    try:
+        return write(engine, add, attempts=1)
+    except IntegrityError:
+        raise DuplicateRun(f"A run named {name[:100]!r} exists already.", "Pick another name, or delete the old run.") from None
+
+
+def _update(run_id: int, engine: Engine | None, **fields: Any) -> None:
+    engine = _engine(engine)
+
+    def change(s) -> None:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            raise RunNotFound(f"No run {run_id}.")
+        for k, v in fields.items():
+            setattr(run, k, v)
+
+    write(engine, change)
+
+
+def start_run(run_id: int, engine: Engine | None = None) -> None:
+    """Mark a run running, by this process on this host (so a dead process can be told apart)."""
+    _update(run_id, engine, status="running", pid=os.getpid(), host=socket.gethostname()[:100])
+
+
+def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None) -> None:
+    """Store the loss curve so far (thinned to :data:`MAX_CURVE_POINTS`, the last point kept)."""
+    if len(curve) > MAX_CURVE_POINTS:
+        step = len(curve) / MAX_CURVE_POINTS
+        curve = [curve[int(i * step)] for i in range(MAX_CURVE_POINTS - 1)] + [curve[-1]]
+    _update(run_id, engine, curve=json.dumps(curve))
+
+
+def finish_run(run_id: int, status: str, *, evaluation: dict[str, Any] | None = None, checkpoint: str = "", message: str = "",
+               seconds: float | None = None, tokens: int | None = None, parameters: int | None = None,
+               engine: Engine | None = None) -> None:
+    """Close a run as ``finished``, ``failed`` or ``cancelled``, with what it measured."""
+    if status not in ("finished", "failed", "cancelled"):
+        raise ValueError(f"a run finishes as finished, failed or cancelled, not {status!r}")
+    _update(run_id, engine, status=status, evaluation=json.dumps(evaluation or {}, default=str), checkpoint=checkpoint[:200],
+            message=message[:2000], seconds=seconds, tokens=tokens, parameters=parameters, finished_at=_now())
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mark_interrupted(engine: Engine | None = None) -> list[int]:
+    """Runs ``running`` on this host whose process is gone become ``interrupted``; their ids are returned."""
+    engine = _engine(engine)
+    host = socket.gethostname()[:100]
+
+    def sweep(s) -> list[int]:
+        dead = [r for r in s.scalars(select(TrainingRun).where(TrainingRun.status == "running", TrainingRun.host == host))
+                if not _alive(r.pid)]
+        for r in dead:
+            r.status, r.finished_at = "interrupted", _now()
+            r.message = (r.message + " " if r.message else "") + "The server stopped while this run was training."
+        return [r.id for r in dead]
+
+    return write(engine, sweep)
+
+
+def get_run(run_id: int, engine: Engine | None = None) -> dict[str, Any]:
+    engine = _engine(engine)
+    with session(engine) as s:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            raise RunNotFound(f"No run {run_id}.", "It may have been deleted.")
+        return _row(run)
+
+
+def _row(run: TrainingRun) -> dict[str, Any]:
+    return {"id": run.id, "name": run.name, "objective": run.objective, "status": run.status, "config": json.loads(run.config),
+            "curve": [tuple(p) for p in json.loads(run.curve)], "evaluation": json.loads(run.evaluation), "checkpoint": run.checkpoint,
+            "message": run.message, "seconds": run.seconds, "tokens": run.tokens, "parameters": run.parameters,
+            "created_at": run.created_at, "finished_at": run.finished_at}
+
+
+def list_runs(engine: Engine | None = None):
+    """Every run, newest first, as a DataFrame (config, curve and evaluation as Python objects)."""
+    import pandas as pd
+
+    engine = _engine(engine)
+    with session(engine) as s:
+        rows = [_row(r) for r in s.scalars(select(TrainingRun).order_by(TrainingRun.id.desc()))]
+    return pd.DataFrame(rows, columns=["id", "name", "objective", "status", "config", "curve", "evaluation", "checkpoint", "message",
+                                       "seconds", "tokens", "parameters", "created_at", "finished_at"])
+
+
+def delete_run(run_id: int, engine: Engine | None = None) -> None:
+    engine = _engine(engine)
+
+    def remove(s) -> None:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            raise RunNotFound(f"No run {run_id}.")
+        s.delete(run)
+
+    write(engine, remove)
+
+
+def runs_csv(engine: Engine | None = None) -> bytes:
+    """One row per run (config and evaluation flattened), formula-safe, for a spreadsheet."""
+    import pandas as pd
+
+    from analysis.safe_text import csv_bytes
+
+    df = list_runs(engine)
+    flat = [{"id": r.id, "name": r.name, "objective": r.objective, "status": r.status, "seconds": r.seconds, "tokens": r.tokens,
+             "parameters": r.parameters, "final_loss": r.curve[-1][1] if r.curve else None,
+             **{f"config.{k}": v for k, v in r.config.items()},
+             **{f"eval.{k}": v for k, v in r.evaluation.items() if not isinstance(v, (list, dict))}} for r in df.itertuples()]
+    return csv_bytes(pd.DataFrame(flat))
+

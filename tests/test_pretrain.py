@@ -1,0 +1,137 @@
+"""The pre-training library (issue 17, first part): every objective learns, runs repeat, masking is static or
+dynamic as asked, checkpoints load on every page, and bad configs, corpora, NaN losses and full disks are handled."""
+
+from __future__ import annotations
+
+import errno
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from models.errors import InvalidConfig, InvalidData
+from models.pretrain import OBJECTIVES, Batches, TrainConfig, TrainingFailed, read_corpus, tokenizer, train
+
+TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=120)
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+def test_every_objective_learns(objective: str) -> None:
+    r = train(replace(TINY, objective=objective), save=False)
+    first = sum(loss for _, loss in r.curve[:5]) / 5
+    last = sum(loss for _, loss in r.curve[-5:]) / 5
+    assert len(r.curve) == TINY.steps and not r.stopped
+    assert last < 0.95 * first, (first, last)
+    assert math.isfinite(r.evaluation["held_out_loss"]) and r.tokens > 0 and r.parameters > 0
+
+
+def test_the_same_seed_gives_the_same_curve() -> None:
+    a = train(replace(TINY, steps=8), save=False)
+    b = train(replace(TINY, steps=8), save=False)
+    c = train(replace(TINY, steps=8, seed=1), save=False)
+    assert a.curve == b.curve and a.curve != c.curve
+
+
+@pytest.mark.parametrize("masking", ["static", "dynamic"])
+def test_static_masking_repeats_its_pattern_and_dynamic_does_not(masking: str) -> None:
+    text = "the quick brown fox jumps over the lazy dog while the cat sleeps in the warm sun by the window"
+    batches = Batches(replace(TINY, masking=masking, batch=1), [text], tokenizer())
+    seen = [tuple(batches.sample()["input_ids"][0].tolist()) for _ in range(6)]
+    assert any(tokenizer().mask_token_id in s for s in seen)
+    assert (len(set(seen)) == 1) == (masking == "static")
+
+
+def test_sop_and_nsp_pairs() -> None:
+    from models.pretrain import sentence_pairs
+
+    texts = [f"word{i} " * 3 + f"tail{i} " * 3 for i in range(200)]
+    sop = sentence_pairs(texts, "sop", 0)
+    nsp = sentence_pairs(texts, "nsp", 0)
+    assert 0.35 < sum(lab for *_, lab in sop) / len(sop) < 0.65
+    assert all(("tail" in a) == (lab == 1) for a, _, lab in sop)  # swapped: the second half comes first
+    assert all((b.split()[0][4:] == a.split()[0][4:]) == (lab == 0) for a, b, lab in nsp)  # random B: another text's
+
+
+def test_a_trained_model_loads_on_every_page_and_fills_masks_like_the_pipeline(empty_model_dir: Path) -> None:
+    from transformers import pipeline
+
+    from models import objectives
+    from models.loader import load
+
+    r = train(replace(TINY, objective="mlm+nsp", steps=10, run="class-demo"))
+    assert r.checkpoint == "trained/class-demo"
+    folder = empty_model_dir / "trained" / "class-demo"
+    assert (folder / "model.safetensors").is_file() and (folder / "bfe_run.json").is_file()
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".partial-")]
+    lm = load("trained/class-demo", task="masked-lm")
+    ours = objectives.fill_mask(lm, "the [MASK] of a plant", top_k=3)[0]
+    theirs = pipeline("fill-mask", model=lm.model, tokenizer=lm.tokenizer, device="cpu")("the [MASK] of a plant", top_k=3)
+    assert [p.id for p in ours] == [t["token"] for t in theirs]
+    assert load("trained/class-demo", task="pretraining").model.config.model_type == "bert"  # its NSP head too
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"heads": 3}, "do not divide"), ({"steps": 0}, "steps"), ({"objective": "telepathy"}, "Unknown objective"),
+    ({"objective": "plm", "seq_len": 33}, "even"), ({"lr": 5.0}, "learning rate"), ({"layers": 10**6}, "layers"),
+])
+def test_bad_configs_are_refused_before_anything_runs(change: dict, words: str) -> None:
+    with pytest.raises(InvalidConfig, match=words):
+        train(replace(TINY, **change), save=False)
+
+
+def test_bad_corpus_files(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\x00\x01\x02" * 1000)
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\xe9 ".encode("latin-1") * 100)
+    for path, words in ((empty, "usable lines"), (binary, "binary"), (latin, "UTF-8"), (tmp_path / "missing.txt", "No corpus")):
+        with pytest.raises(InvalidData, match=words):
+            read_corpus(replace(TINY, corpus=str(path)))
+    own = tmp_path / "own.txt"
+    own.write_text("\n".join(f"line {i} of my own text here" for i in range(100)))
+    train_texts, held = read_corpus(replace(TINY, corpus=str(own)))
+    assert len(train_texts) + len(held) == 100 and not set(train_texts) & set(held)
+
+
+def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_state(monkeypatch, empty_model_dir: Path) -> None:
+    import torch
+
+    from models import pretrain
+
+    real = pretrain._loss
+    calls = {"n": 0}
+
+    def sometimes_nan(config, model, batch):
+        calls["n"] += 1
+        loss = real(config, model, batch)
+        return loss * torch.tensor(float("nan")) if calls["n"] == 25 else loss
+
+    monkeypatch.setattr(pretrain, "_loss", sometimes_nan)
+    r = train(replace(TINY, run="nan-run"))
+    assert r.stopped.startswith("the loss became nan at step 25") and len(r.curve) == 24
+    assert r.checkpoint == "trained/nan-run" and (empty_model_dir / "trained" / "nan-run" / "model.safetensors").is_file()
+
+
+def test_a_full_disk_leaves_no_half_written_checkpoint(monkeypatch, empty_model_dir: Path) -> None:
+    import transformers
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", full)
+    with pytest.raises(TrainingFailed, match="No space left"):
+        train(replace(TINY, steps=3, run="full-disk"))
+    assert not (empty_model_dir / "trained" / "full-disk").exists()
+    assert not list((empty_model_dir / "trained").glob(".partial-*"))
+
+
+def test_the_command_line(empty_model_dir: Path, capsys) -> None:
+    from models.pretrain import main
+
+    assert main(["--objective", "clm", "--layers", "1", "--hidden", "32", "--heads", "2", "--ffn", "64", "--seq-len", "32",
+                 "--batch", "4", "--steps", "4", "--corpus-lines", "60", "--run", "cli"]) == 0
+    assert '"checkpoint": "trained/cli"' in capsys.readouterr().out
+    assert main(["--heads", "3", "--hidden", "32"]) == 1
