@@ -180,7 +180,8 @@ def _format(value: Any) -> str:
 def restore_url_state(defaults: dict[str, Any], allowed: dict[str, Any] | None = None) -> list[str]:
     """Seed ``st.session_state`` for each widget key from the URL (else its default), before the widgets.
 
-    ``allowed`` maps a key to its permitted values (a list, or a ``(low, high)`` tuple for numbers).
+    ``allowed`` maps a key to its permitted values (a list, a ``(low, high)`` tuple for numbers, or a
+    function that says whether a value is acceptable).
     A value in the URL that does not parse or is not allowed is ignored; its key is returned so the
     page can say so. Widgets must then be built with ``key=`` and no ``value=``.
     """
@@ -206,6 +207,8 @@ def restore_url_state(defaults: dict[str, Any], allowed: dict[str, Any] | None =
                 if isinstance(rule, tuple) and not rule[0] <= value <= rule[1]:
                     raise ValueError(value)
                 if isinstance(rule, (list, dict)) and (set(value) - set(rule) if isinstance(value, list) else value not in rule):
+                    raise ValueError(value)
+                if callable(rule) and not rule(value):
                     raise ValueError(value)
             except (ValueError, TypeError):
                 ignored.append(key)
@@ -253,6 +256,15 @@ def warn_ignored(ignored: list[str], prefix: str) -> None:
 
 def model_ready(model_id: str) -> bool:
     """Whether ``model_id`` can run now: on this machine, or downloadable because the Hub answers."""
+    if model_id not in catalog_availability():  # another model: a folder here, or a Hub id
+        from models.errors import ExplorerError
+        from models.loader import is_online, locate
+
+        try:
+            locate(model_id, network=False)
+            return True
+        except ExplorerError:
+            return "/" in model_id and is_online()
     status = catalog_availability()[model_id][0]
     if status == "download":
         from models.loader import is_online
@@ -359,12 +371,17 @@ PLOTLY_CONFIG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename
                  "displaylogo": False}
 
 
+def context_url() -> str:
+    """The address the browser shows for this page ("" where Streamlit cannot tell, as in AppTest)."""
+    try:
+        return st.context.url or ""
+    except Exception:
+        return ""
+
+
 def _page_link() -> str:
     """This page's path and state (its URL query), to reopen what a pack item shows."""
-    try:
-        path = st.context.url or ""
-    except Exception:
-        path = ""
+    path = context_url()
     query = "&".join(f"{k}={v}" for k, v in st.query_params.items())
     return path.split("?", 1)[0] + (f"?{query}" if query else "")
 
@@ -401,26 +418,33 @@ def table_to_pack(df: Any, key: str, *, title: str, caption: str = "", sources: 
         help="Collect this table, with its caption and sources, for slides (see the Presentation pack page).")
 
 
-def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None) -> None:
+def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None,
+          compact: bool = False) -> None:
     """A plotly chart with its exports: the toolbar's PNG, server-side PNG (2x) and SVG, and "Add to pack".
 
     ``title``, ``caption`` and ``sources`` travel with the chart into the presentation pack. Nothing is
     serialised or rendered until a button asks for it, so a chart costs its page nothing more.
+    ``compact``: for small charts side by side, the buttons share the chart's width and the
+    downloads go below them.
     """
     from analysis import export
 
     box = where if where is not None else st
     box.plotly_chart(fig, width="stretch", key=key, config=PLOTLY_CONFIG)
-    c1, c2, c3 = box.columns([1, 1, 3])
-    c1.button("Add to pack", key=f"{key}_pack", icon=":material/playlist_add:", on_click=_add_to_pack,
-              args=(fig, title, caption, sources, _page_link()),
+    if compact:
+        c1, c2 = box.columns(2)
+        c3 = box
+    else:
+        c1, c2, c3 = box.columns([1, 1, 3])
+    c1.button("Add to pack" if not compact else "To pack", key=f"{key}_pack", icon=":material/playlist_add:",
+              on_click=_add_to_pack, args=(fig, title, caption, sources, _page_link()),
               help="Collect this chart, with its caption and sources, for slides (see the Presentation pack page).")
     if export.chromium_path() is None:
         c3.caption("PNG/SVG downloads need Chromium on the server; the chart's camera icon saves a PNG.")
     elif c2.button("PNG / SVG", key=f"{key}_render", icon=":material/image:", help="Render this chart as PNG (2x) and SVG"):
         with friendly_errors(), st.spinner("Rendering…"):
             png, svg = export.to_png(fig), export.to_svg(fig)
-            d1, d2 = c3.columns([1, 2])
+            d1, d2 = c3.columns([1, 2] if not compact else [1, 1])
             d1.download_button("PNG", png, f"{key}.png", "image/png", key=f"{key}_png", icon=":material/download:",
                                on_click="ignore")
             d2.download_button("SVG", svg, f"{key}.svg", "image/svg+xml", key=f"{key}_svg", icon=":material/download:",
@@ -436,3 +460,113 @@ def pack_notice() -> None:
     if st.session_state.pop("pack_full", False):
         st.warning("The presentation pack is full (100 items or 50 MB of charts): remove some on its page.",
                    icon=":material/warning:")
+
+
+# ----------------------------------------------------------------------------- any checkpoint: "another model…"
+
+#: The last option of every model picker: a Hub id or a folder under BFE_MODEL_DIR, typed in.
+OTHER = "(another model)"
+
+
+def valid_model_id(value: Any) -> bool:
+    """For URL state: empty, or a model id the loader would accept (no path tricks, at most 200 characters)."""
+    from models.errors import InvalidModelId
+    from models.loader import validate_model_id
+
+    if value == "":
+        return True
+    try:
+        return isinstance(value, str) and len(value) <= 200 and bool(validate_model_id(value))
+    except InvalidModelId:
+        return False
+
+
+def model_label(mid: str) -> str:
+    """A catalog model with its availability, for pickers."""
+    if mid == OTHER:
+        return "another model… (a Hub id or your own folder)"
+    status = catalog_availability().get(mid, ("download", ""))[0]
+    return f"{mid} · {STATUS_LABELS[status]}"
+
+
+@st.cache_data(ttl=60, max_entries=64, show_spinner="Reading the checkpoint's config…")
+def inspect_checkpoint(model_id: str) -> Any:
+    """``models.checkpoint.inspect``: config and tensor headers only, nothing loaded (cached a minute)."""
+    from models.checkpoint import inspect
+
+    return inspect(model_id)
+
+
+def _download_with_progress(hub_id: str) -> None:
+    """Download a Hub checkpoint into the shared cache, once, with a progress bar (config, tokenizer, safetensors)."""
+    from models.fetch import download
+
+    bar = st.progress(0.0, text=f"Downloading {hub_id} from the Hugging Face Hub…")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(min(1.0, done / total) if total else 0.0,
+                     text=f"Downloading {hub_id}: {done / 2**20:,.0f} of {total / 2**20:,.0f} MB")
+
+    with friendly_errors():
+        download(hub_id, on_progress=progress)
+        inspect_checkpoint.clear()
+        catalog_availability.clear()
+    bar.empty()
+
+
+def model_picker(label: str, key: str, models: list[str], *, task: str = "base", where: Any = None,
+                 help: str | None = None) -> str | None:
+    """A model selectbox over ``models`` plus "another model…": any Hub id (``owner/name``) or a folder
+    under ``BFE_MODEL_DIR``, typed in and kept in the URL as ``<key>_other``.
+
+    Another model is inspected from its config before anything loads (architecture, size budget, the
+    heads its tensors hold); a refusal is shown here and None returned. A Hub checkpoint not yet on the
+    machine offers a download with a progress bar. The page adds ``<key>_other: ""`` to its URL
+    defaults and :data:`OTHER` to the key's allowed values.
+    """
+    box = where if where is not None else st
+    box.selectbox(label, [*models, OTHER], key=key, format_func=model_label, help=help)
+    if st.session_state[key] != OTHER:
+        return st.session_state[key]
+    return other_model(f"{key}_other", task=task, where=where)
+
+
+def other_model(key: str, *, task: str = "base", where: Any = None, label: str = "Model id", optional: bool = False) -> str | None:
+    """A text box for any checkpoint (Hub id or folder under ``BFE_MODEL_DIR``), inspected before use.
+
+    Returns the id when it is on this machine and has the ``task`` head; otherwise shows why (or offers
+    the download, with a progress bar) and returns None. An empty box returns None quietly.
+    """
+    from models.errors import ExplorerError
+
+    box = where if where is not None else st
+    box.text_input(label, key=key, max_chars=200, placeholder="owner/name (Hub) or a folder under BFE_MODEL_DIR",
+                   help="Any checkpoint of a supported architecture: a Hugging Face Hub id such as "
+                        "`microsoft/deberta-v3-base`, or a folder you saved with save_pretrained() under BFE_MODEL_DIR. "
+                        "Its config is read first; nothing runs that is too large or not supported.")
+    mid = (st.session_state.get(key) or "").strip()
+    if not mid:
+        if not optional:
+            box.caption("Type a model id and press Enter.")
+        return None
+    try:
+        info = inspect_checkpoint(mid)
+    except ExplorerError as err:
+        if where is None:
+            show_error(err)
+        else:
+            with where:
+                show_error(err)
+        return None
+    if task not in info.heads:
+        box.error(f"**{mid}** has no trained {task} head: its tensors hold {', '.join(info.heads)}. "
+                  "A head with random weights would give meaningless predictions.", icon=":material/block:")
+        return None
+    box.caption(info.summary())
+    if not info.downloaded:
+        if box.button(f"Download {mid}", key=f"{key}_download", icon=":material/cloud_download:",
+                      help="Once, into the server's shared Hugging Face cache (config, tokenizer and safetensors only)."):
+            _download_with_progress(mid)
+            st.rerun()
+        return None
+    return mid

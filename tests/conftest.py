@@ -31,15 +31,21 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the app at the tiny models, with a fresh process-wide model cache for each test."""
-    from models import gate, loader, warmup
+    from models import cache, gate, locate, warmup
 
     monkeypatch.setenv("BFE_MODEL_DIR", str(tiny_dir))
-    monkeypatch.setattr(loader, "_default_cache", None)
-    monkeypatch.setattr(loader, "_probe", None)
+    monkeypatch.setattr(cache, "_default_cache", None)
+    monkeypatch.setattr(locate, "_probe", None)
+    monkeypatch.setattr(locate, "_hub_failed_at", None)
     # No background warm-up racing the tests' own loads (tests/test_speed.py turns it on where it is tested).
     monkeypatch.setenv("BFE_WARMUP", "0")
     monkeypatch.setattr(gate, "_instances", {})
     warmup.reset()
+    # Pages cache what they read (model availability for 30 s, inspections, results): a page test must not see
+    # what an earlier test's model directory held.
+    import streamlit as st
+
+    st.cache_data.clear()
     return tiny_dir
 
 
