@@ -481,10 +481,30 @@ def valid_model_id(value: Any) -> bool:
         return False
 
 
+@st.cache_data(ttl=5, max_entries=16, show_spinner=False)
+def trained_here(task: str | None = None) -> list[str]:
+    """``trained/<run>`` checkpoints of the pre-training lab (with ``task``'s head), newest first (re-read every 5 s)."""
+    from models.lab import trained_models
+
+    return trained_models(task)
+
+
+def picker_values(models: list[str]) -> Any:
+    """The URL rule of a :func:`model_picker` key: its catalog models, :data:`OTHER`, or a checkpoint trained here."""
+    allowed = {*models, OTHER}
+    return lambda v: isinstance(v, str) and (v in allowed or (v.startswith("trained/") and valid_model_id(v)))
+
+
 def model_label(mid: str) -> str:
     """A catalog model with its availability, for pickers."""
     if mid == OTHER:
         return "another model… (a Hub id or your own folder)"
+    if mid.startswith("trained/"):
+        from models.lab import run_info
+
+        cfg = run_info(mid).get("config", {})
+        what = f"{cfg.get('objective', '?')}, {cfg.get('layers', '?')}×{cfg.get('hidden', '?')}" if cfg else "its run record is missing"
+        return f"{mid.split('/', 1)[1]} · trained here ({what})"
     status = catalog_availability().get(mid, ("download", ""))[0]
     return f"{mid} · {STATUS_LABELS[status]}"
 
@@ -516,8 +536,9 @@ def _download_with_progress(hub_id: str) -> None:
 
 def model_picker(label: str, key: str, models: list[str], *, task: str = "base", where: Any = None,
                  help: str | None = None) -> str | None:
-    """A model selectbox over ``models`` plus "another model…": any Hub id (``owner/name``) or a folder
-    under ``BFE_MODEL_DIR``, typed in and kept in the URL as ``<key>_other``.
+    """A model selectbox over ``models``, the checkpoints trained in the pre-training lab (with the ``task``
+    head), and "another model…": any Hub id (``owner/name``) or a folder under ``BFE_MODEL_DIR``, typed in
+    and kept in the URL as ``<key>_other``.
 
     Another model is inspected from its config before anything loads (architecture, size budget, the
     heads its tensors hold); a refusal is shown here and None returned. A Hub checkpoint not yet on the
@@ -525,7 +546,12 @@ def model_picker(label: str, key: str, models: list[str], *, task: str = "base",
     defaults and :data:`OTHER` to the key's allowed values.
     """
     box = where if where is not None else st
-    box.selectbox(label, [*models, OTHER], key=key, format_func=model_label, help=help)
+    trained = [m for m in trained_here(task if task != "base" else None) if m not in models]
+    if st.session_state.get(key, "").startswith("trained/") and st.session_state[key] not in trained:
+        box.warning(f"**{st.session_state[key]}** is not among the checkpoints trained here (deleted, or still training).",
+                    icon=":material/warning:")
+        st.session_state[key] = models[0] if models else OTHER
+    box.selectbox(label, [*models, *trained, OTHER], key=key, format_func=model_label, help=help)
     if st.session_state[key] != OTHER:
         return st.session_state[key]
     return other_model(f"{key}_other", task=task, where=where)

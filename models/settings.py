@@ -50,6 +50,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("warmup", "BFE_WARMUP", "1",
             "`1`: when the server starts, import torch and transformers and load the bundled model in the "
             "background, so the first visit to a model page does not wait; `0`: load on first use."),
+    Setting("lab_concurrency", "BFE_LAB_CONCURRENCY", "1",
+            "Pre-training lab: how many training runs one server runs at once (each in its own background "
+            "process); the rest wait in the queue with their position shown."),
+    Setting("lab_memory_mb", "BFE_LAB_MEMORY_MB", "4096",
+            "Pre-training lab: the most memory (MB) one run may need, as the memory calculator predicts it "
+            "before the run starts; a larger configuration is refused."),
     Setting("max_params", "BFE_MAX_PARAMS", "1000000000",
             "Largest model (parameters) that may be loaded; a checkpoint is measured from its config and tensor "
             "headers before any weights are read. The default (10^9, about 4 GB in fp32) suits a 16 GB CPU Space."),
@@ -72,6 +78,8 @@ class Settings:
     model_concurrency: int = 2
     page_concurrency: int = 4
     warmup: bool = True
+    lab_concurrency: int = 1
+    lab_memory_mb: int = 4096
 
     @property
     def cache_bytes(self) -> int:
@@ -127,6 +135,8 @@ def get_settings() -> Settings:
                              "Use a whole number such as 1000000000.") from None
     model_concurrency = _count(raw, "model_concurrency", "BFE_MODEL_CONCURRENCY", 64, 2)
     page_concurrency = _count(raw, "page_concurrency", "BFE_PAGE_CONCURRENCY", 256, 4)
+    lab_concurrency = _count(raw, "lab_concurrency", "BFE_LAB_CONCURRENCY", 64, 1)
+    lab_memory_mb = _count(raw, "lab_memory_mb", "BFE_LAB_MEMORY_MB", 10**7, 4096)
     warmup = raw["warmup"].lower()
     if warmup not in ("1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_WARMUP={raw['warmup'][:30]!r} is not understood.", "Use 1 or 0.")
@@ -144,4 +154,6 @@ def get_settings() -> Settings:
         model_concurrency=model_concurrency,
         page_concurrency=page_concurrency,
         warmup=warmup in ("1", "true"),
+        lab_concurrency=lab_concurrency,
+        lab_memory_mb=lab_memory_mb,
     )

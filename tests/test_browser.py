@@ -30,7 +30,8 @@ PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an of
          "calculator": "where the bytes go", "scaling": "read its exponent with an error bar",
          "attention": "what each head of a real model looks at", "permutation": "never its own target",
          "objectives": "What each family member was trained to do", "results": "each with its paper, table and split",
-         "pack": "ready for slides", "representations": "which words drive a prediction"}
+         "pack": "ready for slides", "representations": "which words drive a prediction",
+         "lab": "re-run the papers' ablations in miniature"}
 
 
 def _free_port() -> int:
@@ -128,6 +129,25 @@ def test_home_draws_its_charts(server: str, browser) -> None:
     page.locator(".js-plotly-plot .scatterlayer .point").first.wait_for(timeout=30_000)
     assert page.locator(".js-plotly-plot .scatterlayer .point").count() >= 10
     page.close()
+
+
+def test_lab_starts_watches_and_cancels_a_run(empty_model_dir: Path, browser) -> None:
+    """A run trains in the background: the page shows it running with its live loss curve, and cancels it."""
+    query = "lb_preset=single&lb_layers=1&lb_hidden=32&lb_ffn=64&lb_seq=32&lb_batch=8&lb_steps=5000&lb_name=browser-demo"
+    with running_app(empty_model_dir) as server:
+        page, outside = open_page(browser, f"{server}/lab?{query}", PAGES["lab"])
+        page.get_by_role("button", name="Start 1 run").click()
+        page.get_by_text("▶ running:").first.wait_for(timeout=90_000)
+        page.locator(".js-plotly-plot .scatterlayer .trace").first.wait_for(timeout=60_000)  # the live loss curve
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "lab-running.png"), full_page=True)
+        page.get_by_role("button", name="Cancel run").click()
+        page.get_by_text("■ cancelled:").first.wait_for(timeout=60_000)
+        page.get_by_text("trained/browser-demo").first.wait_for(timeout=30_000)  # what it learned is kept
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.screenshot(path=str(SHOTS / "lab-cancelled.png"), full_page=True)
+        assert not outside, f"requests left localhost: {outside}"
+        page.close()
 
 
 def test_representations_draws_the_senses_and_explains_offline(server: str, browser) -> None:

@@ -14,7 +14,7 @@ import os
 import socket
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 
 from analysis.results_db.engine import get_engine, session, write
@@ -43,12 +43,13 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def create_run(name: str, objective: str, config: dict[str, Any], engine: Engine | None = None) -> int:
-    """Store a queued run; return its id. Raises DuplicateRun for a name in use."""
+def create_run(name: str, objective: str, config: dict[str, Any], engine: Engine | None = None, group: str = "") -> int:
+    """Store a queued run (on this host, in ``group``); return its id. Raises DuplicateRun for a name in use."""
     engine = _engine(engine)
 
     def add(s) -> int:
-        run = TrainingRun(name=name[:100], objective=objective[:20], status="queued", config=json.dumps(config, default=str))
+        run = TrainingRun(name=name[:100], objective=objective[:20], status="queued", config=json.dumps(config, default=str),
+                          group=group[:100], host=socket.gethostname()[:100])
         s.add(run)
         s.flush()
         return run.id
@@ -74,15 +75,74 @@ def _update(run_id: int, engine: Engine | None, **fields: Any) -> None:
 
 def start_run(run_id: int, engine: Engine | None = None) -> None:
     """Mark a run running, by this process on this host (so a dead process can be told apart)."""
-    _update(run_id, engine, status="running", pid=os.getpid(), host=socket.gethostname()[:100])
+    _update(run_id, engine, status="running", pid=os.getpid(), host=socket.gethostname()[:100], started_at=_now())
 
 
-def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None) -> None:
-    """Store the loss curve so far (thinned to :data:`MAX_CURVE_POINTS`, the last point kept)."""
+def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None, seconds: float | None = None) -> bool:
+    """Store the loss curve so far (thinned to :data:`MAX_CURVE_POINTS`, the last point kept) and the seconds
+    trained; return whether the run was asked to stop (:func:`request_cancel`), so a worker needs one round trip."""
     if len(curve) > MAX_CURVE_POINTS:
         step = len(curve) / MAX_CURVE_POINTS
         curve = [curve[int(i * step)] for i in range(MAX_CURVE_POINTS - 1)] + [curve[-1]]
-    _update(run_id, engine, curve=json.dumps(curve))
+    engine = _engine(engine)
+
+    def change(s) -> bool:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            raise RunNotFound(f"No run {run_id}.")
+        run.curve = json.dumps(curve)
+        if seconds is not None:
+            run.seconds = seconds
+        return bool(run.cancel)
+
+    return write(engine, change)
+
+
+def request_cancel(run_id: int, engine: Engine | None = None) -> str:
+    """Stop a run: a queued one is cancelled at once, a running one is flagged (its worker stops within a
+    second, keeping what it trained). Returns the run's status after the call; a finished run is left alone."""
+    engine = _engine(engine)
+
+    def change(s) -> str:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            raise RunNotFound(f"No run {run_id}.", "It may have been deleted.")
+        if run.status == "queued":
+            run.status, run.finished_at, run.message = "cancelled", _now(), "Cancelled before it started."
+        elif run.status == "running":
+            run.cancel = True
+        return run.status
+
+    return write(engine, change)
+
+
+def claim_next(limit: int, engine: Engine | None = None) -> int | None:
+    """The oldest queued run on this host, marked running, when fewer than ``limit`` run here; else None.
+
+    Callers serialise it per host (:func:`models.lab.dispatch` holds a file lock), so two claims never
+    both see a free slot.
+    """
+    engine = _engine(engine)
+    host = socket.gethostname()[:100]
+
+    def claim(s) -> int | None:
+        running = s.scalar(select(func.count()).select_from(TrainingRun).where(TrainingRun.status == "running",
+                                                                                TrainingRun.host == host))
+        if running >= limit:
+            return None
+        run = s.scalars(select(TrainingRun).where(TrainingRun.status == "queued", TrainingRun.host == host)
+                        .order_by(TrainingRun.id).limit(1)).first()
+        if run is None:
+            return None
+        run.status, run.started_at, run.pid = "running", _now(), os.getpid()  # the claimer's, until set_pid
+        return run.id
+
+    return write(engine, claim)
+
+
+def set_pid(run_id: int, pid: int, engine: Engine | None = None) -> None:
+    """Record the worker process that trains a run (so a dead one can be told apart)."""
+    _update(run_id, engine, pid=pid, host=socket.gethostname()[:100])
 
 
 def finish_run(run_id: int, status: str, *, evaluation: dict[str, Any] | None = None, checkpoint: str = "", message: str = "",
@@ -96,6 +156,7 @@ def finish_run(run_id: int, status: str, *, evaluation: dict[str, Any] | None = 
 
 
 def _alive(pid: int | None) -> bool:
+    """Whether a process runs with this pid (a zombie, dead but not yet reaped by its parent, does not)."""
     if not pid:
         return False
     try:
@@ -104,7 +165,11 @@ def _alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): kill(0) is all there is
 
 
 def mark_interrupted(engine: Engine | None = None) -> list[int]:
@@ -136,6 +201,7 @@ def _row(run: TrainingRun) -> dict[str, Any]:
     return {"id": run.id, "name": run.name, "objective": run.objective, "status": run.status, "config": json.loads(run.config),
             "curve": [tuple(p) for p in json.loads(run.curve)], "evaluation": json.loads(run.evaluation), "checkpoint": run.checkpoint,
             "message": run.message, "seconds": run.seconds, "tokens": run.tokens, "parameters": run.parameters,
+            "group": run.group, "cancel": bool(run.cancel), "started_at": run.started_at,
             "created_at": run.created_at, "finished_at": run.finished_at}
 
 
@@ -147,7 +213,8 @@ def list_runs(engine: Engine | None = None):
     with session(engine) as s:
         rows = [_row(r) for r in s.scalars(select(TrainingRun).order_by(TrainingRun.id.desc()))]
     return pd.DataFrame(rows, columns=["id", "name", "objective", "status", "config", "curve", "evaluation", "checkpoint", "message",
-                                       "seconds", "tokens", "parameters", "created_at", "finished_at"])
+                                       "seconds", "tokens", "parameters", "group", "cancel", "started_at", "created_at",
+                                       "finished_at"])
 
 
 def delete_run(run_id: int, engine: Engine | None = None) -> None:
@@ -169,7 +236,7 @@ def runs_csv(engine: Engine | None = None) -> bytes:
     from analysis.safe_text import csv_bytes
 
     df = list_runs(engine)
-    flat = [{"id": r.id, "name": r.name, "objective": r.objective, "status": r.status, "seconds": r.seconds, "tokens": r.tokens,
+    flat = [{"id": r.id, "name": r.name, "group": r.group, "objective": r.objective, "status": r.status, "seconds": r.seconds, "tokens": r.tokens,
              "parameters": r.parameters, "final_loss": r.curve[-1][1] if r.curve else None,
              **{f"config.{k}": v for k, v in r.config.items()},
              **{f"eval.{k}": v for k, v in r.evaluation.items() if not isinstance(v, (list, dict))}} for r in df.itertuples()]

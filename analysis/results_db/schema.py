@@ -173,8 +173,11 @@ class TrainingRun(Base):
     evaluation: Mapped[str] = mapped_column(Text, default="{}")
     checkpoint: Mapped[str] = mapped_column(String(200), default="")
     message: Mapped[str] = mapped_column(Text, default="")
+    group: Mapped[str] = mapped_column("run_group", String(100), default="", index=True)  # an ablation's runs share it
+    cancel: Mapped[bool] = mapped_column(default=False)  # asked to stop; the worker sees it within a second
     host: Mapped[str] = mapped_column(String(100), default="")
     pid: Mapped[int | None]
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     seconds: Mapped[float | None] = mapped_column(Float)
     tokens: Mapped[int | None] = mapped_column(BigInteger)
     parameters: Mapped[int | None] = mapped_column(BigInteger)

@@ -29,7 +29,7 @@ VIEWS = {"heatmap": "Heatmap", "head": "Head view (bertviz)", "model": "Model vi
 DEFAULTS = {"at_model": BUNDLED, "at_model_other": "", "at_compare": False, "at_model2": "distilbert-base-uncased",
             "at_model2_other": "",
             "at_text": next(iter(EXAMPLES)), "at_pair": "", "at_view": "heatmap", "at_layer": 0, "at_head": 0, "at_stat": "to_cls"}
-ALLOWED = {"at_model": [*MODELS, ui.OTHER], "at_model2": [*MODELS, ui.OTHER], "at_model_other": ui.valid_model_id,
+ALLOWED = {"at_model": ui.picker_values(MODELS), "at_model2": ui.picker_values(MODELS), "at_model_other": ui.valid_model_id,
            "at_model2_other": ui.valid_model_id, "at_view": list(VIEWS), "at_stat": list(STAT_LABELS),
            "at_layer": (0, 200), "at_head": (0, 200)}
 

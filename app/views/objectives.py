@@ -27,7 +27,7 @@ DEFAULTS = {
     "ob_temp": 1.0, "ob_topk": 50, "ob_topp": 0.95, "ob_gseed": 0,
 }
 ALLOWED = {"ob_models": MLM, "ob_models_other": ui.valid_model_id, "ob_pll_model_other": ui.valid_model_id,
-           "ob_nsp_model_other": ui.valid_model_id, "ob_pll_model": [*MLM, ui.OTHER], "ob_nsp_model": [*PRETRAIN, ui.OTHER],
+           "ob_nsp_model_other": ui.valid_model_id, "ob_pll_model": ui.picker_values(MLM), "ob_nsp_model": ui.picker_values(PRETRAIN),
            "ob_k": (1, 20), "ob_mode": ["independent", "sequential"], "ob_seed": (0, 10**6), "ob_epochs": (1, 20),
            "ob_eseed": (0, 10**6), "ob_new": (1, 100), "ob_temp": (0.05, 5.0),
            "ob_topk": (0, 1000), "ob_topp": (0.05, 1.0), "ob_gseed": (0, 10**6)}

@@ -18,7 +18,7 @@ PARAGRAPH = ("The cat sat on the mat because it was tired. It had chased a mouse
 DEFAULTS = {"pm_model": XLNET, "pm_model_other": "",
             "pm_text": "New York is a city .", "pm_kind": "random", "pm_seed": 0, "pm_custom": "", "pm_k": 2, "pm_target": -1,
             "pm_ny": "New York is a city .", "pm_first": "New", "pm_second": "York", "pm_par": PARAGRAPH, "pm_seg": 8, "pm_mem": 8}
-ALLOWED = {"pm_model": [*XLNETS, ui.OTHER], "pm_model_other": ui.valid_model_id,
+ALLOWED = {"pm_model": ui.picker_values(XLNETS), "pm_model_other": ui.valid_model_id,
            "pm_kind": list(KINDS), "pm_seed": (0, 10**6), "pm_k": (1, P.MAX_TOKENS), "pm_target": (-1, P.MAX_TOKENS),
            "pm_seg": (1, 64), "pm_mem": (0, 64)}
 

@@ -31,8 +31,8 @@ DEFAULTS = {
     "rp_output": "similarity", "rp_a": "A man is playing the guitar on stage.", "rp_b": "Someone performs music.",
     "rp_fill": "The capital of France is [MASK].", "rp_candidate": "", "rp_steps": 50, "rp_position": 2,
 }
-ALLOWED = {"rp_view": list(VIEWS), "rp_model": [*MODELS, ui.OTHER], "rp_model_other": ui.valid_model_id,
-           "rp_model2": [*MODELS, ui.OTHER], "rp_model2_other": ui.valid_model_id, "rp_source": ["senses", "typed"],
+ALLOWED = {"rp_view": list(VIEWS), "rp_model": ui.picker_values(MODELS), "rp_model_other": ui.valid_model_id,
+           "rp_model2": ui.picker_values(MODELS), "rp_model2_other": ui.valid_model_id, "rp_source": ["senses", "typed"],
            "rp_words": sorted(set(SENSES["word"])), "rp_layer": (0, 200), "rp_method": list(METHODS), "rp_seed": (0, 10**6),
            "rp_sentence": (0, 200), "rp_token": (0, 600), "rp_k": (1, 100), "rp_head": (0, 200), "rp_query": (0, 600),
            "rp_output": list(OUTPUTS), "rp_steps": (5, 200), "rp_position": (0, 600)}

@@ -14,8 +14,8 @@ from models.errors import ExplorerError
 
 MAX_UPLOAD_BYTES, MAX_ROWS = scaling.MAX_CSV_BYTES, scaling.MAX_CSV_ROWS
 DEFAULTS = {"sc_src": "built-in", "sc_ds": "bert_size_ablation", "sc_x": "", "sc_y": "", "sc_x2": "", "sc_law": "power",
-            "sc_transform": "as is", "sc_extra": 0.0, "sc_boot": 200, "sc_budget": 5.76e23}
-ALLOWED = {"sc_src": ["built-in", "upload"], "sc_ds": list(scaling.DATASETS), "sc_law": list(scaling.LAWS),
+            "sc_transform": "as is", "sc_extra": 0.0, "sc_boot": 200, "sc_budget": 5.76e23, "sc_lab": ""}
+ALLOWED = {"sc_src": ["built-in", "upload", "lab"], "sc_lab": lambda v: len(v) <= 100, "sc_ds": list(scaling.DATASETS), "sc_law": list(scaling.LAWS),
            "sc_transform": ["as is", "100 − y (error)"], "sc_boot": (0, 1000), "sc_extra": (0.0, 1e30), "sc_budget": (1e15, 1e30)}
 LAW_LABELS = {"power": "L(x) = (x_c / x)^α", "power_const": "L(x) = L_∞ + A·x^(−α)", "chinchilla": "L(N, D) = E + A/N^α + B/D^β"}
 
@@ -42,14 +42,40 @@ st.markdown("#### Put points on log-log axes, fit a law, read its exponent with 
 ui.warn_ignored(ignored, "sc_")
 
 # ------------------------------------------------------------------------------------ the data
-src = st.segmented_control("Data", ["built-in", "upload"], key="sc_src",
-                           format_func={"built-in": "Built-in data set", "upload": "Your CSV"}.get) or "built-in"
+src = st.segmented_control("Data", ["built-in", "upload", "lab"], key="sc_src",
+                           format_func={"built-in": "Built-in data set", "upload": "Your CSV", "lab": "Your lab runs"}.get) or "built-in"
 if src == "built-in":
     st.selectbox("Data set (from the lecture slides)", list(scaling.DATASETS), key="sc_ds",
                  format_func=lambda k: scaling.DATASETS[k].title)
     ds = scaling.DATASETS[st.session_state["sc_ds"]]
     st.caption(ds.description)
     table, editor_key, defaults = builtin(ds.key), f"sc_edit_{ds.key}", (ds.x, ds.y, ds.law)
+elif src == "lab":
+    # Only this data source reads the results database: the page's other sources stay free of SQLAlchemy.
+    from analysis.results_db import runs as lab_runs
+    from models import lab
+
+    try:
+        frame = lab_runs.list_runs()
+    except ExplorerError as err:
+        ui.show_error(err)
+        ui.save_url_state(DEFAULTS)
+        st.stop()
+    frame = frame[frame["status"] == "finished"]
+    groups = list(dict.fromkeys(g for g in frame["group"] if g))
+    if not groups:
+        st.info("No finished lab runs yet. On the Pre-training lab page, start “Scaling: 4 sizes, one budget”; its final "
+                "losses land here as a data set.")
+        st.page_link("views/lab.py", label="Open the pre-training lab", icon=":material/model_training:")
+        ui.save_url_state(DEFAULTS)
+        st.stop()
+    if st.session_state["sc_lab"] not in groups:
+        st.session_state["sc_lab"] = groups[0]
+    st.selectbox("Lab experiment (finished runs)", groups, key="sc_lab")
+    table = lab.scaling_table(frame[frame["group"] == st.session_state["sc_lab"]])
+    st.caption("Trained on this server. N counts non-embedding parameters, as Kaplan et al. (2020) do; D is the tokens "
+               "each run saw; the loss is the held-out masked-LM loss (WordNet glosses, 2% held out).")
+    editor_key, defaults = f"sc_edit_lab_{st.session_state['sc_lab']}", ("N (non-embedding)", "held-out loss", "power")
 else:
     upload = st.file_uploader(f"CSV with a header row (at most {MAX_ROWS:,} rows, {MAX_UPLOAD_BYTES // 2**20} MB)", type=["csv"],
                               key="sc_upload")

@@ -1,0 +1,281 @@
+"""Pre-training lab: train small family members on this server, watch them learn, re-run the papers' ablations
+in miniature. Runs train in background processes (models.lab); this page starts, lists, compares and cancels
+them, and never imports torch."""
+
+import datetime as dt
+import hashlib
+import shutil
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from analysis.results_db import runs as R
+from app import ui
+from models import lab
+from models import pretrain as P
+from models.errors import ExplorerError, InvalidData
+from models.settings import get_settings
+
+ACTIVE = ("queued", "running")
+DEFAULTS = {"lb_preset": "albert", "lb_objective": "mlm", "lb_masking": "dynamic", "lb_layers": 2, "lb_hidden": 128,
+            "lb_heads": 2, "lb_ffn": 512, "lb_seq": 64, "lb_batch": 32, "lb_steps": 300, "lb_lr": 1e-3, "lb_seed": 0,
+            "lb_vocab": "wordnet-8k", "lb_corpus": "wordnet", "lb_name": "", "lb_show": ""}
+ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(P.OBJECTIVES), "lb_masking": ["static", "dynamic"],
+           "lb_layers": (1, 12), "lb_hidden": (16, 512), "lb_heads": (1, 16), "lb_ffn": (16, 2048), "lb_seq": (16, 256),
+           "lb_batch": (1, 128), "lb_steps": (1, lab.MAX_STEPS), "lb_lr": (1e-6, 0.5), "lb_seed": (0, 10**6),
+           "lb_vocab": list(P.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
+           "lb_show": lambda v: len(v) <= 100}
+STATUS_ICONS = {"queued": "⏳ queued", "running": "▶ running", "finished": "✔ finished", "failed": "✖ failed",
+                "cancelled": "■ cancelled", "interrupted": "⚠ interrupted"}
+VOCAB_LABELS = {"wordnet-8k": "8,192 WordPiece (glosses)", "bert": "30,522 WordPiece (BERT's)"}
+s = st.session_state
+
+
+def corpus_path(upload) -> str:
+    """Save an uploaded text file beside the checkpoints (content-addressed) and check it; return its path."""
+    raw = upload.getvalue()
+    if len(raw) > P.MAX_USER_CORPUS_BYTES:
+        raise InvalidData(f"The file is {len(raw) / 2**20:.0f} MB; the lab takes at most {P.MAX_USER_CORPUS_BYTES // 2**20} MB.")
+    folder = P.trained_dir() / ".corpora"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(raw).hexdigest()[:20]}.txt"
+    if not path.exists():
+        tmp = path.with_suffix(".partial")
+        tmp.write_bytes(raw)
+        tmp.replace(path)
+    P.read_corpus(P.TrainConfig(corpus=str(path)))  # raises InvalidData for binary, non-UTF-8 or empty files
+    return str(path)
+
+
+def fmt_seconds(x: float | None) -> str:
+    if x is None or x != x:
+        return ""
+    return f"{x:.0f} s" if x < 90 else f"{x / 60:.1f} min"
+
+
+def runs_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: state, progress, time left, queue place, and what it measured."""
+    places = lab.queue_positions(df)
+    rows = []
+    for r in df.to_dict("records"):
+        p = lab.progress_of(r)
+        ev = r["evaluation"] or {}
+        status = STATUS_ICONS.get(r["status"], r["status"])
+        if r["status"] == "queued":
+            status += f" (#{places.get(r['id'], '?')})"
+        if r["cancel"] and r["status"] == "running":
+            status = "stopping…"
+        rows.append({"run": r["name"], "objective": r["objective"], "status": status, "progress": round(100 * p["done"]),
+                     "step": f"{p['step']:,} / {p['steps']:,}", "time left": fmt_seconds(p["seconds_left"]),
+                     "loss now": r["curve"][-1][1] if r["curve"] else None, "held-out loss": ev.get("held_out_loss"),
+                     "POS probe": ev.get("pos_probe_accuracy"), "probe, random init": ev.get("pos_probe_random_init"),
+                     "NSP acc.": ev.get("nsp_accuracy"), "SOP acc.": ev.get("sop_accuracy"),
+                     "trained for": fmt_seconds(r["seconds"]) if r["status"] != "running" else "", "message": r["message"]})
+    return pd.DataFrame(rows)
+
+
+def curves_chart(df: pd.DataFrame, title: str):
+    long = lab.curves_frame(df)
+    # Smoothed (a running mean of 20 steps), as training curves are shown in the papers; the raw loss is noisy.
+    long["loss (smoothed)"] = long.groupby("run")["loss"].transform(lambda x: x.rolling(20, min_periods=1).mean())
+    fig = px.line(long, x="step", y="loss (smoothed)", color="run", title=title, template="plotly_white",
+                  hover_data={"loss": ":.3f"})
+    fig.update_layout(height=380, legend_title_text="", margin={"t": 50})
+    return fig
+
+
+ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
+st.title("Pre-training lab")
+st.markdown("#### Train small family members on this server, watch them learn, and re-run the papers' ablations in miniature")
+ui.warn_ignored(ignored, "lb_")
+try:
+    lab.dispatch()  # starts queued runs after a server restart; marks runs of a dead process interrupted
+    frame = R.list_runs()
+except ExplorerError as err:
+    ui.show_error(err)
+    st.stop()
+
+# ------------------------------------------------------------------------------------------ start
+with st.expander("**Start a run**", expanded=not len(frame) or not frame["status"].isin(ACTIVE).any(), icon=":material/play_circle:"):
+    c = st.columns([2, 3])
+    c[0].selectbox("Experiment", list(lab.PRESETS), key="lb_preset", format_func=lambda k: lab.PRESETS[k].title)
+    preset = lab.PRESETS[s["lb_preset"]]
+    if preset.finding:
+        c[1].markdown(f"**The paper found:** {preset.finding}  \n:gray[Source: {preset.paper}]")
+    single = s["lb_preset"] == "single"
+    c = st.columns([3, 2, 3, 3] if single else [3, 3, 4])
+    if single:
+        c[0].selectbox("Objective", list(P.OBJECTIVES), key="lb_objective", format_func=P.OBJECTIVES.get)
+        c[1].segmented_control("Masking", ["dynamic", "static"], key="lb_masking",
+                               help="Static: each text keeps the mask drawn the first time (BERT). Dynamic: a new mask every time "
+                                    "(RoBERTa).")
+    c[-2].selectbox("Vocabulary", list(P.VOCABS), key="lb_vocab", format_func=VOCAB_LABELS.get,
+                    help="\n\n".join(f"**{k}**: {v}" for k, v in P.VOCABS.items()))
+    c[-1].segmented_control("Corpus", ["wordnet", "upload"], key="lb_corpus",
+                            format_func={"wordnet": "WordNet glosses", "upload": "your text file"}.get)
+    corpus = "wordnet"
+    if s["lb_corpus"] == "upload":
+        up = st.file_uploader(f"UTF-8 text, one text per line (at most {P.MAX_USER_CORPUS_BYTES // 2**20} MB)", type=["txt"],
+                              key="lb_upload")
+        if up is not None:
+            try:
+                corpus = corpus_path(up)
+            except ExplorerError as err:
+                ui.show_error(err)
+                corpus = ""
+    else:
+        st.caption("WordNet 3.0's 117,659 glosses (6.3 MB, Princeton's WordNet licence, `data/corpus/LICENSE-WordNet`); "
+                   "2% held out for evaluation.")
+    c = st.columns(5)
+    c[0].number_input("Layers", 1, 12, key="lb_layers")
+    c[1].number_input("Hidden size", 16, 512, step=16, key="lb_hidden")
+    c[2].number_input("Heads", 1, 16, key="lb_heads")
+    c[3].number_input("Feed-forward", 16, 2048, step=64, key="lb_ffn")
+    c[4].number_input("Sequence length", 16, 256, step=16, key="lb_seq")
+    c = st.columns(5)
+    c[0].number_input("Batch", 1, 128, key="lb_batch")
+    c[1].number_input("Steps", 1, lab.MAX_STEPS, step=100, key="lb_steps")
+    c[2].number_input("Learning rate", 1e-6, 0.5, format="%.0e", key="lb_lr")
+    c[3].number_input("Seed", 0, 10**6, key="lb_seed")
+    c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
+                    help="Letters, digits, '.', '_' and '-'. The runs are named <name>-<arm> and their checkpoints trained/<name>-<arm>.")
+    base = P.TrainConfig(objective=s["lb_objective"], masking=s["lb_masking"] or "dynamic", layers=s["lb_layers"],
+                         hidden=s["lb_hidden"], heads=s["lb_heads"], ffn=s["lb_ffn"], seq_len=s["lb_seq"], batch=s["lb_batch"],
+                         steps=s["lb_steps"], lr=s["lb_lr"], seed=s["lb_seed"], vocab=s["lb_vocab"], corpus=corpus or "wordnet")
+    group = s["lb_name"] or f"{s['lb_preset']}-{dt.datetime.now():%m%d-%H%M%S}"
+    try:
+        planned = lab.plan(s["lb_preset"], base, group)
+        sizes = [lab.size(cfg) for _, cfg in planned]
+        budget = get_settings().lab_memory_mb
+        table = pd.DataFrame([{"run": name, "objective": P.OBJECTIVES[cfg.objective], "masking": cfg.masking, "hidden": cfg.hidden,
+                               "steps": cfg.steps, "parameters (exact)": z.parameters, "N (non-embedding)": z.non_embedding,
+                               "memory (MB, predicted)": round(z.memory_bytes / 2**20), "tokens": cfg.steps * cfg.batch * cfg.seq_len,
+                               "training FLOPs": z.flops_per_token * cfg.steps * cfg.batch * cfg.seq_len}
+                              for (name, cfg), z in zip(planned, sizes, strict=True)])
+        st.dataframe(table, hide_index=True, width="stretch",
+                     column_config={"training FLOPs": st.column_config.NumberColumn(format="%.2e"),
+                                    "parameters (exact)": st.column_config.NumberColumn(format="localized")})
+        st.caption(f"Parameters are counted by the calculator from the configuration (`analysis.params`, checked against "
+                   f"the models transformers builds); memory is the calculator's prediction for one fp32 AdamW step "
+                   f"(`analysis.memory`); this server allows {budget:,} MB per run (BFE_LAB_MEMORY_MB). FLOPs: 3 × forward "
+                   f"(Kaplan et al. 2020, Table 1) with the output layer over the vocabulary.")
+        too_big = [name for (name, _), z in zip(planned, sizes, strict=True) if z.memory_bytes > budget * 2**20]
+        if too_big:
+            st.error(f"Too large for this server: {', '.join(too_big)} would need more than {budget:,} MB. "
+                     "Make the model, the batch or the sequence smaller.", icon=":material/block:")
+        elif not corpus:
+            st.info("Upload a usable text file, or pick the WordNet corpus.")
+        elif st.button(f"Start {len(planned)} run{'s' if len(planned) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
+            ids = lab.submit(s["lb_preset"], base, group)
+            s["lb_show"] = group
+            st.toast(f"Queued {len(ids)} run(s) as '{group}'. They train in the background: you can close this tab.",
+                     icon=":material/schedule:")
+            st.rerun()
+    except ExplorerError as err:
+        ui.show_error(err)
+
+# ------------------------------------------------------------------------------------------ runs, live
+groups = list(dict.fromkeys(g or n for g, n in zip(frame["group"], frame["name"], strict=True)))
+if not groups:
+    st.info("No runs yet. Pick an experiment above and start it: a class can watch the loss fall within a minute.")
+    ui.save_url_state(DEFAULTS)
+    st.stop()
+if s["lb_show"] not in groups:
+    s["lb_show"] = groups[0]
+st.selectbox("Show", groups, key="lb_show", help="An experiment's runs share a name; the newest is first.")
+live = bool(frame["status"].isin(ACTIVE).any())
+
+
+@st.fragment(run_every=2.0 if live else None)
+def watch() -> None:
+    """The selected experiment's runs, refreshed every 2 s while any run trains or waits."""
+    df = R.list_runs()
+    mine = df[(df["group"] == s["lb_show"]) | (df["name"] == s["lb_show"])]
+    if mine.empty:
+        st.info("This experiment's runs were deleted.")
+        return
+    table = runs_table(mine.sort_values("id"))
+    counts = mine["status"].value_counts()
+    st.markdown(" · ".join(f"{STATUS_ICONS[k]}: **{counts[k]}**" for k in STATUS_ICONS if k in counts))
+    shown = table.drop(columns=["message"]).dropna(axis=1, how="all")  # no NSP/SOP columns for runs that have no such head
+    st.dataframe(shown, hide_index=True, width="stretch",
+                 column_config={"progress": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%d%%"),
+                                "loss now": st.column_config.NumberColumn(format="%.3f"),
+                                "held-out loss": st.column_config.NumberColumn(format="%.3f"),
+                                **{k: st.column_config.NumberColumn(format="%.2f") for k in
+                                   ("POS probe", "probe, random init", "NSP acc.", "SOP acc.")}})
+    for r in table.itertuples():
+        if r.message:
+            st.caption(f"**{r.run}**: {r.message}")
+    if any(len(c) for c in mine["curve"]):
+        ui.chart(curves_chart(mine, f"Training loss: {s['lb_show']}"), "lb_curves", title=f"Pre-training lab: {s['lb_show']}",
+                 caption="Training loss per step (running mean of 20 steps) of each run of the experiment.",
+                 sources=("Trained on this server with BERT Family Explorer's pre-training lab (models.pretrain)",))
+    active = mine[mine["status"].isin(ACTIVE) & ~mine["cancel"]]
+    if len(active):
+        c = st.columns([3, 1])
+        pick = c[0].selectbox("Stop a run", list(active["name"]), key="lb_stop_pick", label_visibility="collapsed")
+        if c[1].button("Cancel run", icon=":material/stop_circle:", key="lb_cancel"):
+            rid = int(active[active["name"] == pick]["id"].iloc[0])
+            st.toast(f"{pick}: {lab.cancel(rid)} — a running run stops within a second and keeps what it learned.")
+    elif live:
+        st.rerun()  # everything has ended: redraw the whole page once (evaluations, links) and stop polling
+
+
+watch()
+
+# ------------------------------------------------------------------------------------------ compare, use, export
+mine = frame[(frame["group"] == s["lb_show"]) | (frame["name"] == s["lb_show"])]
+done = mine[mine["status"].isin(["finished", "cancelled"]) & (mine["checkpoint"] != "")]
+if len(done):
+    st.subheader("Use the trained models")
+    st.caption("Each checkpoint is saved as safetensors with its tokenizer under `BFE_MODEL_DIR/trained/<run>` and appears "
+               "in every model picker as *trained here*.")
+    for r in done.itertuples():
+        c = st.columns(3)
+        c[0].markdown(f"**{r.checkpoint}**")
+        if r.objective in ("mlm", "mlm+nsp", "mlm+sop"):
+            c[1].page_link("views/objectives.py", label="Fill masks with it", icon=":material/school:",
+                           query_params={"ob_models": "", "ob_models_other": r.checkpoint, "ob_fill": "the [MASK] of a plant"})
+        c[2].page_link("views/attention.py", label="Its attention", icon=":material/visibility:",
+                       query_params={"at_model": r.checkpoint})
+    probes = [{"run": r.name, "probe": p["probe"], "top 5": ", ".join(p["top"])}
+              for r in done.itertuples() for p in (r.evaluation or {}).get("probes", [])]
+    if probes:
+        st.dataframe(pd.DataFrame(probes), hide_index=True, width="stretch")
+    st.caption("**POS probe**: a linear classifier (logistic regression) reads each model's frozen last-layer vector of a word "
+               "in WordNet's example sentences (not in the training corpus) and tags its part of speech; 200 test words, "
+               "4 balanced classes (chance 25%). *Random init* is the same probe on the same shape with untrained weights: "
+               "the difference is what pre-training taught. Cf. Tenney et al. 2019, What do you learn from context?")
+scaled = lab.scaling_table(mine)
+if mine["config"].map(lambda c: c.get("preset") in ("scaling", "isoflop")).any() and len(scaled) >= 2:
+    st.subheader("Scaling")
+    fig = px.scatter(scaled, x="N (non-embedding)", y="held-out loss", color=scaled["run"].str.extract(r"-(c[\d.]+)-")[0]
+                     if scaled["run"].str.contains(r"-c[\d.]+-").any() else None, log_x=True, log_y=True,
+                     hover_name="run", template="plotly_white", title="Held-out loss against model size")
+    fig.update_traces(mode="lines+markers")
+    fig.update_layout(height=380, legend_title_text="compute budget")
+    ui.chart(fig, "lb_scaling", title=f"Pre-training lab: {s['lb_show']} (scaling)",
+             caption="Final held-out masked-LM loss against non-embedding parameters (log-log); for an IsoFLOP grid, one "
+                     "line per compute budget: the minimum of each line is the compute-optimal size (Chinchilla's approach 2).",
+             sources=("Kaplan et al. 2020 (Figure 1); Hoffmann et al. 2022 (Chinchilla, approach 2, Figure 3)",))
+    st.page_link("views/scaling.py", label=f"Fit a scaling law to these {len(scaled)} runs", icon=":material/show_chart:",
+                 query_params={"sc_src": "lab", "sc_lab": s["lb_show"]})
+
+st.subheader("All runs")
+c = st.columns([2, 2, 1])
+c[0].download_button("Download all runs (CSV)", lambda: R.runs_csv(), "pretraining-runs.csv", "text/csv", icon=":material/download:",
+                     on_click="ignore")
+ended = frame[~frame["status"].isin(ACTIVE)]
+if len(ended):
+    victim = c[1].selectbox("Delete a run", list(ended["name"]), key="lb_delete_pick", label_visibility="collapsed",
+                            help="Deletes the run and its checkpoint.")
+    if c[2].button("Delete", icon=":material/delete:", key="lb_delete"):
+        row = ended[ended["name"] == victim].iloc[0]
+        R.delete_run(int(row["id"]))
+        if row["checkpoint"].startswith("trained/"):
+            shutil.rmtree(P.trained_dir() / row["checkpoint"].split("/", 1)[1], ignore_errors=True)
+        st.toast(f"Deleted {victim}.")
+        st.rerun()
+ui.save_url_state(DEFAULTS)

@@ -1,0 +1,462 @@
+"""The pre-training lab's runs: presets that re-run the papers' ablations in miniature, sizes and memory from the
+calculator before anything starts, a per-server queue, and training in background processes.
+
+A run never trains inside a Streamlit rerun. :func:`submit` checks each configuration (the memory calculator's
+prediction against ``BFE_LAB_MEMORY_MB``), stores the runs as queued in the results database and calls
+:func:`dispatch`, which starts a worker process (``python -m models.lab work <id>``) for each free slot
+(``BFE_LAB_CONCURRENCY``, per host). The worker trains with :func:`models.pretrain.train`, writes its curve to
+the database about once a second (and reads the cancel flag in the same write), stores the evaluation, then
+dispatches the next queued run. Closing the tab or another student's click changes nothing; a server that
+restarts leaves its runs ``interrupted`` (:func:`analysis.results_db.runs.mark_interrupted`), never finished.
+
+Torch is imported by the worker only; the page that lists and starts runs does not pay for it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from models.errors import ExplorerError, InvalidConfig
+from models.pretrain import VOCAB_SIZES, TrainConfig
+
+MAX_QUEUED = 40  # queued runs per host; a class of 30 each starting one fits, a script looping does not
+MAX_STEPS = 20_000  # per run from the page (the library allows more, from a shell)
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
+WORKER_THREADS = max(1, (os.cpu_count() or 2) - 1)  # leave a core to the web server
+
+
+class QueueFull(ExplorerError, RuntimeError):
+    """Too many runs are waiting on this server."""
+
+
+# ------------------------------------------------------------------------------------------ sizes
+
+
+def hf_config(config: TrainConfig, part: str = "main") -> tuple[dict[str, Any], str]:
+    """(config.json-style dict, head) of the model a run trains, for :mod:`analysis.params` and the memory
+    calculator (no torch). ``part``: ``main`` or, for ELECTRA, ``generator``. Mirrors
+    :func:`models.pretrain.build_model` (a test checks the counts against the built models)."""
+    c, vocab = config, VOCAB_SIZES[config.vocab]
+    positions = max(512, c.seq_len)
+    if c.objective in ("mlm", "mlm+nsp", "mlm+sop"):
+        return ({"model_type": "bert", "hidden_size": c.hidden, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
+                 "intermediate_size": c.ffn, "vocab_size": vocab, "max_position_embeddings": positions, "type_vocab_size": 2},
+                "masked-lm" if c.objective == "mlm" else "pretraining")
+    if c.objective == "electra":
+        disc = {"model_type": "electra", "embedding_size": c.hidden, "hidden_size": c.hidden, "num_hidden_layers": c.layers,
+                "num_attention_heads": c.heads, "intermediate_size": c.ffn, "vocab_size": vocab,
+                "max_position_embeddings": positions, "type_vocab_size": 2}
+        if part == "generator":
+            return ({**disc, "hidden_size": int(c.hidden * c.generator_ratio),
+                     "intermediate_size": max(16, int(c.ffn * c.generator_ratio))}, "masked-lm")
+        return disc, "pretraining"
+    if c.objective == "plm":
+        return ({"model_type": "xlnet", "d_model": c.hidden, "n_layer": c.layers, "n_head": c.heads, "d_inner": c.ffn,
+                 "vocab_size": vocab}, "xlnet-lm")
+    return ({"model_type": "gpt2", "n_embd": c.hidden, "n_layer": c.layers, "n_head": c.heads, "n_inner": c.ffn,
+             "n_positions": positions, "vocab_size": vocab}, "causal-lm")
+
+
+@dataclass(frozen=True)
+class Size:
+    """What the calculator says about a run before it starts."""
+
+    parameters: int  # every trained tensor (ELECTRA: generator + discriminator, shared embeddings once)
+    non_embedding: int  # Kaplan et al. (2020)'s N: 2·d·L·(2·d_attn + d_ff), what scaling laws count
+    memory_bytes: int  # one training step, fp32 AdamW (analysis.memory.training_memory)
+    flops_per_token: float  # training: 3 × forward (Kaplan et al. 2020, Table 1) + the output layer over the vocabulary
+
+
+def size(config: TrainConfig) -> Size:
+    """Exact parameters, predicted memory and training FLOPs per token of ``config``.
+
+    Raises:
+        InvalidConfig: a configuration the calculator cannot build.
+    """
+    from analysis.memory import TrainingSetup, training_memory
+    from analysis.params import parameter_breakdown
+
+    config.validate()
+    setup = TrainingSetup(precision="fp32", optimizer="adamw")
+    cfg, head = hf_config(config)
+    main = parameter_breakdown(cfg, head)
+    params = main.total
+    memory = training_memory(main, config.batch, config.seq_len, setup).total
+    vocab = VOCAB_SIZES[config.vocab]
+
+    def forward(h: int, f: int, out_vocab: bool) -> float:
+        n = 2 * h * config.layers * (2 * h + f)
+        return 2 * n + 2 * config.layers * config.seq_len * h + (2 * vocab * h if out_vocab else 0)
+
+    flops = 3 * forward(config.hidden, config.ffn, config.objective != "electra")
+    non_embedding = 2 * config.hidden * config.layers * (2 * config.hidden + config.ffn)
+    if config.objective == "electra":
+        gcfg, ghead = hf_config(config, "generator")
+        gen = parameter_breakdown(gcfg, ghead)
+        shared = sum(t.numel for t in gen.tensors if t.group == "embeddings" and t.part != "embedding projection")
+        params += gen.total - shared
+        memory += training_memory(gen, config.batch, config.seq_len, setup).total - 16 * shared
+        g_h, g_f = int(config.hidden * config.generator_ratio), max(16, int(config.ffn * config.generator_ratio))
+        flops += 3 * forward(g_h, g_f, False) + 3 * 2 * vocab * config.hidden  # the generator's logits over the vocabulary
+        non_embedding += 2 * g_h * config.layers * (2 * g_h + g_f)
+    return Size(params, non_embedding, memory, float(flops))
+
+
+def check_fits(config: TrainConfig, budget_mb: int | None = None) -> Size:
+    """:func:`size`, refusing a run the memory calculator says needs more than ``BFE_LAB_MEMORY_MB``."""
+    from models.settings import get_settings
+
+    budget_mb = budget_mb or get_settings().lab_memory_mb
+    s = size(config)
+    if s.memory_bytes > budget_mb * 2**20:
+        raise InvalidConfig(f"This run would need about {s.memory_bytes / 2**20:,.0f} MB to train "
+                            f"({s.parameters:,} parameters, batch {config.batch} × {config.seq_len} tokens); "
+                            f"the lab's limit on this server is {budget_mb:,} MB (BFE_LAB_MEMORY_MB).",
+                            "Make the model, the batch or the sequence smaller.")
+    return s
+
+
+# ------------------------------------------------------------------------------------------ presets
+
+
+@dataclass(frozen=True)
+class Preset:
+    """An ablation in miniature: the runs it starts from a base configuration, and what the paper found."""
+
+    title: str
+    paper: str  # the source of the finding
+    finding: str
+    runs: Callable[[TrainConfig], list[tuple[str, TrainConfig]]]
+
+
+def _equal_compute(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """ELECTRA and a masked LM of the same width, the MLM given as many steps as ELECTRA's FLOPs buy it."""
+    electra = replace(base, objective="electra")
+    mlm = replace(base, objective="mlm")
+    steps = max(1, round(base.steps * size(electra).flops_per_token / size(mlm).flops_per_token))
+    return [("electra", electra), ("mlm", replace(mlm, steps=min(steps, MAX_STEPS)))]
+
+
+SCALING_WIDTHS = (32, 64, 128, 256)
+ISOFLOP_BUDGETS = (0.5, 1.0, 2.0)  # × the base run's compute
+
+
+def _scaling(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """Four widths (the FFN 4× and the heads kept), one token budget: the base run's steps × batch × length."""
+    return [(f"h{h}", replace(base, objective=base.objective if base.objective != "electra" else "mlm", hidden=h, ffn=4 * h,
+                              heads=min(base.heads, h // 16) or 1)) for h in SCALING_WIDTHS]
+
+
+def _isoflop(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """Chinchilla's approach 2 in miniature: for each compute budget, the four widths, each trained for the steps
+    that budget buys it (so small models see more tokens)."""
+    ref = size(replace(base, objective="mlm", hidden=128, ffn=512, heads=min(base.heads, 8)))
+    budget = ref.flops_per_token * base.steps * base.batch * base.seq_len
+    out = []
+    for scale in ISOFLOP_BUDGETS:
+        for name, cfg in _scaling(base):
+            steps = round(scale * budget / (size(cfg).flops_per_token * cfg.batch * cfg.seq_len))
+            out.append((f"c{scale:g}-{name}", replace(cfg, steps=max(1, min(steps, MAX_STEPS)))))
+    return out
+
+
+PRESETS: dict[str, Preset] = {
+    "single": Preset("One run of the chosen objective", "", "", lambda b: [(b.objective.replace("+", "-"), b)]),
+    "roberta": Preset(
+        "RoBERTa: static vs dynamic masking, and dropping NSP",
+        "Liu et al. 2019, RoBERTa, Table 1 (masking) and Table 2 (NSP), SQuAD/MNLI-m/SST-2 dev",
+        "Dynamic masking is as good as or slightly better than static; removing NSP matches or improves downstream "
+        "results.",
+        lambda b: [("bert-static-nsp", replace(b, objective="mlm+nsp", masking="static")),
+                   ("static", replace(b, objective="mlm", masking="static")),
+                   ("dynamic", replace(b, objective="mlm", masking="dynamic"))]),
+    "albert": Preset(
+        "ALBERT: NSP vs SOP",
+        "Lan et al. 2019, ALBERT, Table 5 (intrinsic NSP/SOP accuracy and downstream dev)",
+        "A model trained with NSP does not solve SOP (about chance); a model trained with SOP solves NSP well.",
+        lambda b: [("nsp", replace(b, objective="mlm+nsp")), ("sop", replace(b, objective="mlm+sop"))]),
+    "electra": Preset(
+        "ELECTRA vs MLM at equal compute",
+        "Clark et al. 2020, ELECTRA, Figure 3 and Table 1 (GLUE dev at equal pre-training FLOPs)",
+        "Replaced-token detection learns from every token, so at the same compute ELECTRA beats masked LM; here "
+        "compare the downstream probe (the losses are different tasks).",
+        _equal_compute),
+    "xlnet": Preset(
+        "XLNet vs BERT",
+        "Yang et al. 2019, XLNet, Table 1 (fair comparison with BERT: same data and size) ",
+        "The permutation LM predicts each token from any subset of the others without [MASK] tokens; compare the "
+        "downstream probe (the losses are different tasks).",
+        lambda b: [("plm", replace(b, objective="plm")), ("mlm", replace(b, objective="mlm"))]),
+    "scaling": Preset(
+        "Scaling: 4 sizes, one budget",
+        "Kaplan et al. 2020, Scaling Laws for Neural Language Models, Figure 1 (L(N) = (N_c/N)^α_N, α_N ≈ 0.076)",
+        "With data and steps the same, loss falls as a power of the non-embedding parameter count; fit α on the "
+        "scaling-laws page.",
+        _scaling),
+    "isoflop": Preset(
+        "IsoFLOP: 3 budgets × 4 sizes",
+        "Hoffmann et al. 2022, Chinchilla, approach 2 (IsoFLOP profiles, Figure 3)",
+        "For a fixed compute budget the loss is lowest at a middle size; the best size grows with the budget.",
+        _isoflop),
+}
+
+
+def plan(preset: str, base: TrainConfig, group: str) -> list[tuple[str, TrainConfig]]:
+    """The (run name, config) pairs a preset would start, each validated and named ``<group>-<label>``."""
+    if preset not in PRESETS:
+        raise InvalidConfig(f"Unknown preset {preset!r}.", "Use one of: " + ", ".join(PRESETS) + ".")
+    if not NAME.match(group or ""):
+        raise InvalidConfig(f"{group[:60]!r} is not a usable run name.",
+                            "Use letters, digits, '.', '_' and '-' (at most 60), starting with a letter or digit.")
+    if not 1 <= base.steps <= MAX_STEPS:
+        raise InvalidConfig(f"Steps must be from 1 to {MAX_STEPS:,} here, not {base.steps:,}.",
+                            "Longer runs: python -m models.pretrain from a shell.")
+    base.validate()
+    out = []
+    for label, cfg in PRESETS[preset].runs(base):
+        name = group if preset == "single" else f"{group}-{label}"
+        out.append((name, replace(cfg, run=name).validate()))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the queue
+
+
+def _lock_path() -> Path:
+    from models.pretrain import trained_dir
+
+    folder = trained_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / ".queue.lock"
+
+
+def submit(preset: str, base: TrainConfig, group: str, engine: Any = None, start: bool = True) -> list[int]:
+    """Check every run of a preset (memory, names), queue them all (or none) and start what the slots allow.
+
+    Raises:
+        InvalidConfig: a configuration that cannot run or needs more memory than the lab's limit.
+        QueueFull: more than :data:`MAX_QUEUED` runs would wait on this server.
+        DuplicateRun: a run of that name exists already.
+    """
+    from analysis.results_db import runs
+
+    planned = plan(preset, base, group)
+    for _, cfg in planned:
+        check_fits(cfg)
+    waiting = int((runs.list_runs(engine)["status"] == "queued").sum())
+    if waiting + len(planned) > MAX_QUEUED:
+        raise QueueFull(f"{waiting} runs are already waiting on this server; the queue holds {MAX_QUEUED}.",
+                        "Wait for some to finish, or cancel some of yours.")
+    ids = []
+    try:
+        for name, cfg in planned:
+            ids.append(runs.create_run(name, cfg.objective, {**asdict(cfg), "preset": preset}, engine, group=group))
+    except ExplorerError:
+        for rid in ids:  # all of a preset or none: an ablation with a missing arm is not an ablation
+            runs.delete_run(rid, engine)
+        raise
+    if start:
+        dispatch(engine)
+    return ids
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    threading.Thread(target=proc.wait, daemon=True, name=f"lab-reaper-{proc.pid}").start()
+
+
+def dispatch(engine: Any = None) -> list[int]:
+    """Mark dead runs interrupted, then start a worker for each queued run a free slot allows; return their ids.
+
+    Holds a file lock beside the checkpoints, so two servers' or workers' dispatches on one host never both
+    see the same free slot.
+    """
+    from analysis.results_db import runs
+    from models.settings import get_settings
+
+    limit = get_settings().lab_concurrency
+    started = []
+    with open(_lock_path(), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        runs.mark_interrupted(engine)
+        while (rid := runs.claim_next(limit, engine)) is not None:
+            log = _lock_path().parent / ".logs" / f"{rid}.log"
+            log.parent.mkdir(exist_ok=True)
+            with open(log, "ab") as out:
+                proc = subprocess.Popen([sys.executable, "-m", "models.lab", "work", str(rid)], stdout=out, stderr=out,
+                                        stdin=subprocess.DEVNULL, start_new_session=True, cwd=Path(__file__).resolve().parent.parent,
+                                        env={**os.environ, "OMP_NUM_THREADS": str(WORKER_THREADS)})
+            runs.set_pid(rid, proc.pid, engine)
+            _reap(proc)
+            started.append(rid)
+    return started
+
+
+def cancel(run_id: int, engine: Any = None) -> str:
+    """Cancel a queued run, or ask a running one to stop (it keeps what it trained). Returns the new status."""
+    from analysis.results_db import runs
+
+    return runs.request_cancel(run_id, engine)
+
+
+def work(run_id: int, engine: Any = None) -> str:
+    """Train one claimed run (in the worker process): curve and cancel flag through the database about once a
+    second, evaluation and checkpoint at the end, then start the next queued run. Returns the final status."""
+    from analysis.results_db import runs
+
+    run = runs.get_run(run_id, engine)
+    known = {f.name for f in fields(TrainConfig)}
+    config = TrainConfig(**{k: v for k, v in run["config"].items() if k in known})
+    runs.set_pid(run_id, os.getpid(), engine)
+    curve: list[tuple[int, float]] = []
+    state = {"last": 0.0, "cancel": False}
+
+    def progress(step: int, loss: float, seconds: float) -> None:
+        curve.append((step, loss))
+        if time.monotonic() - state["last"] >= 1.0 or step == config.steps:
+            state["last"] = time.monotonic()
+            state["cancel"] = runs.record_curve(run_id, curve, engine, seconds=seconds)
+
+    status, message, result = "failed", "", None
+    try:
+        import torch
+
+        from models.pretrain import train
+
+        torch.set_num_threads(WORKER_THREADS)
+        result = train(config, on_progress=progress, should_stop=lambda: state["cancel"])
+        if result.stopped.startswith("cancelled"):
+            status, message = "cancelled", result.stopped.capitalize() + "; what it learned so far is saved."
+        elif result.stopped:
+            status, message = "failed", result.stopped.capitalize() + "."
+        else:
+            status = "finished"
+    except ExplorerError as err:
+        message = str(err)
+    except Exception as err:  # a worker must close its run whatever happened; the log keeps the trace
+        import traceback
+
+        traceback.print_exc()
+        message = f"Training stopped with an internal error ({type(err).__name__}); the server log has the details."
+    finally:
+        if curve:
+            runs.record_curve(run_id, curve, engine, seconds=result.seconds if result else None)
+        runs.finish_run(run_id, status, evaluation=result.evaluation if result else {}, message=message,
+                        checkpoint=result.checkpoint if result else "", seconds=result.seconds if result else None,
+                        tokens=result.tokens if result else None, parameters=result.parameters if result else None,
+                        engine=engine)
+        dispatch(engine)
+    return status
+
+
+# ------------------------------------------------------------------------------------------ views of the runs
+
+
+def progress_of(run: dict[str, Any], now: dt.datetime | None = None) -> dict[str, Any]:
+    """Step, share done, and seconds left (from the pace so far) of a run row from :mod:`analysis.results_db.runs`."""
+    steps = int(run["config"].get("steps") or 1)
+    step = run["curve"][-1][0] if run["curve"] else 0
+    done = step / steps
+    left = None
+    if run["status"] == "running" and step and run["seconds"]:
+        left = run["seconds"] / step * (steps - step)
+    return {"step": step, "steps": steps, "done": min(1.0, done), "seconds_left": left}
+
+
+def queue_positions(frame: Any) -> dict[int, int]:
+    """run id -> place in the queue (1 = next), for the queued runs of a :func:`runs.list_runs` frame."""
+    queued = frame[frame["status"] == "queued"].sort_values("id")
+    return {int(rid): i + 1 for i, rid in enumerate(queued["id"])}
+
+
+def curves_frame(frame: Any) -> Any:
+    """Long table (run, group, objective, step, loss) of the runs' curves, for one chart."""
+    import pandas as pd
+
+    rows = [{"run": r.name, "group": r.group, "objective": r.objective, "step": s, "loss": loss}
+            for r in frame.itertuples() for s, loss in r.curve]
+    return pd.DataFrame(rows, columns=["run", "group", "objective", "step", "loss"])
+
+
+def scaling_table(frame: Any) -> Any:
+    """Finished runs as a scaling-law data set: non-embedding parameters N, tokens D, compute C = 6·N·D, held-out
+    loss, and the training FLOPs the lab counted. Feeds the scaling-laws page (fit α with its error bar)."""
+    import pandas as pd
+
+    known = {f.name for f in fields(TrainConfig)}
+    rows = []
+    for r in frame[frame["status"] == "finished"].itertuples():
+        cfg = TrainConfig(**{k: v for k, v in r.config.items() if k in known})
+        loss = (r.evaluation or {}).get("held_out_loss")
+        if loss is None or not r.tokens:
+            continue
+        s = size(cfg)
+        rows.append({"run": r.name, "objective": r.objective, "hidden": cfg.hidden, "N (non-embedding)": s.non_embedding,
+                     "parameters": s.parameters, "D (tokens)": int(r.tokens), "C = 6ND": 6.0 * s.non_embedding * r.tokens,
+                     "training FLOPs": s.flops_per_token * r.tokens, "held-out loss": float(loss),
+                     "source": f"Trained on this server: BERT Family Explorer pre-training lab, experiment {r.group or r.name}"})
+    return pd.DataFrame(rows, columns=["run", "objective", "hidden", "N (non-embedding)", "parameters", "D (tokens)", "C = 6ND",
+                                       "training FLOPs", "held-out loss", "source"])
+
+
+def trained_models(task: str | None = None) -> list[str]:
+    """``trained/<run>`` ids of the checkpoints trained here (complete folders only), newest first; with ``task``,
+    only those whose tensors hold that head (:func:`models.checkpoint.inspect`)."""
+    from models.pretrain import trained_dir
+
+    root = trained_dir()
+    if not root.is_dir():
+        return []
+    folders = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / "bfe_run.json").is_file()),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    out = []
+    for p in folders[:200]:
+        mid = f"trained/{p.name}"
+        if task is not None:
+            try:
+                from models.checkpoint import inspect
+
+                if task not in inspect(mid).heads:
+                    continue
+            except ExplorerError:
+                continue
+        out.append(mid)
+    return out
+
+
+def run_info(model_id: str) -> dict[str, Any]:
+    """What ``trained/<run>/bfe_run.json`` says about a checkpoint trained here (config, evaluation), or {}."""
+    from models.pretrain import trained_dir
+
+    if not model_id.startswith("trained/"):
+        return {}
+    path = trained_dir() / model_id.split("/", 1)[1] / "bfe_run.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) == 2 and args[0] == "work" and args[1].isdigit():
+        print(work(int(args[1])), flush=True)
+        return 0
+    print("usage: python -m models.lab work <run id>   (started by the lab page; see python -m models.pretrain)",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""The pre-training lab (issue 17): sizes from the calculator, presets, the background queue (one run at a time,
+cancel, a killed worker, two processes submitting at once), data-parallel training over 2 processes, the page."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from models import lab
+from models.errors import InvalidConfig
+from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parameter_count, tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
+
+
+def wait_for(predicate, timeout: float = 90.0, every: float = 0.3):
+    """Poll until ``predicate()`` returns something truthy; return it (fails the test past ``timeout``)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if out := predicate():
+            return out
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for {predicate.__doc__ or predicate}")
+
+
+def status(rid: int) -> str:
+    from analysis.results_db import runs
+
+    return runs.get_run(rid)["status"]
+
+
+@pytest.fixture
+def lab_env(empty_model_dir: Path):
+    """An empty model dir and results database; at the end, no worker of this test is left running."""
+    yield empty_model_dir
+    from analysis.results_db import runs
+
+    for r in runs.list_runs().itertuples():
+        if r.status in ("queued", "running"):
+            lab.cancel(r.id)
+    for r in runs.list_runs().itertuples():
+        if r.status == "running":
+            wait_for(lambda rid=r.id: status(rid) != "running", timeout=60)
+
+
+# ------------------------------------------------------------------------------------------ sizes and presets
+
+
+@pytest.mark.parametrize("objective", list(OBJECTIVES))
+@pytest.mark.parametrize("vocab", list(VOCABS))
+def test_the_calculator_counts_exactly_what_transformers_builds(objective: str, vocab: str) -> None:
+    config = replace(TINY, objective=objective, vocab=vocab, layers=2, hidden=64, heads=4, ffn=96)
+    tok = tokenizer(vocab)
+    assert len(tok) == lab.VOCAB_SIZES[vocab]
+    assert lab.size(config).parameters == parameter_count(build_model(config, len(tok), tok))
+
+
+def test_presets_plan_the_papers_ablations() -> None:
+    base = replace(TINY, steps=200)
+    arms = {k: [(n, c.objective, c.masking) for n, c in lab.plan(k, base, "g")] for k in lab.PRESETS}
+    assert arms["roberta"] == [("g-bert-static-nsp", "mlm+nsp", "static"), ("g-static", "mlm", "static"),
+                               ("g-dynamic", "mlm", "dynamic")]
+    assert [o for _, o, _ in arms["albert"]] == ["mlm+nsp", "mlm+sop"]
+    assert [o for _, o, _ in arms["xlnet"]] == ["plm", "mlm"] and arms["single"] == [("g", "mlm", "dynamic")]
+    # ELECTRA vs MLM: the MLM gets the steps that ELECTRA's compute buys it (within one step)
+    (_, electra), (_, mlm) = lab.plan("electra", base, "g")
+    e = lab.size(electra).flops_per_token * electra.steps
+    m = lab.size(mlm).flops_per_token
+    assert abs(e - m * mlm.steps) <= m and mlm.steps != electra.steps
+    # scaling: four widths, one token budget; IsoFLOP: each budget's runs cost that budget (within one step)
+    scaling = lab.plan("scaling", base, "g")
+    assert [c.hidden for _, c in scaling] == list(lab.SCALING_WIDTHS) and len({c.steps for _, c in scaling}) == 1
+    grid = lab.plan("isoflop", base, "g")
+    assert len(grid) == len(lab.ISOFLOP_BUDGETS) * len(lab.SCALING_WIDTHS)
+    for scale in lab.ISOFLOP_BUDGETS:
+        costs = [lab.size(c).flops_per_token * c.steps * c.batch * c.seq_len for n, c in grid if n.startswith(f"g-c{scale:g}-")]
+        assert max(costs) / min(costs) < 1.1, costs
+    assert sum(c.steps for _, c in grid if c.hidden == 32) > sum(c.steps for _, c in grid if c.hidden == 256)
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"heads": 3}, "do not divide"), ({"steps": 0}, "Steps"), ({"steps": 10**6}, "Steps"),
+    ({"hidden": 1024, "layers": 24, "ffn": 4096, "batch": 512, "seq_len": 512}, "MB"),
+])
+def test_configs_that_cannot_run_or_would_not_fit_are_refused_before_anything_starts(change: dict, words: str) -> None:
+    with pytest.raises(InvalidConfig, match=words):
+        for _, cfg in lab.plan("single", replace(TINY, **change), "g"):
+            lab.check_fits(cfg)
+
+
+@pytest.mark.parametrize("name", ["", "../etc", "a b", "x" * 61, "-lead", "bad/slash"])
+def test_hostile_run_names_are_refused(name: str) -> None:
+    with pytest.raises(InvalidConfig, match="run name"):
+        lab.plan("single", TINY, name)
+
+
+def test_the_memory_budget_setting_is_obeyed(monkeypatch) -> None:
+    need = lab.size(TINY).memory_bytes / 2**20
+    monkeypatch.setenv("BFE_LAB_MEMORY_MB", str(max(1, int(need) - 1)))
+    with pytest.raises(InvalidConfig, match="BFE_LAB_MEMORY_MB"):
+        lab.submit("single", TINY, "too-big", start=False)
+    monkeypatch.setenv("BFE_LAB_MEMORY_MB", str(int(need) + 2))
+    assert lab.check_fits(TINY).memory_bytes < (int(need) + 2) * 2**20
+
+
+# ------------------------------------------------------------------------------------------ the queue
+
+
+def test_runs_train_in_the_background_one_at_a_time_and_cancel(lab_env: Path) -> None:
+    from analysis.results_db import runs
+
+    first, second = lab.submit("albert", replace(TINY, steps=5000), "q")
+    assert status(first) == "running" and status(second) == "queued"
+    assert lab.queue_positions(runs.list_runs()) == {second: 1}
+    curve = wait_for(lambda: runs.get_run(first)["curve"], timeout=120)  # the worker writes its curve as it goes
+    assert curve[0][0] == 1 and status(second) == "queued"
+    row = runs.get_run(first)
+    assert 0 < lab.progress_of(row)["done"] < 1 and lab.progress_of(row)["seconds_left"] > 0
+    assert lab.cancel(second) == "cancelled"  # a queued run is cancelled at once
+    assert lab.cancel(first) == "running"  # a running one is asked to stop
+    wait_for(lambda: status(first) == "cancelled", timeout=60)
+    got = runs.get_run(first)
+    assert "cancelled at step" in got["message"].lower() and got["checkpoint"] == "trained/q-nsp"
+    assert (lab_env / "trained" / "q-nsp" / "model.safetensors").is_file()
+    assert status(second) == "cancelled" and lab.trained_models() == ["trained/q-nsp"]
+    assert lab.trained_models("pretraining") == ["trained/q-nsp"] and lab.trained_models("xlnet-lm") == []
+
+
+def test_a_run_finishes_with_its_evaluation_and_the_next_one_starts(lab_env: Path) -> None:
+    from analysis.results_db import runs
+
+    a, b = lab.submit("xlnet", replace(TINY, steps=20), "pair")
+    wait_for(lambda: status(b) == "finished", timeout=180)
+    ra, rb = runs.get_run(a), runs.get_run(b)
+    assert ra["status"] == "finished" and rb["started_at"] >= ra["finished_at"]  # one at a time
+    for r in (ra, rb):
+        assert len(r["curve"]) == 20 and r["tokens"] > 0 and r["parameters"] == lab.size(TrainConfig(**{
+            k: v for k, v in r["config"].items() if k != "preset"})).parameters
+        assert 0 <= r["evaluation"]["pos_probe_accuracy"] <= 1 and "pos_probe_random_init" in r["evaluation"]
+    assert "probes" in rb["evaluation"]  # the masked LM's fill-mask probes
+
+
+def test_a_killed_worker_leaves_an_interrupted_run_never_a_finished_one(lab_env: Path) -> None:
+    from analysis.results_db import runs
+
+    (rid,) = lab.submit("single", replace(TINY, steps=5000), "killed")
+    wait_for(lambda: runs.get_run(rid)["curve"], timeout=120)
+    os.kill(_pid(rid), signal.SIGKILL)
+    wait_for(lambda: (lab.dispatch() or True) and status(rid) == "interrupted", timeout=30)
+    assert not (lab_env / "trained" / "killed").exists()  # nothing half-written for the pickers
+    assert lab.trained_models() == []
+
+
+def _pid(rid: int) -> int:
+    from analysis.results_db import engine as E
+    from analysis.results_db.schema import TrainingRun
+
+    with E.session(E.get_engine()) as s:
+        return s.get(TrainingRun, rid).pid
+
+
+def test_two_processes_submitting_at_once_are_queued_not_run_together(lab_env: Path) -> None:
+    from analysis.results_db import runs
+
+    code = ("import sys; from dataclasses import replace; from models import lab; from models.pretrain import TrainConfig; "
+            "cfg = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=4000, corpus_lines=200); "
+            "print(lab.submit('single', cfg, sys.argv[1]))")
+    procs = [subprocess.Popen([sys.executable, "-c", code, f"student{i}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    df = runs.list_runs()
+    assert len(df) == 3 and sorted(df["status"]) == ["queued", "queued", "running"]
+
+
+# ------------------------------------------------------------------------------------------ data parallel
+
+
+def test_two_processes_train_like_one_with_the_same_global_batch(empty_model_dir: Path) -> None:
+    """torchrun (gloo) with 2 processes against 1 process: same global batch, seed and masks. The first steps agree
+    to float precision; later ones stay within 0.02 (the all-reduce sums in another order), while a run with
+    another seed differs by more."""
+    args = ["--objective", "mlm", "--layers", "1", "--hidden", "32", "--heads", "2", "--ffn", "64", "--seq-len", "32", "--batch",
+            "8", "--steps", "12", "--lr", "1e-4", "--corpus-lines", "200", "--dropout", "0.0"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    two = subprocess.run([*torchrun, "-m", "models.pretrain", "--", *args, "--run", "two"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert json.loads(two.stdout[two.stdout.index("{"):])["processes"] == 2
+    for name, extra in (("one", []), ("other-seed", ["--seed", "1"])):
+        one = subprocess.run([sys.executable, "-m", "models.pretrain", *args, *extra, "--run", name], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert one.returncode == 0, one.stderr[-3000:]
+    curve = {n: json.loads((empty_model_dir / "trained" / n / "bfe_run.json").read_text())["curve"] for n in ("one", "two", "other-seed")}
+    diffs = [abs(a[1] - b[1]) for a, b in zip(curve["one"], curve["two"], strict=True)]
+    assert max(diffs[:2]) < 1e-5 and max(diffs) < 0.02, diffs
+    assert max(abs(a[1] - b[1]) for a, b in zip(curve["one"], curve["other-seed"], strict=True)) > 0.02
+
+
+# ------------------------------------------------------------------------------------------ the page
+
+
+def test_the_lab_page_starts_watches_and_cancels_a_run(lab_env: Path) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from analysis.results_db import runs
+
+    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    for k, v in {"lb_preset": "single", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64", "lb_seq": "32", "lb_batch": "8",
+                 "lb_steps": "5000", "lb_name": "class-demo"}.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("views/lab.py").run()
+    assert not at.exception, at.exception
+    planned = at.dataframe[0].value
+    assert list(planned["run"]) == ["class-demo"] and planned["parameters (exact)"].iloc[0] == lab.size(
+        replace(TINY, steps=5000, batch=8)).parameters
+    [start] = [b for b in at.button if b.label.startswith("Start")]
+    start.click().run()
+    assert not at.exception, at.exception
+    (rid,) = runs.list_runs()["id"]
+    wait_for(lambda: runs.get_run(rid)["curve"], timeout=120)
+    at.run()
+    table = at.dataframe[-1].value if "status" in at.dataframe[-1].value else at.dataframe[0].value
+    assert "running" in " ".join(table["status"])
+    at.button(key="lb_cancel").click().run()
+    wait_for(lambda: status(rid) == "cancelled", timeout=60)
+    at.run()
+    assert not at.exception and "trained/class-demo" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_trained_model_appears_in_the_pickers(lab_env: Path) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from models.pretrain import train
+
+    train(replace(TINY, objective="plm", steps=3, run="my-xlnet"))
+    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60).run()
+    at.switch_page("views/permutation.py").run()
+    box = at.selectbox(key="pm_model")
+    assert "my-xlnet · trained here (plm, 1×32)" in box.options
+    box.set_value("trained/my-xlnet").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.query_params["pm_model"] in ("trained/my-xlnet", ["trained/my-xlnet"])  # it lives in the page's link like the rest
+    again = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    again.query_params["pm_model"] = "trained/my-xlnet"
+    again.run()
+    again.switch_page("views/permutation.py").run()
+    assert again.selectbox(key="pm_model").value == "trained/my-xlnet" and not again.warning
+
+
+def test_the_lab_page_does_not_import_torch() -> None:
+    code = (
+        "import sys; from streamlit.testing.v1 import AppTest; "
+        f"at = AppTest.from_file({str(ROOT / 'app' / 'streamlit_app.py')!r}, default_timeout=60).run(); "
+        "at.switch_page('views/lab.py').run(); assert not at.exception, at.exception; "
+        "heavy = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
