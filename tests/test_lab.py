@@ -268,3 +268,29 @@ def test_the_lab_page_does_not_import_torch() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_scaling_experiment_feeds_the_scaling_law_page(lab_env: Path) -> None:
+    """Finished runs of the scaling preset become a data set there: N (non-embedding) against held-out loss, fitted."""
+    from dataclasses import asdict
+
+    from streamlit.testing.v1 import AppTest
+
+    from analysis.results_db import runs
+
+    losses = {}
+    for name, cfg in lab.plan("scaling", replace(TINY, steps=100), "sc"):
+        rid = runs.create_run(name, cfg.objective, {**asdict(cfg), "preset": "scaling"}, group="sc")
+        n = lab.size(cfg).non_embedding
+        losses[name] = 3.0 * (n / 1e4) ** -0.08  # a clean power law with α = 0.08
+        runs.finish_run(rid, "finished", evaluation={"held_out_loss": losses[name]}, tokens=100 * 8 * 32, seconds=1.0)
+    table = lab.scaling_table(runs.list_runs())
+    assert len(table) == 4 and table["held-out loss"].is_monotonic_decreasing == (table["hidden"].is_monotonic_increasing)
+    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    at.query_params["sc_src"] = "lab"
+    at.run()
+    at.switch_page("views/scaling.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="sc_lab").value == "sc" and at.selectbox(key="sc_x").value == "N (non-embedding)"
+    text = " ".join(m.value for m in at.markdown) + " ".join(str(m.value) for m in at.metric)
+    assert "0.08" in text, text[:2000]  # the fitted exponent

@@ -619,3 +619,10 @@ def test_runs_round_trip_and_a_dead_process_is_interrupted(engine) -> None:
         runs.get_run(rid, engine)
     with pytest.raises(IntegrityError), db.session(engine, write=True) as s:  # the database itself refuses an unknown state
         s.get(db.TrainingRun, rid2).status = "done"
+    # the lab's queue: oldest queued first, no more than the limit running on this host, cancel flags
+    q1, q2 = (runs.create_run(n, "mlm", {"steps": 10}, engine, group="abl") for n in ("abl-a", "abl-b"))
+    assert runs.claim_next(1, engine) == q1 and runs.claim_next(1, engine) is None  # one slot, taken
+    assert runs.get_run(q1, engine)["started_at"] is not None and runs.get_run(q1, engine)["group"] == "abl"
+    assert runs.request_cancel(q2, engine) == "cancelled"  # queued: at once
+    assert runs.request_cancel(q1, engine) == "running" and runs.record_curve(q1, [(1, 9.0)], engine, seconds=0.5) is True
+    assert runs.claim_next(2, engine) is None  # nothing left queued
