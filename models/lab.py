@@ -238,7 +238,13 @@ def _lock_path() -> Path:
     from models.pretrain import trained_dir
 
     folder = trained_dir()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as err:
+        raise ExplorerError(f"The lab cannot write to {folder} ({err.strerror or type(err).__name__}).",
+                            "Point BFE_MODEL_DIR at a writable folder: trained models and the queue's lock live there.") from None
     return folder / ".queue.lock"
 
 
@@ -408,6 +414,19 @@ def scaling_table(frame: Any) -> Any:
                      "source": f"Trained on this server: BERT Family Explorer pre-training lab, experiment {r.group or r.name}"})
     return pd.DataFrame(rows, columns=["run", "objective", "hidden", "N (non-embedding)", "parameters", "D (tokens)", "C = 6ND",
                                        "training FLOPs", "held-out loss", "source"])
+
+
+def flops_per_second(frame: Any) -> float | None:
+    """Training FLOP/s of the newest finished run of a :func:`runs.list_runs` frame (this server's pace), or None."""
+    known = {f.name for f in fields(TrainConfig)}
+    for r in frame[frame["status"] == "finished"].sort_values("id", ascending=False).itertuples():
+        if r.seconds and r.tokens:
+            try:
+                cfg = TrainConfig(**{k: v for k, v in r.config.items() if k in known})
+                return size(cfg).flops_per_token * r.tokens / r.seconds
+            except ExplorerError:
+                continue
+    return None
 
 
 def trained_models(task: str | None = None) -> list[str]:

@@ -97,6 +97,16 @@ def test_configs_that_cannot_run_or_would_not_fit_are_refused_before_anything_st
             lab.check_fits(cfg)
 
 
+def test_a_model_dir_that_cannot_be_written_gives_a_clear_message(tmp_path: Path, monkeypatch) -> None:
+    from models.errors import ExplorerError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("BFE_MODEL_DIR", str(blocker / "models"))  # mkdir fails, even for root
+    with pytest.raises(ExplorerError, match="BFE_MODEL_DIR"):
+        lab.dispatch()
+
+
 @pytest.mark.parametrize("name", ["", "../etc", "a b", "x" * 61, "-lead", "bad/slash"])
 def test_hostile_run_names_are_refused(name: str) -> None:
     with pytest.raises(InvalidConfig, match="run name"):
@@ -285,6 +295,7 @@ def test_a_scaling_experiment_feeds_the_scaling_law_page(lab_env: Path) -> None:
         losses[name] = 3.0 * (n / 1e4) ** -0.08  # a clean power law with α = 0.08
         runs.finish_run(rid, "finished", evaluation={"held_out_loss": losses[name]}, tokens=100 * 8 * 32, seconds=1.0)
     table = lab.scaling_table(runs.list_runs())
+    assert lab.flops_per_second(runs.list_runs()) == pytest.approx(lab.size(cfg).flops_per_token * 100 * 8 * 32 / 1.0)  # the newest
     assert len(table) == 4 and table["held-out loss"].is_monotonic_decreasing == (table["hidden"].is_monotonic_increasing)
     at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
     at.query_params["sc_src"] = "lab"
