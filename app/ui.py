@@ -489,6 +489,17 @@ def trained_here(task: str | None = None) -> list[str]:
     return trained_models(task)
 
 
+@st.cache_data(ttl=5, max_entries=256, show_spinner=False)
+def _trained_label(mid: str) -> str:
+    """A checkpoint trained here, with its objective and size from its run record (read once per 5 s, not per option
+    on every rerun)."""
+    from models.lab import run_info
+
+    cfg = run_info(mid).get("config", {})
+    what = f"{cfg.get('objective', '?')}, {cfg.get('layers', '?')}×{cfg.get('hidden', '?')}" if cfg else "its run record is missing"
+    return f"{mid.split('/', 1)[1]} · trained here ({what})"
+
+
 def picker_values(models: list[str]) -> Any:
     """The URL rule of a :func:`model_picker` key: its catalog models, :data:`OTHER`, or a checkpoint trained here."""
     allowed = {*models, OTHER}
@@ -500,11 +511,7 @@ def model_label(mid: str) -> str:
     if mid == OTHER:
         return "another model… (a Hub id or your own folder)"
     if mid.startswith("trained/"):
-        from models.lab import run_info
-
-        cfg = run_info(mid).get("config", {})
-        what = f"{cfg.get('objective', '?')}, {cfg.get('layers', '?')}×{cfg.get('hidden', '?')}" if cfg else "its run record is missing"
-        return f"{mid.split('/', 1)[1]} · trained here ({what})"
+        return _trained_label(mid)
     status = catalog_availability().get(mid, ("download", ""))[0]
     return f"{mid} · {STATUS_LABELS[status]}"
 

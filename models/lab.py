@@ -24,12 +24,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from models.errors import ExplorerError, InvalidConfig
-from models.pretrain import VOCAB_SIZES, TrainConfig
+from models.pretrain import VOCAB_SIZES, TrainConfig, hf_config
 
 MAX_QUEUED = 40  # queued runs per host; a class of 30 each starting one fits, a script looping does not
 MAX_STEPS = 20_000  # per run from the page (the library allows more, from a shell)
@@ -42,31 +42,6 @@ class QueueFull(ExplorerError, RuntimeError):
 
 
 # ------------------------------------------------------------------------------------------ sizes
-
-
-def hf_config(config: TrainConfig, part: str = "main") -> tuple[dict[str, Any], str]:
-    """(config.json-style dict, head) of the model a run trains, for :mod:`analysis.params` and the memory
-    calculator (no torch). ``part``: ``main`` or, for ELECTRA, ``generator``. Mirrors
-    :func:`models.pretrain.build_model` (a test checks the counts against the built models)."""
-    c, vocab = config, VOCAB_SIZES[config.vocab]
-    positions = max(512, c.seq_len)
-    if c.objective in ("mlm", "mlm+nsp", "mlm+sop"):
-        return ({"model_type": "bert", "hidden_size": c.hidden, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
-                 "intermediate_size": c.ffn, "vocab_size": vocab, "max_position_embeddings": positions, "type_vocab_size": 2},
-                "masked-lm" if c.objective == "mlm" else "pretraining")
-    if c.objective == "electra":
-        disc = {"model_type": "electra", "embedding_size": c.hidden, "hidden_size": c.hidden, "num_hidden_layers": c.layers,
-                "num_attention_heads": c.heads, "intermediate_size": c.ffn, "vocab_size": vocab,
-                "max_position_embeddings": positions, "type_vocab_size": 2}
-        if part == "generator":
-            return ({**disc, "hidden_size": int(c.hidden * c.generator_ratio),
-                     "intermediate_size": max(16, int(c.ffn * c.generator_ratio))}, "masked-lm")
-        return disc, "pretraining"
-    if c.objective == "plm":
-        return ({"model_type": "xlnet", "d_model": c.hidden, "n_layer": c.layers, "n_head": c.heads, "d_inner": c.ffn,
-                 "vocab_size": vocab}, "xlnet-lm")
-    return ({"model_type": "gpt2", "n_embd": c.hidden, "n_layer": c.layers, "n_head": c.heads, "n_inner": c.ffn,
-             "n_positions": positions, "vocab_size": vocab}, "causal-lm")
 
 
 @dataclass(frozen=True)
@@ -322,8 +297,7 @@ def work(run_id: int, engine: Any = None) -> str:
     from analysis.results_db import runs
 
     run = runs.get_run(run_id, engine)
-    known = {f.name for f in fields(TrainConfig)}
-    config = TrainConfig(**{k: v for k, v in run["config"].items() if k in known})
+    config = TrainConfig.from_stored(run["config"])
     runs.set_pid(run_id, os.getpid(), engine)
     curve: list[tuple[int, float]] = []
     state = {"last": 0.0, "cancel": False}
@@ -400,10 +374,9 @@ def scaling_table(frame: Any) -> Any:
     loss, and the training FLOPs the lab counted. Feeds the scaling-laws page (fit α with its error bar)."""
     import pandas as pd
 
-    known = {f.name for f in fields(TrainConfig)}
     rows = []
     for r in frame[frame["status"] == "finished"].itertuples():
-        cfg = TrainConfig(**{k: v for k, v in r.config.items() if k in known})
+        cfg = TrainConfig.from_stored(r.config)
         loss = (r.evaluation or {}).get("held_out_loss")
         if loss is None or not r.tokens:
             continue
@@ -418,12 +391,10 @@ def scaling_table(frame: Any) -> Any:
 
 def flops_per_second(frame: Any) -> float | None:
     """Training FLOP/s of the newest finished run of a :func:`runs.list_runs` frame (this server's pace), or None."""
-    known = {f.name for f in fields(TrainConfig)}
     for r in frame[frame["status"] == "finished"].sort_values("id", ascending=False).itertuples():
         if r.seconds and r.tokens:
             try:
-                cfg = TrainConfig(**{k: v for k, v in r.config.items() if k in known})
-                return size(cfg).flops_per_token * r.tokens / r.seconds
+                return size(TrainConfig.from_stored(r.config)).flops_per_token * r.tokens / r.seconds
             except ExplorerError:
                 continue
     return None

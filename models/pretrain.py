@@ -53,7 +53,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +113,12 @@ class TrainConfig:
     vocab: str = "wordnet-8k"  # or "bert"
     dropout: float = 0.1
     run: str = ""
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> TrainConfig:
+        """The config of a stored run (its JSON may carry extra keys, such as the lab's preset)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in stored.items() if k in known})
 
     def validate(self) -> TrainConfig:
         """Raises InvalidConfig for a setting no run can use (heads not dividing the hidden size, zero steps...)."""
@@ -199,7 +205,7 @@ def read_corpus(config: TrainConfig) -> tuple[list[str], list[str]]:
     return lines[cut:], lines[:cut]
 
 
-def tokenizer(vocab: str = "bert") -> Any:
+def tokenizer(vocab: str = "wordnet-8k") -> Any:
     """A run's tokenizer (offline): ``wordnet-8k`` (the lab's own) or ``bert`` (the bundled MiniLM's WordPiece)."""
     from transformers import AutoTokenizer, BertTokenizerFast
 
@@ -243,34 +249,64 @@ def sentence_pairs(texts: list[str], kind: str, seed: int) -> list[tuple[str, st
 # ------------------------------------------------------------------------------------------ models
 
 
+def hf_config(config: TrainConfig, part: str = "main") -> tuple[dict[str, Any], str]:
+    """(config.json-style dict, head) of the model a run trains, for :mod:`analysis.params` and the memory
+    calculator (no torch), and what :func:`build_model` builds. ``part``: ``main`` or, for ELECTRA, ``generator``."""
+    c, vocab = config, VOCAB_SIZES[config.vocab]
+    positions = max(512, c.seq_len)
+    if c.objective in ("mlm", "mlm+nsp", "mlm+sop"):
+        return ({"model_type": "bert", "hidden_size": c.hidden, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
+                 "intermediate_size": c.ffn, "vocab_size": vocab, "max_position_embeddings": positions, "type_vocab_size": 2},
+                "masked-lm" if c.objective == "mlm" else "pretraining")
+    if c.objective == "electra":
+        disc = {"model_type": "electra", "embedding_size": c.hidden, "hidden_size": c.hidden, "num_hidden_layers": c.layers,
+                "num_attention_heads": c.heads, "intermediate_size": c.ffn, "vocab_size": vocab,
+                "max_position_embeddings": positions, "type_vocab_size": 2}
+        if part == "generator":
+            return ({**disc, "hidden_size": int(c.hidden * c.generator_ratio),
+                     "intermediate_size": max(16, int(c.ffn * c.generator_ratio))}, "masked-lm")
+        return disc, "pretraining"
+    if c.objective == "plm":
+        return ({"model_type": "xlnet", "d_model": c.hidden, "n_layer": c.layers, "n_head": c.heads, "d_inner": c.ffn,
+                 "vocab_size": vocab}, "xlnet-lm")
+    return ({"model_type": "gpt2", "n_embd": c.hidden, "n_layer": c.layers, "n_head": c.heads, "n_inner": c.ffn,
+             "n_positions": positions, "vocab_size": vocab}, "causal-lm")
+
+
+#: transformers' class for each (model type, head) a run trains
+MODEL_CLASSES = {("bert", "masked-lm"): "BertForMaskedLM", ("bert", "pretraining"): "BertForPreTraining",
+                 ("electra", "pretraining"): "ElectraForPreTraining", ("electra", "masked-lm"): "ElectraForMaskedLM",
+                 ("xlnet", "xlnet-lm"): "XLNetLMHeadModel", ("gpt2", "causal-lm"): "GPT2LMHeadModel"}
+
+
+def _dropout_keys(model_type: str, p: float) -> dict[str, float]:
+    if model_type == "xlnet":
+        return {"dropout": p}
+    if model_type == "gpt2":
+        return {"resid_pdrop": p, "embd_pdrop": p, "attn_pdrop": p}
+    return {"hidden_dropout_prob": p, "attention_probs_dropout_prob": p}
+
+
 def build_model(config: TrainConfig, vocab: int, tok: Any) -> Any:
-    """The transformers model a run trains (ELECTRA: a (generator, discriminator) pair sharing embeddings)."""
+    """The transformers model a run trains, from :func:`hf_config` (ELECTRA: a (generator, discriminator) pair
+    sharing embeddings)."""
     import transformers as T
 
-    c = config
-    common = {"vocab_size": vocab, "pad_token_id": tok.pad_token_id}
-    drop = {"hidden_dropout_prob": c.dropout, "attention_probs_dropout_prob": c.dropout}
-    if c.objective in ("mlm", "mlm+nsp", "mlm+sop"):
-        cfg = T.BertConfig(hidden_size=c.hidden, num_hidden_layers=c.layers, num_attention_heads=c.heads, intermediate_size=c.ffn,
-                           max_position_embeddings=max(512, c.seq_len), **common, **drop)
-        return T.BertForMaskedLM(cfg) if c.objective == "mlm" else T.BertForPreTraining(cfg)
-    if c.objective == "electra":
-        gen_h = int(c.hidden * c.generator_ratio)
-        disc_cfg = T.ElectraConfig(embedding_size=c.hidden, hidden_size=c.hidden, num_hidden_layers=c.layers, num_attention_heads=c.heads,
-                                   intermediate_size=c.ffn, max_position_embeddings=max(512, c.seq_len), **common, **drop)
-        gen_cfg = T.ElectraConfig(**{**disc_cfg.to_dict(), "hidden_size": gen_h, "intermediate_size": max(16, int(c.ffn * c.generator_ratio))})
-        disc = T.ElectraForPreTraining(disc_cfg)
-        gen = T.ElectraForMaskedLM(gen_cfg)
-        gen.electra.embeddings = disc.electra.embeddings  # ELECTRA §3.2: the generator and discriminator share embeddings
-        gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
-        return gen, disc
-    if c.objective == "plm":
-        cfg = T.XLNetConfig(d_model=c.hidden, n_layer=c.layers, n_head=c.heads, d_inner=c.ffn, dropout=c.dropout, **common)
-        return T.XLNetLMHeadModel(cfg)
-    cfg = T.GPT2Config(n_embd=c.hidden, n_layer=c.layers, n_head=c.heads, n_inner=c.ffn, n_positions=max(512, c.seq_len),
-                       vocab_size=vocab, bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id,
-                       resid_pdrop=c.dropout, embd_pdrop=c.dropout, attn_pdrop=c.dropout)
-    return T.GPT2LMHeadModel(cfg)
+    def make(part: str) -> Any:
+        keys, head = hf_config(config, part)
+        model_type = keys.pop("model_type")
+        extra = {"vocab_size": vocab, "pad_token_id": tok.pad_token_id, **_dropout_keys(model_type, config.dropout)}
+        if model_type == "gpt2":
+            extra.update(bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
+        cfg = T.AutoConfig.for_model(model_type, **{**keys, **extra})
+        return getattr(T, MODEL_CLASSES[model_type, head])(cfg)
+
+    if config.objective != "electra":
+        return make("main")
+    disc, gen = make("main"), make("generator")
+    gen.electra.embeddings = disc.electra.embeddings  # ELECTRA §3.2: the generator and discriminator share embeddings
+    gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight
+    return gen, disc
 
 
 def parameter_count(model: Any) -> int:
@@ -395,13 +431,8 @@ def _loss(config: TrainConfig, model: Any, batch: dict[str, Any]) -> Any:
     masked = batch["labels"] != -100 if "labels" in batch else None
     if config.objective == "electra":
         gen, disc = model
-        fast = _masked_logits(gen, batch, masked)
-        if fast is not None:
-            logits = fast[0]
-            gen_loss = ce(logits.float(), batch["labels"][masked])
-        else:
-            out = gen(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
-            logits, gen_loss = out.logits[masked], out.loss
+        logits, _ = _masked_logits(gen, batch, masked)  # ELECTRA trains in one process: never wrapped
+        gen_loss = ce(logits.float(), batch["labels"][masked])
         with torch.no_grad():  # sample replacements from the generator (ELECTRA §2: not trained through the sample)
             sampled = torch.distributions.Categorical(logits=logits.detach()).sample()
         original = torch.where(masked, batch["labels"], batch["input_ids"])

@@ -153,8 +153,7 @@ def test_a_run_finishes_with_its_evaluation_and_the_next_one_starts(lab_env: Pat
     ra, rb = runs.get_run(a), runs.get_run(b)
     assert ra["status"] == "finished" and rb["started_at"] >= ra["finished_at"]  # one at a time
     for r in (ra, rb):
-        assert len(r["curve"]) == 20 and r["tokens"] > 0 and r["parameters"] == lab.size(TrainConfig(**{
-            k: v for k, v in r["config"].items() if k != "preset"})).parameters
+        assert len(r["curve"]) == 20 and r["tokens"] > 0 and r["parameters"] == lab.size(TrainConfig.from_stored(r["config"])).parameters
         assert 0 <= r["evaluation"]["pos_probe_accuracy"] <= 1 and "pos_probe_random_init" in r["evaluation"]
     assert "probes" in rb["evaluation"]  # the masked LM's fill-mask probes
 

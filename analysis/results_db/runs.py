@@ -205,13 +205,17 @@ def _row(run: TrainingRun) -> dict[str, Any]:
             "created_at": run.created_at, "finished_at": run.finished_at}
 
 
-def list_runs(engine: Engine | None = None):
-    """Every run, newest first, as a DataFrame (config, curve and evaluation as Python objects)."""
+def list_runs(engine: Engine | None = None, group: str | None = None):
+    """Every run (or one experiment's: ``group``, or a lone run of that name), newest first, as a DataFrame
+    (config, curve and evaluation as Python objects)."""
     import pandas as pd
 
     engine = _engine(engine)
+    query = select(TrainingRun).order_by(TrainingRun.id.desc())
+    if group is not None:
+        query = query.where((TrainingRun.group == group) | (TrainingRun.name == group))
     with session(engine) as s:
-        rows = [_row(r) for r in s.scalars(select(TrainingRun).order_by(TrainingRun.id.desc()))]
+        rows = [_row(r) for r in s.scalars(query)]
     return pd.DataFrame(rows, columns=["id", "name", "objective", "status", "config", "curve", "evaluation", "checkpoint", "message",
                                        "seconds", "tokens", "parameters", "group", "cancel", "started_at", "created_at",
                                        "finished_at"])

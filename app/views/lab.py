@@ -32,6 +32,14 @@ VOCAB_LABELS = {"wordnet-8k": "8,192 WordPiece (glosses)", "bert": "30,522 WordP
 s = st.session_state
 
 
+@st.cache_data(max_entries=16, show_spinner="Checking the text file…")
+def checked_corpus(path: str) -> str:
+    """Read the corpus once per (content-addressed) file, not on every rerun: InvalidData for binary, non-UTF-8 or
+    empty files."""
+    P.read_corpus(P.TrainConfig(corpus=path))
+    return path
+
+
 def corpus_path(upload) -> str:
     """Save an uploaded text file beside the checkpoints (content-addressed) and check it; return its path."""
     raw = upload.getvalue()
@@ -44,8 +52,7 @@ def corpus_path(upload) -> str:
         tmp = path.with_suffix(".partial")
         tmp.write_bytes(raw)
         tmp.replace(path)
-    P.read_corpus(P.TrainConfig(corpus=str(path)))  # raises InvalidData for binary, non-UTF-8 or empty files
-    return str(path)
+    return checked_corpus(str(path))
 
 
 def fmt_seconds(x: float | None) -> str:
@@ -198,8 +205,7 @@ live = bool(frame["status"].isin(ACTIVE).any())
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
     """The selected experiment's runs, refreshed every 2 s while any run trains or waits."""
-    df = R.list_runs()
-    mine = df[(df["group"] == s["lb_show"]) | (df["name"] == s["lb_show"])]
+    mine = R.list_runs(group=s["lb_show"])  # only the shown experiment's curves are read every 2 s
     if mine.empty:
         st.info("This experiment's runs were deleted.")
         return
