@@ -29,7 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from models.errors import ExplorerError
+from core.errors import ExplorerError
 
 MAX_ITEMS = 100
 MAX_TITLE_CHARS = 200

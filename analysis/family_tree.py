@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from models import registry
-from models.registry import OBJECTIVES, ModelCard
+from core import registry
+from core.registry import OBJECTIVES, ModelCard
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from analysis.params import MAX_PARAMETERS, Arch, Breakdown, parameter_breakdown
-from models.errors import InvalidConfig
+from core.errors import InvalidConfig
 
 GiB = 2**30
 

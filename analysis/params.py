@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from models.errors import InvalidConfig, UnsupportedArchitecture
+from core.errors import InvalidConfig, UnsupportedArchitecture
 
 #: The heads, named as ``models.loader.load(task=...)`` names them, and what each adds.
 HEADS: dict[str, str] = {

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.errors import InvalidData
+from core.errors import InvalidData
 
 METHODS = ("pca", "tsne", "umap")
 #: Points a projection takes; more are sampled down (t-SNE and UMAP grow faster than linearly).

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from models.errors import FitFailed, InvalidData
+from core.errors import FitFailed, InvalidData
 
 MAX_POINTS = 100_000
 HUBER_DELTA = 1e-3  # Hoffmann et al. 2022, §D.2
@@ -496,7 +496,7 @@ def load_dataset(key: str):
     if key not in DATASETS:
         raise InvalidData(f"Unknown data set {key!r}.", "Data sets: " + ", ".join(DATASETS) + ".")
     if key == "params_by_year":
-        from models import registry
+        from core import registry
 
         return pd.DataFrame([{"model": c.id, "year": c.year, "parameters": c.parameters, "objective": c.objective,
                               "source": f"{c.paper} (arXiv {c.arxiv})" if c.arxiv else c.paper,

@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from models.errors import ExplorerError  # noqa: E402
+from core.errors import ExplorerError  # noqa: E402
 
 log = logging.getLogger("bert_family_explorer.gradio")
 MAX_MODELS = 4
@@ -74,7 +74,7 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _bounded(name: str, value: Any, lo: int, hi: int) -> int:
     """A whole number in [lo, hi] (the Streamlit page's limits), or :class:`InvalidConfig` saying so."""
-    from models.errors import InvalidConfig
+    from core.errors import InvalidConfig
 
     if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
         raise InvalidConfig(f"{name} must be a whole number, not {str(value)[:30]!r}.")
@@ -128,8 +128,8 @@ def pseudo_perplexity(model: str, sentence: str) -> dict:
 
 @friendly
 def permutation_masks(sentence: str, order: str = "left-to-right", k: int = 0) -> dict:
+    from core.errors import InvalidText
     from models import permutation as P
-    from models.errors import InvalidText
 
     words = (sentence or "").split()
     if not words:
@@ -158,7 +158,7 @@ def calculator(model: str, head: str = "base", precision: str = "mixed", optimiz
                seq_len: int = 128, zero_stage: int = 0, data_parallel: int = 1, gpu: str = "V100 16 GB") -> dict:
     from analysis import memory
     from analysis.params import parameter_breakdown
-    from models import registry
+    from core import registry
 
     card = registry.find(model) if isinstance(model, str) else None
     if card is not None and not card.config:
@@ -200,7 +200,7 @@ def _heatmap_files(result: dict) -> list[str] | None:
     import gradio as gr
 
     from analysis import export
-    from models.errors import ExplorerError
+    from core.errors import ExplorerError
 
     fig = _heatmap(result)
     if fig is None:
@@ -223,7 +223,7 @@ def build():
 
     from analysis import memory
     from analysis.params import HEADS
-    from models import registry
+    from core import registry
 
     loadable = [c.id for c in registry.loadable()]
     mlm = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
@@ -276,7 +276,7 @@ def build():
             cj = gr.JSON(label="Counts and bytes")
             gr.Button("Compute", variant="primary").click(calculator, [cm, ch, cp, co, cb, cs, cz, cd, cg], cj, api_name="calculator",
                                                           concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
-    from models.settings import get_settings
+    from core.settings import get_settings
 
     return demo.queue(default_concurrency_limit=get_settings().gradio_concurrency, max_size=256)
 

@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.path.insert(0, str(ROOT))
     from streamlit.web import cli
 
+    from core.errors import ExplorerError
     from models import warmup
-    from models.errors import ExplorerError
 
     try:
         # The imports before the server listens (no page can be slowed by them); the model load in the background.

@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from models.errors import ExplorerError, InvalidCheckpoint, ModelUnavailable
+from core.errors import ExplorerError, InvalidCheckpoint, ModelUnavailable
 
 log = logging.getLogger("bert_family_explorer")
 
@@ -77,9 +77,9 @@ def model_cache():
 @st.cache_data(ttl=30, show_spinner=False)
 def catalog_availability() -> dict[str, tuple[str, str]]:
     """catalog id -> (status, message), re-checked every 30 s (file checks only, no network)."""
-    from models import registry
+    from core import registry
+    from core.settings import get_settings
     from models.loader import availability
-    from models.settings import get_settings
 
     settings = get_settings()
     return {c.id: (a.status, a.message) for c in registry.all_models() for a in [availability(c, settings)]}
@@ -257,7 +257,7 @@ def warn_ignored(ignored: list[str], prefix: str) -> None:
 def model_ready(model_id: str) -> bool:
     """Whether ``model_id`` can run now: on this machine, or downloadable because the Hub answers."""
     if model_id not in catalog_availability():  # another model: a folder here, or a Hub id
-        from models.errors import ExplorerError
+        from core.errors import ExplorerError
         from models.loader import is_online, locate
 
         try:
@@ -470,7 +470,7 @@ OTHER = "(another model)"
 
 def valid_model_id(value: Any) -> bool:
     """For URL state: empty, or a model id the loader would accept (no path tricks, at most 200 characters)."""
-    from models.errors import InvalidModelId
+    from core.errors import InvalidModelId
     from models.loader import validate_model_id
 
     if value == "":
@@ -570,7 +570,7 @@ def other_model(key: str, *, task: str = "base", where: Any = None, label: str =
     Returns the id when it is on this machine and has the ``task`` head; otherwise shows why (or offers
     the download, with a progress bar) and returns None. An empty box returns None quietly.
     """
-    from models.errors import ExplorerError
+    from core.errors import ExplorerError
 
     box = where if where is not None else st
     box.text_input(label, key=key, max_chars=200, placeholder="owner/name (Hub) or a folder under BFE_MODEL_DIR",

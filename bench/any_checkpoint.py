@@ -55,8 +55,8 @@ def build() -> None:
 
 
 def refusals() -> None:
+    from core.errors import ExplorerError
     from models import cache
-    from models.errors import ExplorerError
     from models.loader import load
 
     print(f"{'typed id':34s} {'median ms':>10s}  refusal")

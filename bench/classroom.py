@@ -187,7 +187,7 @@ def main() -> None:
     (tmp / "models").mkdir()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "BFE_MODEL_DIR": str(tmp / "models"),
            "DATABASE_URL": f"sqlite:///{tmp / 'results.db'}"}
-    from models import registry
+    from core import registry
 
     # one more loaded model: the bundled MiniLM in float32 (the sidebar's model-memory figure)
     model_mb = registry.find(registry.bundled_id()).parameters * 4 / 2**20

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis import reference
 from analysis.memory import GiB, TrainingSetup, custom_gpu, max_batch_size, model_state_bytes, training_memory
 from analysis.params import parameter_breakdown
-from models import registry
+from core import registry
 
 #: slides 002, "FP32 TF 1.11.0 12GB GPU" (from the BERT GitHub README), in data/reference/max_batch.csv
 SLIDES_MAX_BATCH: dict[str, dict[int, int]] = {}

@@ -25,9 +25,9 @@ PLL_TEXT = "the man went to the store to buy a gallon of milk because the cat wa
 def loaded(model_id: str):
     import torch
 
+    from core.registry import get
     from models.loader import LoadedModel, Source
     from models.measure import build
-    from models.registry import get
     from tests.tiny import wordpiece_tokenizer
 
     model = build(get(model_id).config, "masked-lm").eval()

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from models.errors import AttentionUnavailable, InvalidText, check_text_length
+from core.errors import AttentionUnavailable, InvalidText, check_text_length
 
 PUNCTUATION = frozenset(".,;:!?-—–()[]{}\"'`…/")
 WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -155,7 +155,7 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     Raises:
         InvalidText: empty or whitespace-only text.
         AttentionUnavailable: the model returned no attention (not loaded with eager attention).
-        models.errors.ModelUnavailable and friends: from the loader.
+        core.errors.ModelUnavailable and friends: from the loader.
     """
 
     from models.loader import LoadedModel, load

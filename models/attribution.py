@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from models.errors import InvalidText, UnsupportedTask
+from core.errors import InvalidText, UnsupportedTask
 
 MAX_STEPS = 200
 MAX_TOKENS = 256

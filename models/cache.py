@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from models.settings import get_settings
+from core.settings import get_settings
 
 if TYPE_CHECKING:
     from models.loader import LoadedModel

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from models.errors import ExplorerError, InvalidCheckpoint, ModelTooLarge, ModelUnavailable, UnsafeCheckpoint
-from models.settings import get_settings
+from core.errors import ExplorerError, InvalidCheckpoint, ModelTooLarge, ModelUnavailable, UnsafeCheckpoint
+from core.settings import get_settings
 
 if TYPE_CHECKING:
     from analysis.params import Breakdown
@@ -116,7 +116,7 @@ def check_config(config: dict[str, Any], label: str, max_params: int | None = No
             large (a vocabulary of 10⁹) that they are past the calculators' sanity bounds.
     """
     from analysis.params import parameter_breakdown
-    from models.errors import InvalidConfig, UnsupportedArchitecture
+    from core.errors import InvalidConfig, UnsupportedArchitecture
 
     check_kind(config, label)
     budget = max_params or get_settings().max_params

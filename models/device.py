@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from models.errors import InvalidSetting
-from models.settings import get_settings
+from core.errors import InvalidSetting
+from core.settings import get_settings
 
 if TYPE_CHECKING:
     import torch

@@ -18,10 +18,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from models import registry
-from models.errors import ExplorerError, ModelUnavailable, UnknownModel
+from core import registry
+from core.errors import ExplorerError, ModelUnavailable, UnknownModel
+from core.settings import get_settings
 from models.loader import availability, check_checkpoint, is_online, local_folder, validate_model_id
-from models.settings import get_settings
 
 #: Small enough for a laptop, and together they cover every page.
 KIT: tuple[str, ...] = (

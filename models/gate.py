@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
-from models.errors import ExplorerError
+from core.errors import ExplorerError
 
 T = TypeVar("T")
 POLL_S = 0.1
@@ -169,14 +169,14 @@ def _process_wide(name: str, make: Callable[[], ModelGate | Slots]) -> ModelGate
 
 def default_gate() -> ModelGate:
     """The process-wide model queue, sized by ``BFE_MODEL_CONCURRENCY`` when first used."""
-    from models.settings import get_settings
+    from core.settings import get_settings
 
     return _process_wide("models", lambda: ModelGate(get_settings().model_concurrency))
 
 
 def page_slots() -> Slots:
     """The process-wide page-run slots, sized by ``BFE_PAGE_CONCURRENCY`` when first used."""
-    from models.settings import get_settings
+    from core.settings import get_settings
 
     return _process_wide("pages", lambda: Slots(get_settings().page_concurrency))
 

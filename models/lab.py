@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from models.errors import ExplorerError, InvalidConfig
+from core.errors import ExplorerError, InvalidConfig
 from models.pretrain import VOCAB_SIZES, TrainConfig, hf_config
 
 MAX_QUEUED = 40  # queued runs per host; a class of 30 each starting one fits, a script looping does not
@@ -91,7 +91,7 @@ def size(config: TrainConfig) -> Size:
 
 def check_fits(config: TrainConfig, budget_mb: int | None = None) -> Size:
     """:func:`size`, refusing a run the memory calculator says needs more than ``BFE_LAB_MEMORY_MB``."""
-    from models.settings import get_settings
+    from core.settings import get_settings
 
     budget_mb = budget_mb or get_settings().lab_memory_mb
     s = size(config)
@@ -264,7 +264,7 @@ def dispatch(engine: Any = None) -> list[int]:
     see the same free slot.
     """
     from analysis.results_db import runs
-    from models.settings import get_settings
+    from core.settings import get_settings
 
     limit = get_settings().lab_concurrency
     started = []

@@ -30,8 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core import registry
+from core.errors import (
+    AttentionUnavailable,
+    ExplorerError,
+    InvalidCheckpoint,
+    ModelTooLarge,
+    ModelUnavailable,
+    UnsupportedTask,
+)
+from core.registry import TASKS, ModelCard
+from core.settings import get_settings
 from models import locate as _where
-from models import registry
 from models.cache import CacheEntry, CacheInfo, CacheKey, ModelCache, default_cache
 from models.checkpoint import (
     MAX_CONFIG_BYTES,
@@ -42,14 +52,6 @@ from models.checkpoint import (
     display_name,
     preflight,
     read_config,
-)
-from models.errors import (
-    AttentionUnavailable,
-    ExplorerError,
-    InvalidCheckpoint,
-    ModelTooLarge,
-    ModelUnavailable,
-    UnsupportedTask,
 )
 from models.locate import (
     HUB_ANSWER_TIMEOUT_S,
@@ -65,8 +67,6 @@ from models.locate import (
     locate,
     validate_model_id,
 )
-from models.registry import TASKS, ModelCard
-from models.settings import get_settings
 
 if TYPE_CHECKING:
     import torch

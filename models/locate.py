@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from models import registry
+from core import registry
+from core.errors import InvalidCheckpoint, InvalidModelId, ModelUnavailable, UnknownModel
+from core.registry import ModelCard
+from core.settings import Settings, get_settings
 from models.checkpoint import check_checkpoint, display_name
-from models.errors import InvalidCheckpoint, InvalidModelId, ModelUnavailable, UnknownModel
-from models.registry import ModelCard
-from models.settings import Settings, get_settings
 
 PROBE_TIMEOUT_S = 1.5
 _PROBE_TTL_S = 60.0

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from models.errors import InvalidText, MaskMissing, UnsupportedTask, check_text_length
+from core.errors import InvalidText, MaskMissing, UnsupportedTask, check_text_length
 
 USER_MASK = "[MASK]"
 MAX_MASKS = 8
@@ -159,7 +159,7 @@ def side_by_side(models: list[str], text: str, top_k: int = 5, mode: str = "inde
     sequence) and a dict model → error message for the models that could not run."""
     import pandas as pd
 
-    from models.errors import ExplorerError
+    from core.errors import ExplorerError
 
     rows, errors = [], {}
     for mid in models:

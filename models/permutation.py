@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from models.errors import InvalidOrder, InvalidText, check_text_length
+from core.errors import InvalidOrder, InvalidText, check_text_length
 
 MAX_TOKENS = 128  # the page's limit: masks are T × T and predictions run T passes in the self-check
 

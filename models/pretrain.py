@@ -57,7 +57,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from models.errors import ExplorerError, InvalidConfig, InvalidData
+from core.errors import ExplorerError, InvalidConfig, InvalidData
 
 OBJECTIVES: dict[str, str] = {
     "mlm": "masked LM (BERT, RoBERTa)",
@@ -675,7 +675,7 @@ def probes(model: Any, tok: Any, top_k: int = 5) -> list[dict[str, Any]]:
 
 
 def trained_dir() -> Path:
-    from models.settings import get_settings
+    from core.settings import get_settings
 
     return get_settings().model_dir / "trained"
 

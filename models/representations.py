@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from models.errors import InvalidData, InvalidText
+from core.errors import InvalidData, InvalidText
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpus" / "wordnet_examples.txt.gz"
 #: The word-sense demo set of the Representations page (word, sense, sentence).
@@ -185,7 +185,7 @@ class Neighbour:
 
 
 def _index_dir() -> Path:
-    from models.settings import get_settings
+    from core.settings import get_settings
 
     return get_settings().model_dir / ".index"
 

@@ -89,8 +89,8 @@ def start(steps: list[tuple[str, Callable[[], object]]] | None = None, model_id:
     """Start the warm-up unless it has started already (or ``BFE_WARMUP=0``); return once the first
     ``in_foreground`` steps are done (``python -m app.serve`` does the imports before the server
     listens), the rest running in a daemon thread that waits while pages are being drawn."""
-    from models import registry
-    from models.settings import get_settings
+    from core import registry
+    from core.settings import get_settings
 
     with _lock:
         if _warmup.state != "idle" or not get_settings().warmup:

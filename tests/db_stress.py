@@ -45,7 +45,7 @@ class StressReport:
 
 def _worker(url: str, index: int, rounds: int, barrier: Any, out: Any, same: bool = False) -> None:
     from analysis import results_db as db
-    from models.errors import ExplorerError
+    from core.errors import ExplorerError
 
     records: list[tuple[str, Any]] = []
     try:

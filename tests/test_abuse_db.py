@@ -25,7 +25,7 @@ from sqlalchemy import func, select
 from analysis import glue
 from analysis import results_db as db
 from analysis.safe_text import csv_bytes, markdown_text, neutralise_cell, restore_cell
-from models.errors import DuplicateResult, InvalidResult
+from core.errors import DuplicateResult, InvalidResult
 from tests import db_stress
 from tests.conftest import count_results as _count
 from tests.conftest import fresh_pg as _fresh_pg

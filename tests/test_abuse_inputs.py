@@ -12,8 +12,8 @@ import pytest
 
 from analysis import calculator, memory
 from analysis.params import LIMITS, MAX_PARAMETERS, count_parameters, parameter_breakdown
+from core.errors import InvalidConfig, InvalidOrder, UnsupportedArchitecture
 from models import permutation as P
-from models.errors import InvalidConfig, InvalidOrder, UnsupportedArchitecture
 
 ROOT = Path(__file__).resolve().parent.parent
 BERT = {"model_type": "bert", "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 1000}
@@ -146,7 +146,7 @@ def test_streamlit_request_limits_fit_what_the_app_needs() -> None:
 def _entry_points():
     from analysis import results_db as db
     from analysis import scaling
-    from models import registry
+    from core import registry
 
     return {
         "count_parameters(None)": lambda: count_parameters(None),
@@ -166,7 +166,7 @@ def _entry_points():
 
 @pytest.mark.parametrize("name", list(_entry_points()))
 def test_library_entry_points_raise_the_projects_errors_for_wrong_types(name: str) -> None:
-    from models.errors import ExplorerError
+    from core.errors import ExplorerError
 
     with pytest.raises(ExplorerError) as info:
         _entry_points()[name]()

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from models import registry
-from models.checkpoint import inspect
-from models.errors import (
+from core import registry
+from core.errors import (
     ExplorerError,
     InvalidCheckpoint,
     InvalidModelId,
@@ -26,6 +25,7 @@ from models.errors import (
     UnknownModel,
     UnsafeCheckpoint,
 )
+from models.checkpoint import inspect
 from models.loader import check_checkpoint, load, locate, preflight
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,7 +233,7 @@ def _silent_server() -> tuple[socket.socket, int]:
 _LOAD_TWICE = """
 import json, sys, time
 from models.loader import load
-from models.errors import ExplorerError
+from core.errors import ExplorerError
 out = []
 for _ in range(3):
     t0 = time.perf_counter()
@@ -273,10 +273,10 @@ def test_every_library_error_is_an_explorer_error_with_a_hint(copy_of) -> None:
 
 
 def test_text_past_the_character_limit_is_refused_before_tokenizing() -> None:
+    from core.errors import MAX_TEXT_CHARS, InvalidText
     from models import objectives as O
     from models import permutation as P
     from models.attention import extract_attention
-    from models.errors import MAX_TEXT_CHARS, InvalidText
 
     huge = "word " * (MAX_TEXT_CHARS // 4)
     calls = [lambda: extract_attention("bert-base-uncased", huge), lambda: O.fill_mask("bert-base-uncased", huge + " [MASK]"),

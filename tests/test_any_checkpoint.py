@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from core.errors import InvalidCheckpoint, ModelTooLarge, ModelUnavailable, UnknownModel, UnsafeCheckpoint, UnsupportedTask
 from models import checkpoint, locate
 from models.checkpoint import heads_from_names, inspect
-from models.errors import InvalidCheckpoint, ModelTooLarge, ModelUnavailable, UnknownModel, UnsafeCheckpoint, UnsupportedTask
 from models.loader import load
 
 
@@ -147,7 +147,7 @@ FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config
 
 def test_a_hub_checkpoint_is_inspected_from_its_config_and_headers(monkeypatch, tmp_path: Path) -> None:
     from analysis.params import count_parameters
-    from models import registry
+    from core import registry
 
     config = dict(registry.get("deberta-v3-base").config)
     requests = _hub(monkeypatch, tmp_path, config, FILES, _real_tensors(config, "DebertaV2ForMaskedLM"))
@@ -167,7 +167,7 @@ def test_a_hub_checkpoint_is_inspected_from_its_config_and_headers(monkeypatch, 
     ({}, ["model.safetensors", "vocab.txt"], InvalidCheckpoint, "no config.json"),
 ])
 def test_a_hub_checkpoint_is_refused_before_any_weight_downloads(monkeypatch, tmp_path: Path, change, files, error, words) -> None:
-    from models import registry
+    from core import registry
 
     config = {**registry.get("bert-base-uncased").config, **change}
     requests = _hub(monkeypatch, tmp_path, config, files, {"embeddings.word_embeddings.weight": (30522, 768)})
@@ -212,7 +212,8 @@ def test_inspection_is_bounded_by_the_checkpoint_module(monkeypatch) -> None:
 # ----------------------------------------------------------------------------- python -m models.fetch <any id>
 def test_fetch_takes_any_hub_id_and_refuses_it_before_downloading(monkeypatch, tmp_path: Path, tiny_dir: Path,
                                                                    empty_model_dir: Path) -> None:
-    from models import fetch, registry
+    from core import registry
+    from models import fetch
 
     config = dict(registry.get("bert-base-uncased").config)
     _hub(monkeypatch, tmp_path, {**config, "model_type": "t5"}, FILES, {})
@@ -360,7 +361,7 @@ def test_the_successors_fill_the_mask_on_the_objectives_page(model_id: str) -> N
 
 
 def test_deberta_v3_without_an_mlm_head_is_not_offered_for_fill_mask() -> None:
-    from models import registry
+    from core import registry
 
     assert "masked-lm" not in registry.get("deberta-v3-base").tasks
     at = _page("views/objectives.py", ob_models="deberta-v3-base")
@@ -372,7 +373,7 @@ def test_deberta_v3_without_an_mlm_head_is_not_offered_for_fill_mask() -> None:
                                       "modernbert-base"])
 def test_the_successors_as_calculator_presets(model_id: str) -> None:
     from analysis.params import count_parameters
-    from models import registry
+    from core import registry
 
     at = _page("views/calculator.py", sz_preset=model_id, sz_head="base")
     assert not at.exception and not at.error

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from models import registry
+from core import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = str(ROOT / "app" / "streamlit_app.py")
@@ -124,7 +124,7 @@ def metric(at: AppTest, label: str) -> str:
 
 def test_calculator_counts_the_preset_exactly_and_follows_edits() -> None:
     from analysis.params import count_parameters
-    from models import registry
+    from core import registry
 
     at = calc_page()
     assert at.title[0].value == "Size, memory & compute"

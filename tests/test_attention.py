@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pytest
 
+from core.errors import AttentionUnavailable, InvalidText
 from models import attention as att
 from models.attention import extract_attention
-from models.errors import AttentionUnavailable, InvalidText
 from tests.tiny import TINY_MODELS
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

@@ -7,8 +7,9 @@ import time
 import pytest
 
 from analysis import family_tree
-from models import fetch, registry
-from models.errors import ModelUnavailable
+from core import registry
+from core.errors import ModelUnavailable
+from models import fetch
 
 
 def test_list_shows_every_model_and_where_it_is(capsys: pytest.CaptureFixture[str]) -> None:

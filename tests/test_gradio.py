@@ -79,8 +79,8 @@ def test_attention_equals_the_library(client) -> None:
 
 def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) -> None:
     from analysis.params import count_parameters
+    from core import registry
     from models import permutation as P
-    from models import registry
     from models.objectives import pseudo_log_likelihood
 
     got = client.predict("bert-base-uncased", "the cat sat on the mat .", api_name="/pseudo_perplexity")

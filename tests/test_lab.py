@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import InvalidConfig
 from models import lab
-from models.errors import InvalidConfig
 from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parameter_count, tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +98,7 @@ def test_configs_that_cannot_run_or_would_not_fit_are_refused_before_anything_st
 
 
 def test_a_model_dir_that_cannot_be_written_gives_a_clear_message(tmp_path: Path, monkeypatch) -> None:
-    from models.errors import ExplorerError
+    from core.errors import ExplorerError
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

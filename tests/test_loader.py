@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from models import capture, loader
-from models.errors import (
+from core.errors import (
     AttentionUnavailable,
     InvalidCheckpoint,
     InvalidModelId,
@@ -22,6 +21,7 @@ from models.errors import (
     UnsafeCheckpoint,
     UnsupportedTask,
 )
+from models import capture, loader
 from models.loader import ModelCache, load, locate
 from tests.tiny import TINY_MODELS
 
@@ -194,7 +194,7 @@ def test_pickle_only_folder_is_never_loaded(empty_model_dir: Path, tiny_dir: Pat
     (folder / "model.safetensors").unlink()
     with pytest.raises(UnsafeCheckpoint, match="pickle"):
         load("bert-base-uncased")
-    assert loader.availability(__import__("models.registry").registry.get("bert-base-uncased")).status == "broken"
+    assert loader.availability(__import__("core.registry").registry.get("bert-base-uncased")).status == "broken"
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"model_type": "t5"}', ""])

@@ -9,8 +9,8 @@ import pytest
 from analysis import memory
 from analysis.memory import GiB, TrainingSetup, max_batch_size, model_state_bytes, training_memory
 from analysis.params import parameter_breakdown
-from models import registry
-from models.errors import InvalidConfig
+from core import registry
+from core.errors import InvalidConfig
 
 TINY_BERT = {"model_type": "bert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
              "intermediate_size": 37, "max_position_embeddings": 64}

@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
+from core.errors import InvalidText, MaskMissing, UnsupportedTask
 from models import objectives as O
-from models.errors import InvalidText, MaskMissing, UnsupportedTask
 
 MLM_MODELS = ["bert-base-uncased", "roberta-base", "distilbert-base-uncased", "albert-base-v2", "google/electra-small-generator",
               "bert-base-multilingual-cased", "xlm-roberta-base", "mpnet-base", "modernbert-base"]

@@ -10,8 +10,8 @@ import pytest
 
 from analysis import params
 from analysis.params import ARCH_HEADS, count_parameters, parameter_breakdown
-from models import registry
-from models.errors import InvalidConfig, UnsupportedArchitecture
+from core import registry
+from core.errors import InvalidConfig, UnsupportedArchitecture
 from models.loader import TASK_CLASSES
 
 

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
+from core.errors import InvalidOrder, InvalidText
 from models import permutation as P
-from models.errors import InvalidOrder, InvalidText
 
 XLNET = "xlnet-base-cased"
 TEXT = "new york is a city ."

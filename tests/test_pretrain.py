@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from models.errors import InvalidConfig, InvalidData
+from core.errors import InvalidConfig, InvalidData
 from models.pretrain import OBJECTIVES, Batches, TrainConfig, TrainingFailed, read_corpus, tokenizer, train
 
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=120)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from models import registry
-from models.errors import UnknownModel
+from core import registry
+from core.errors import UnknownModel
 
 REQUIRED = [
     "bert-base-uncased", "bert-large-uncased", "bert-base-cased", "roberta-base", "roberta-large",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from analysis import representations as R
-from models.errors import AttentionUnavailable, InvalidData, InvalidText, UnsupportedTask
+from core.errors import AttentionUnavailable, InvalidData, InvalidText, UnsupportedTask
 from tests.tiny import TINY_MODELS
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from analysis import glue
 from analysis import results_db as db
-from models.errors import DatabaseUnavailable, DuplicateResult, InvalidResult
+from core.errors import DatabaseUnavailable, DuplicateResult, InvalidResult
 from tests.conftest import count_results as count
 
 ROOT = Path(__file__).resolve().parent.parent

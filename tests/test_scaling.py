@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from analysis import scaling
-from models.errors import FitFailed, InvalidData
+from core.errors import FitFailed, InvalidData
 
 # 1% multiplicative noise on 40 points spread over 4 decades. Tolerances: the exponent is pinned by
 # the slope over 4 decades (noise/√n/decades ≈ 0.01/6/4 → well under 0.005); constants multiply
@@ -149,7 +149,7 @@ def test_every_data_set_loads_with_a_source_on_every_row(key: str) -> None:
 
 
 def test_bert_ablation_parameters_are_computed_and_base_matches_the_catalog() -> None:
-    from models import registry
+    from core import registry
 
     df = scaling.load_dataset("bert_size_ablation")
     base = df[(df.layers == 12) & (df.hidden == 768)].iloc[0]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from models.errors import InvalidSetting
-from models.settings import SETTINGS, get_settings
+from core.errors import InvalidSetting
+from core.settings import SETTINGS, get_settings
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

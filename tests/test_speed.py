@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.errors import ModelUnavailable
 from models import warmup
-from models.errors import ModelUnavailable
 from models.gate import CallCancelled, ModelGate
 
 ENTRY = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
@@ -147,7 +147,7 @@ def test_home_draws_while_the_warm_up_is_slow(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_the_attention_page_waits_for_the_warm_up_then_draws(monkeypatch: pytest.MonkeyPatch) -> None:
-    from models import registry
+    from core import registry
     from models.loader import load
 
     monkeypatch.setenv("BFE_WARMUP", "1")
@@ -199,8 +199,8 @@ def test_page_slots_bound_the_runs_and_a_leaver_gives_up() -> None:
 
 
 def test_settings_for_the_queue_and_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    from models.errors import InvalidSetting
-    from models.settings import get_settings
+    from core.errors import InvalidSetting
+    from core.settings import get_settings
 
     monkeypatch.setenv("BFE_MODEL_CONCURRENCY", "3")
     monkeypatch.setenv("BFE_PAGE_CONCURRENCY", "8")

@@ -12,7 +12,7 @@ import csv
 import io
 
 from analysis.safe_text import csv_bytes, restore_cell
-from models.errors import InvalidResult
+from core.errors import InvalidResult
 
 MAX_IMPORT_BYTES = 1_000_000
 MAX_IMPORT_ROWS = 5_000

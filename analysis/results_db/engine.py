@@ -6,7 +6,7 @@
 - :func:`session` is one read transaction; :func:`write` runs a function in one write transaction and
   runs it again when a concurrent writer got in the way (a unique key another process inserted first,
   a PostgreSQL deadlock or serialization failure), so a race costs a retry, never a lost write.
-- Database failures become :class:`~models.errors.DatabaseUnavailable` with a message a user can act
+- Database failures become :class:`~core.errors.DatabaseUnavailable` with a message a user can act
   on, never a driver's traceback.
 """
 
@@ -27,7 +27,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModu
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 
-from models.errors import DatabaseUnavailable
+from core.errors import DatabaseUnavailable
 
 SQLITE_BUSY_TIMEOUT_S = 15.0
 #: How many times :func:`write` tries a transaction that lost a race before giving up.
@@ -45,7 +45,7 @@ SEEDED: set[str] = set()
 
 def default_url() -> str:
     """The ``DATABASE_URL`` setting (a SQLite file in the user data folder unless set)."""
-    from models.settings import get_settings
+    from core.settings import get_settings
 
     return get_settings().database_url
 

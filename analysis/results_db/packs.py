@@ -16,7 +16,7 @@ from sqlalchemy import Engine, delete, func, select
 from analysis.results_db.engine import get_engine, session, write
 from analysis.results_db.schema import SavedPack
 from analysis.results_db.seeding import ensure_seeded
-from models.errors import ExplorerError
+from core.errors import ExplorerError
 
 MAX_SAVED_PACKS = 1_000
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,32}")

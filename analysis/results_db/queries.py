@@ -13,7 +13,7 @@ from sqlalchemy import Engine, func, select
 from analysis.results_db.engine import get_engine, session
 from analysis.results_db.schema import Metric, Model, Result, Source, Task
 from analysis.results_db.seeding import ensure_seeded
-from models.errors import InvalidResult
+from core.errors import InvalidResult
 
 #: Appended to the citation of a source a user typed, so a user's row never reads as a published one.
 USER_MARK = " (added by a user)"
@@ -105,7 +105,7 @@ def catalog_frame(kind: str, engine: Engine | None = None):
         cols = [c.key for c in cls.__table__.columns if c.key != "id"]
         df = pd.DataFrame([{c: getattr(o, c) for c in cols} for o in objs], columns=cols)
     if cls is Source:
-        from models.registry import arxiv_year
+        from core.registry import arxiv_year
 
         # Two years, both labelled: publication (the citation's) and first arXiv version (the catalog's convention).
         df = df.rename(columns={"year": "year published"})

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from analysis.results_db.engine import get_engine, session, write
 from analysis.results_db.schema import TrainingRun
 from analysis.results_db.seeding import ensure_seeded
-from models.errors import ExplorerError
+from core.errors import ExplorerError
 
 MAX_CURVE_POINTS = 5_000
 

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from analysis.results_db.engine import SEEDED, explain, get_engine, is_missing_table, session, write
 from analysis.results_db.schema import SCHEMA_VERSION, Base, Meta, Metric, Model, Result, Source, Task
-from models.errors import DatabaseUnavailable
+from core.errors import DatabaseUnavailable
 
 DATA_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "results"
 #: PostgreSQL advisory lock that serialises schema creation and seeding across processes.

@@ -23,7 +23,7 @@ from analysis.results_db.engine import get_engine, session, write
 from analysis.results_db.schema import Model, Result, Source
 from analysis.results_db.seeding import ensure_seeded
 from analysis.results_db.validation import _YEAR, Lookup, Row, validate
-from models.errors import DuplicateResult, InvalidResult
+from core.errors import DuplicateResult, InvalidResult
 
 
 def _source_key(citation: str) -> str:

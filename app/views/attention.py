@@ -9,9 +9,9 @@ import streamlit as st
 from analysis import attention_plots as plots
 from analysis.safe_text import csv_bytes
 from app import ui
-from models import registry
+from core import registry
+from core.errors import ExplorerError
 from models.attention import STAT_LABELS, AttentionResult, align, extract_attention, result_stats, rollout, stats_rows
-from models.errors import ExplorerError
 
 BUNDLED = registry.bundled_id()
 LONG = 128  # tokens above which the bertviz views hold one layer

@@ -24,8 +24,8 @@ from analysis.params import (
     parameter_breakdown,
 )
 from app import ui
-from models import registry
-from models.errors import ExplorerError
+from core import registry
+from core.errors import ExplorerError
 
 PRESETS = {c.id: c for c in registry.loadable()}
 #: session key -> analysis.params form field (the form itself, per architecture, lives in analysis.params)

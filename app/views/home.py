@@ -4,8 +4,8 @@ import streamlit as st
 
 from analysis import family_tree
 from app import ui
-from models import registry
-from models.registry import OBJECTIVES
+from core import registry
+from core.registry import OBJECTIVES
 
 large = st.session_state.get("present", False)
 

@@ -12,10 +12,10 @@ import streamlit as st
 
 from analysis.results_db import runs as R
 from app import ui
+from core.errors import ExplorerError, InvalidData
+from core.settings import get_settings
 from models import lab
 from models import pretrain as P
-from models.errors import ExplorerError, InvalidData
-from models.settings import get_settings
 
 ACTIVE = ("queued", "running")
 DEFAULTS = {"lb_preset": "albert", "lb_objective": "mlm", "lb_masking": "dynamic", "lb_layers": 2, "lb_hidden": 128,

@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from app import ui
-from models import registry
-from models.settings import SETTINGS, get_settings
+from core import registry
+from core.settings import SETTINGS, get_settings
 
 st.title("Models & availability")
 settings = get_settings()

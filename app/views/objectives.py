@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import ui
+from core import registry
+from core.errors import ExplorerError
 from models import objectives as O
-from models import registry
-from models.errors import ExplorerError
 
 MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
 PRETRAIN = [c.id for c in registry.loadable() if "pretraining" in c.tasks and c.family in ("bert", "albert")]

@@ -6,9 +6,9 @@ import streamlit as st
 from analysis import attention_plots as plots
 from analysis.safe_text import csv_bytes
 from app import ui
+from core import registry
+from core.errors import ExplorerError, InvalidText
 from models import permutation as P
-from models import registry
-from models.errors import ExplorerError, InvalidText
 
 XLNET, BERT = "xlnet-base-cased", "bert-base-uncased"
 XLNETS = [c.id for c in registry.loadable() if c.model_type == "xlnet"]

@@ -7,8 +7,8 @@ import streamlit as st
 from analysis import representation_plots as plots
 from analysis import representations as R
 from app import ui
-from models import registry
-from models.errors import ExplorerError
+from core import registry
+from core.errors import ExplorerError
 from models.representations import SENSES as SENSES_CSV
 
 BUNDLED = registry.bundled_id()

@@ -7,7 +7,7 @@ from analysis import glue, glue_plots
 from analysis import results_db as db
 from analysis.safe_text import csv_bytes
 from app import ui
-from models.errors import ExplorerError, InvalidResult
+from core.errors import ExplorerError, InvalidResult
 
 GLUE8 = ["MNLI", "QNLI", "QQP", "RTE", "SST-2", "MRPC", "CoLA", "STS-B"]
 DEFAULT_MODELS = ["BERT-base", "BERT-large", "RoBERTa-large", "XLNet-large", "ALBERT-base", "ALBERT-xxlarge", "DistilBERT",

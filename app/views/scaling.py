@@ -10,7 +10,7 @@ from analysis import scaling
 from analysis import scaling_plots as plots
 from analysis.safe_text import csv_bytes
 from app import ui
-from models.errors import ExplorerError
+from core.errors import ExplorerError
 
 MAX_UPLOAD_BYTES, MAX_ROWS = scaling.MAX_CSV_BYTES, scaling.MAX_CSV_ROWS
 DEFAULTS = {"sc_src": "built-in", "sc_ds": "bert_size_ablation", "sc_x": "", "sc_y": "", "sc_x2": "", "sc_law": "power",

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.errors import InvalidSetting
+from core.errors import InvalidSetting
 
 
 @dataclass(frozen=True)

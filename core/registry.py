@@ -2,7 +2,7 @@
 
 Usage::
 
-    from models import registry
+    from core import registry
     card = registry.get("bert-base-uncased")
     card.parameters          # 109482240, exact count of the transformers base model
     registry.loadable()      # the cards whose weights transformers can load
@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from models.errors import UnknownModel
+from core.errors import UnknownModel
 
 CATALOG_PATH = Path(__file__).resolve().parent.parent / "data" / "catalog.json"
 
@@ -172,7 +172,7 @@ def find(model_id: str) -> ModelCard | None:
         InvalidModelId: ``model_id`` is not text (None, a number, a list ...).
     """
     if not isinstance(model_id, str):
-        from models.errors import InvalidModelId
+        from core.errors import InvalidModelId
 
         raise InvalidModelId(f"A model id must be text, not {type(model_id).__name__}.",
                              "Use a catalog id such as 'bert-base-uncased'.")
