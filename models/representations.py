@@ -6,6 +6,8 @@ Usage::
     reps = hidden_states("sentence-transformers/all-MiniLM-L6-v2", ["The bank raised rates.", "We sat on the bank."])
     reps.items[0].hidden.shape          # (layers + 1, tokens, hidden), float32, embedding output first
     hits = nearest_contexts(model, "We sat on the river bank.", position=6, k=10, layer=3)
+    layer_similarity(reps).cka          # (layers + 1, layers + 1): linear CKA between its layers
+    cross_model_cka(reps, hidden_states("distilbert-base-uncased", texts)).cka   # (layers_b + 1, layers_a + 1)
 
 The corpus is WordNet 3.0's example sentences (``data/corpus/``, extracted from Debian's
 ``wordnet-base`` by ``scripts/build_wordnet_corpus.py``; licence in ``data/corpus/LICENSE-WordNet``).
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.representations import LayerContextuality, cka_matrix, contextuality, pool_by_word
 from core.errors import InvalidData, InvalidText
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpus" / "wordnet_examples.txt.gz"
@@ -75,6 +78,13 @@ class Representations:
                     rows.append(item.hidden[layer, p])
                     where.append((t, p))
         return (np.stack(rows) if rows else np.zeros((0, self.items[0].hidden.shape[-1] if self.items else 0), np.float32)), where
+
+    def word_matrix(self, layer: int) -> np.ndarray:
+        """Every text's words at ``layer``, each the mean of its tokens' vectors, stacked in text and word order:
+        float64 (words, hidden). Special tokens are left out; two tokenizers give rows for the same words."""
+        if not 0 <= layer <= self.layers:
+            raise InvalidData(f"{self.model_id} has layers 0–{self.layers} (0 is the embedding output), not {layer}.")
+        return np.concatenate([pool_by_word(item.hidden[layer], item.words)[0] for item in self.items])
 
 
 def _encode(lm: Any, texts: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -149,6 +159,74 @@ def hidden_states(model: Any, texts: list[str]) -> Representations:
         items.append(TextStates(text, tuple(readable(x) for x in tok.convert_ids_to_tokens(ids)), tuple(words),
                                 tuple(text[a:b] for a, b in spans), tuple(special), h))
     return Representations(lm.model_id, tuple(items), tuple(notes))
+
+
+# ----------------------------------------------------------------------------------------- layers compared
+
+
+@dataclass(frozen=True)
+class LayerSimilarity:
+    """How contextual one model's token vectors are at each layer, and how alike its layers are."""
+
+    model_id: str
+    measures: list[LayerContextuality]  # one per layer, the embedding output first (Ethayarajh 2019)
+    cka: np.ndarray = field(repr=False)  # float64 (layers + 1, layers + 1), linear CKA between layers
+    tokens: int  # token vectors compared at each layer (special tokens left out)
+
+
+def _word_key(item: TextStates, p: int) -> str:
+    """Token ``p``'s word, lower-cased without surrounding punctuation ('' for a special token): Ethayarajh's word identity."""
+    return item.word_texts[item.words[p]].lower().strip(".,;:!?\"'") if item.words[p] is not None else ""
+
+
+def layer_similarity(reps: Representations) -> LayerSimilarity:
+    """Ethayarajh's contextuality measures (:func:`analysis.representations.contextuality`) and linear CKA between
+    every pair of layers (:func:`analysis.representations.cka_matrix`), over the non-special tokens of ``reps``.
+
+    Raises:
+        InvalidData: fewer than two tokens (CKA needs two rows).
+    """
+    _, where = reps.layer_matrix(0)
+    words = [_word_key(reps.items[t], p) for t, p in where]
+    per_layer = np.stack([reps.layer_matrix(layer)[0] for layer in range(reps.layers + 1)])  # (L + 1, n, H)
+    measures = contextuality(per_layer, [t for t, _ in where], words)
+    return LayerSimilarity(reps.model_id, measures, cka_matrix(list(per_layer)), len(where))
+
+
+@dataclass(frozen=True)
+class CrossModelCKA:
+    """Linear CKA between every layer of model ``b`` and every layer of model ``a`` on the same texts, the two
+    models' tokens mean-pooled per word so that their rows are the same words."""
+
+    model_a: str
+    model_b: str
+    cka: np.ndarray = field(repr=False)  # float64 (layers_b + 1, layers_a + 1): row i is b's layer i, column j a's layer j
+    words: int  # rows compared: the words of all texts
+
+    @property
+    def best_match(self) -> np.ndarray:
+        """For each of ``b``'s layers, the layer of ``a`` it is most alike: int (layers_b + 1,)."""
+        return self.cka.argmax(axis=1)
+
+
+def cross_model_cka(a: Representations, b: Representations) -> CrossModelCKA:
+    """Linear CKA (Kornblith et al. 2019) between the layers of two models on the same texts, aligned by words:
+    each word's tokens are mean-pooled (:meth:`Representations.word_matrix`), so tokenizers that split words
+    differently still compare the same items. BERT against DistilBERT shows which student layer matches which
+    teacher layer.
+
+    Raises:
+        InvalidData: the two hold different texts, or their tokenizers do not give the same words (a word one of
+        them truncated or left without a token).
+    """
+    if [i.text for i in a.items] != [i.text for i in b.items]:
+        raise InvalidData("The two models' hidden states are of different texts.", "Run both on the same sentences.")
+    for x, y in zip(a.items, b.items, strict=True):
+        if sorted({w for w in x.words if w is not None}) != sorted({w for w in y.words if w is not None}):
+            raise InvalidData("The two tokenizers do not agree on the words of these sentences.", "Try plainer sentences.")
+    a_rows = [a.word_matrix(layer) for layer in range(a.layers + 1)]
+    b_rows = [b.word_matrix(layer) for layer in range(b.layers + 1)]
+    return CrossModelCKA(a.model_id, b.model_id, cka_matrix(b_rows, a_rows), a_rows[0].shape[0])
 
 
 # ----------------------------------------------------------------------------------------- the corpus

@@ -129,6 +129,49 @@ def test_nearest_equals_a_brute_force_scan() -> None:
     assert np.allclose(sims, cos[idx], atol=1e-5)
 
 
+# ------------------------------------------------------------------------------------------ layers compared
+SIM_TEXTS = ["the cat sat on the mat .", "a boy plays in the snow .", "the cat is outside .", "penguins are flightless birds ."]
+
+
+def test_layer_similarity_equals_the_measures_called_by_hand() -> None:
+    """The page's former computation, step by step: Ethayarajh's measures and CKA over the non-special tokens."""
+    from models.representations import hidden_states, layer_similarity
+
+    reps = hidden_states("bert-base-uncased", SIM_TEXTS)
+    sim = layer_similarity(reps)
+    _, where = reps.layer_matrix(0)
+    words = [reps.items[t].word_texts[reps.items[t].words[p]].lower().strip(".,;:!?\"'") if reps.items[t].words[p] is not None
+             else "" for t, p in where]
+    per_layer = np.stack([reps.layer_matrix(layer)[0] for layer in range(reps.layers + 1)])
+    assert sim.measures == R.contextuality(per_layer, [t for t, _ in where], words)
+    assert np.array_equal(sim.cka, R.cka_matrix(list(per_layer)))
+    assert sim.cka.shape == (reps.layers + 1, reps.layers + 1) and np.allclose(np.diag(sim.cka), 1)
+    assert sim.tokens == len(where) and sim.measures[0].words >= 2  # 'the' and 'cat' occur in two sentences
+
+
+def test_cross_model_cka_equals_pooling_by_word_by_hand() -> None:
+    """Two tokenizers (WordPiece, byte-level BPE) split the texts differently; pooled per word, the rows are the same words."""
+    from dataclasses import replace
+
+    from models.representations import Representations, cross_model_cka, hidden_states
+
+    a, b = hidden_states("bert-base-uncased", SIM_TEXTS), hidden_states("roberta-base", SIM_TEXTS)
+    by_hand = [[np.concatenate([R.pool_by_word(item.hidden[layer], item.words)[0] for item in reps.items])
+                for layer in range(reps.layers + 1)] for reps in (a, b)]
+    cross = cross_model_cka(a, b)
+    assert cross.cka.shape == (b.layers + 1, a.layers + 1)  # rows: b's layers
+    assert np.array_equal(cross.cka, R.cka_matrix(by_hand[1], by_hand[0]))
+    assert cross.words == by_hand[0][0].shape[0] == sum(len(i.word_texts) for i in a.items)
+    assert list(cross.best_match) == list(cross.cka.argmax(axis=1))
+    assert np.allclose(np.diag(cross_model_cka(a, a).cka), 1)  # a model against itself
+    with pytest.raises(InvalidData, match="different texts"):
+        cross_model_cka(a, hidden_states("roberta-base", SIM_TEXTS[:2]))
+    first = b.items[0]
+    lost = replace(first, words=tuple(None if w == 0 else w for w in first.words))  # a word with no token
+    with pytest.raises(InvalidData, match="do not agree"):
+        cross_model_cka(a, Representations(b.model_id, (lost, *b.items[1:])))
+
+
 # ------------------------------------------------------------------------------------------ nearest contexts
 def test_nearest_contexts_equal_brute_force_and_the_index_is_cached(tiny_dir: Path, monkeypatch) -> None:
     from models import representations as M

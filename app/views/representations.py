@@ -10,6 +10,7 @@ from app import ui
 from core import registry
 from core.errors import ExplorerError
 from models.representations import SENSES as SENSES_CSV
+from models.representations import cross_model_cka, layer_similarity
 
 BUNDLED = registry.bundled_id()
 MODELS = [c.id for c in registry.loadable()]
@@ -204,19 +205,13 @@ if view == "projection":
                          caption=f"Uploaded as {up.name[:60]}.", sources=("Your data",))
 
 elif view == "similarity":
-    measures = None
-    where = reps.layer_matrix(0)[1]
-    words = []
-    for t, p in where:
-        item = reps.items[t]
-        words.append(item.word_texts[item.words[p]].lower().strip(".,;:!?\"'") if item.words[p] is not None else "")
-    per_layer = np.stack([reps.layer_matrix(layer)[0] for layer in range(reps.layers + 1)])
+    sim = None
     try:
-        measures = R.contextuality(per_layer, [t for t, _ in where], words)
-        own = R.cka_matrix(list(per_layer))
+        sim = layer_similarity(reps)
     except ExplorerError as err:
         ui.show_error(err)
-    if measures is not None:
+    if sim is not None:
+        measures = sim.measures
         left, right = st.columns(2)
         ui.chart(plots.contextuality_figure(measures, short(reps.model_id)), "rp_ctx", where=left, compact=True,
                  title=f"How contextual are {reps.model_id}'s vectors, by layer",
@@ -225,8 +220,8 @@ elif view == "similarity":
         left.caption("Self-similarity: one word's vectors across its contexts (1 = the context changes nothing). "
                      "Intra-sentence: tokens against their sentence's mean. Anisotropy: random pairs (all vectors point one "
                      "way when high); the dashed line subtracts it, as Ethayarajh does.")
-        ui.chart(plots.cka_figure(own, short(reps.model_id), short(reps.model_id), f"Linear CKA between layers: {short(reps.model_id)}"),
-                 "rp_cka", where=right, compact=True, title=f"Linear CKA between the layers of {reps.model_id}", caption=f"{len(where)} token vectors.",
+        ui.chart(plots.cka_figure(sim.cka, short(reps.model_id), short(reps.model_id), f"Linear CKA between layers: {short(reps.model_id)}"),
+                 "rp_cka", where=right, compact=True, title=f"Linear CKA between the layers of {reps.model_id}", caption=f"{sim.tokens} token vectors.",
                  sources=SOURCES_CITED["similarity"][1:])
         table = pd.DataFrame([{"layer": m.layer, "self_similarity": m.self_similarity, "intra_sentence": m.intra_sentence,
                                "anisotropy": m.anisotropy, "adjusted_self_similarity": m.adjusted_self_similarity} for m in measures])
@@ -238,22 +233,15 @@ elif view == "similarity":
     if other and not ui.explain_missing([other] if other in MODELS else [], "The comparison needs"):
         try:
             reps2 = states(other, tuple(texts))
-            a_rows, b_rows = [], []
-            for layer_set, out in ((reps, a_rows), (reps2, b_rows)):
-                for layer in range(layer_set.layers + 1):
-                    out.append(np.concatenate([R.pool_by_word(item.hidden[layer], item.words)[0] for item in layer_set.items]))
-            if a_rows[0].shape[0] != b_rows[0].shape[0]:
-                raise ExplorerError("The two tokenizers do not agree on the words of these sentences.", "Try plainer sentences.")
-            cross = R.cka_matrix(b_rows, a_rows)
+            cross = cross_model_cka(reps, reps2)
         except ExplorerError as err:
             ui.show_error(err)
         else:
-            ui.chart(plots.cka_figure(cross, short(reps.model_id), short(reps2.model_id),
+            ui.chart(plots.cka_figure(cross.cka, short(reps.model_id), short(reps2.model_id),
                                       f"Linear CKA: {short(reps2.model_id)} against {short(reps.model_id)}"),
                      "rp_cka2", where=c[1], title=f"Linear CKA between {reps2.model_id} and {reps.model_id}, layer by layer",
-                     caption=f"{a_rows[0].shape[0]} words (tokens mean-pooled per word).", sources=SOURCES_CITED["similarity"][1:])
-            best = cross.argmax(axis=1)
-            c[0].caption("Best match of each of its layers: " + ", ".join(f"{i}→{j}" for i, j in enumerate(best)))
+                     caption=f"{cross.words} words (tokens mean-pooled per word).", sources=SOURCES_CITED["similarity"][1:])
+            c[0].caption("Best match of each of its layers: " + ", ".join(f"{i}→{j}" for i, j in enumerate(cross.best_match)))
 
 elif view == "nearest":
     c = st.columns([4, 2, 2, 1])

@@ -1,0 +1,73 @@
+"""Shared UI helpers for the pages, one job per module; pages use them as ``from app import ui`` then ``ui.chart(...)``.
+
+- :mod:`.errors`: library exceptions become one kind of friendly message (:func:`show_error`, :func:`friendly_errors`);
+- :mod:`.caches`: the one place where Streamlit caches library objects (:func:`model_cache`), and the catalog's
+  availability statuses;
+- :mod:`.state`: widget values kept in the URL (:func:`restore_url_state`, :func:`save_url_state`), the page's
+  address, and whether the viewer is on this machine;
+- :mod:`.sidebar`: presentation mode and the sidebar's status panel;
+- :mod:`.calls`: model calls through the process's model queue, page slots, and the background warm-up;
+- :mod:`.charts`: charts and tables with their exports, and the presentation pack;
+- :mod:`.pickers`: the model picker, "another model…", checkpoints trained here, and which models can run here.
+
+Each module imports only the ones listed above it (and none imports a page). Nothing here imports torch.
+Code that replaces one of these names (a test's monkeypatch) patches the module that defines it: the others
+read it from there, not from this package.
+"""
+
+from app.ui.caches import STATUS_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint, model_cache
+from app.ui.calls import _run_abandoned, await_warmup, model_call, page_run, start_warmup
+from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
+from app.ui.errors import friendly_errors, log, show_error
+from app.ui.pickers import (
+    OTHER,
+    explain_missing,
+    model_label,
+    model_picker,
+    model_ready,
+    other_model,
+    picker_values,
+    trained_here,
+    valid_model_id,
+)
+from app.ui.sidebar import PRESENTATION_CSS, presentation_mode, sidebar_status
+from app.ui.state import context_url, local_viewer, restore_url_state, save_url_state, warn_ignored
+
+__all__ = [
+    "OTHER",
+    "PLOTLY_CONFIG",
+    "PRESENTATION_CSS",
+    "STATUS_ICONS",
+    "STATUS_LABELS",
+    "_run_abandoned",
+    "await_warmup",
+    "catalog_availability",
+    "chart",
+    "context_url",
+    "device_label",
+    "download_buttons",
+    "explain_missing",
+    "friendly_errors",
+    "inspect_checkpoint",
+    "local_viewer",
+    "log",
+    "model_cache",
+    "model_call",
+    "model_label",
+    "model_picker",
+    "model_ready",
+    "other_model",
+    "pack_notice",
+    "page_run",
+    "picker_values",
+    "presentation_mode",
+    "restore_url_state",
+    "save_url_state",
+    "show_error",
+    "sidebar_status",
+    "start_warmup",
+    "table_to_pack",
+    "trained_here",
+    "valid_model_id",
+    "warn_ignored",
+]

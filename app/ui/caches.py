@@ -1,0 +1,57 @@
+"""Caches: the one place where Streamlit caches library objects, and the catalog's availability statuses.
+
+``st.cache_resource`` for the process-wide model cache (:func:`model_cache`); ``st.cache_data`` for plain
+values re-read on a timer: which catalog models are on this machine, the compute device, a checkpoint's
+config. Nothing here imports torch at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+# Material icons ship with Streamlit, so they render offline and in any browser font setup.
+STATUS_ICONS = {"ready": ":material/check_circle:", "download": ":material/cloud_download:",
+                "broken": ":material/warning:", "catalog-only": ":material/menu_book:"}
+
+STATUS_LABELS = {
+    "ready": "ready",
+    "download": "downloads on first use",
+    "broken": "local copy is broken",
+    "catalog-only": "catalog only (no weights)",
+}
+
+
+@st.cache_resource(show_spinner=False)
+def model_cache():
+    """The process-wide model cache (shared by every session; see ``models.loader.ModelCache``)."""
+    from models.loader import default_cache
+
+    return default_cache()
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def catalog_availability() -> dict[str, tuple[str, str]]:
+    """catalog id -> (status, message), re-checked every 30 s (file checks only, no network)."""
+    from core import registry
+    from core.settings import get_settings
+    from models.loader import availability
+
+    settings = get_settings()
+    return {c.id: (a.status, a.message) for c in registry.all_models() for a in [availability(c, settings)]}
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def device_label() -> str:
+    from models.device import describe_device
+
+    return describe_device().label()
+
+
+@st.cache_data(ttl=60, max_entries=64, show_spinner="Reading the checkpoint's config…")
+def inspect_checkpoint(model_id: str) -> Any:
+    """``models.checkpoint.inspect``: config and tensor headers only, nothing loaded (cached a minute)."""
+    from models.checkpoint import inspect
+
+    return inspect(model_id)

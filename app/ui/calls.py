@@ -1,0 +1,91 @@
+"""Model calls and warm-up: a page's model work goes through the process's model queue, each script run
+waits for a page slot, and the background warm-up is started and awaited here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import streamlit as st
+
+from core.errors import ExplorerError
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    return value
+
+
+def _run_abandoned() -> bool:
+    """Whether this script run is no longer wanted: the session closed, or a newer run was asked for.
+
+    Streamlit keeps that in the run's ``ScriptRequests`` state (no public accessor: read defensively,
+    so a Streamlit that renames it only means a waiting call is not abandoned early).
+    """
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    requests = getattr(ctx, "script_requests", None)
+    state = getattr(requests, "_state", None)
+    return state is not None and getattr(state, "name", "CONTINUE") != "CONTINUE"
+
+
+def model_call(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` through the process's model queue (``BFE_MODEL_CONCURRENCY`` at once, identical
+    calls in flight computed once). A session that leaves while waiting gives its place up.
+
+    ``fn`` is a named function (its module, name and the arguments are the identity of the call).
+    """
+    from models.gate import default_gate
+
+    return default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), lambda: fn(*args),
+                              cancelled=_run_abandoned)
+
+
+@contextmanager
+def page_run() -> Iterator[None]:
+    """Around a script run: wait for a page slot (``BFE_PAGE_CONCURRENCY`` runs at once, all sessions);
+    a run abandoned while it waits ends at once. The background warm-up waits while slots are in use."""
+    from models.gate import CallCancelled, page_slots
+
+    try:
+        slots = page_slots()
+    except ExplorerError:  # a bad BFE_* setting: the page runs and shows the message itself
+        yield
+        return
+    try:
+        with slots.hold(cancelled=_run_abandoned):
+            yield
+    except CallCancelled:
+        st.stop()
+
+
+def start_warmup() -> None:
+    """Start warming the model pages in the background (once per process; ``BFE_WARMUP=0`` turns it off)."""
+    from models import warmup
+
+    with suppress(ExplorerError):  # a bad BFE_* setting, which the page has already shown
+        warmup.start()
+
+
+def await_warmup(model_ids: list[str]) -> None:
+    """Before a page runs ``model_ids``: if the server is still warming one of them, say so and wait.
+
+    A warm-up that failed is reported here (the page then tries the load itself and shows its error).
+    """
+    from models import warmup
+
+    w = warmup.current()
+    if w.model_id not in model_ids:
+        return
+    if w.busy:
+        with st.spinner(f"Getting the model ready: the server has just started ({w.step})…"):
+            w.wait(timeout=300)
+    if w.state == "failed" and w.error is not None:
+        st.warning(f"Preparing **{w.model_id}** in the background failed ({type(w.error).__name__}: "
+                   f"{str(w.error)[:300]}); trying again now.", icon=":material/warning:")

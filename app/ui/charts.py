@@ -1,0 +1,112 @@
+"""Charts and the presentation pack: a plotly chart with its exports (toolbar PNG, server-side PNG/SVG, "Add to
+pack"), a table's "Add table to pack", CSV/Markdown downloads, and the pack's notices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app.ui.errors import friendly_errors
+from app.ui.state import context_url
+
+#: The plotly toolbar's camera: a PNG at twice the size, named after the app (SVG and the pack: below the chart).
+PLOTLY_CONFIG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename": "bert-family-explorer"},
+                 "displaylogo": False}
+
+
+def _page_link() -> str:
+    """This page's path and state (its URL query), to reopen what a pack item shows."""
+    path = context_url()
+    query = "&".join(f"{k}={v}" for k, v in st.query_params.items())
+    return path.split("?", 1)[0] + (f"?{query}" if query else "")
+
+
+def _add_to_pack(fig: Any, title: str, caption: str, sources: tuple[str, ...], link: str, table: Any = None) -> None:
+    from analysis.export import MAX_ITEMS, MAX_PACK_BYTES, MAX_TABLE_ROWS, ExportTooLarge, PackItem, check_figure, pack_bytes
+
+    pack = st.session_state.setdefault("pack", [])
+    try:
+        if table is not None:
+            if len(table) > MAX_TABLE_ROWS:
+                raise ExportTooLarge(f"This table has {len(table):,} rows; the pack takes tables of up to {MAX_TABLE_ROWS:,}.")
+            records = tuple(table.reset_index().to_dict("records") if table.index.name else table.to_dict("records"))
+            spec, size = None, 200 * len(records)
+        else:
+            spec = check_figure(fig.to_json())  # serialised only when added: a 512-token heatmap is megabytes
+            records, size = None, len(spec)
+    except ExportTooLarge as err:
+        st.session_state["pack_refused"] = err.message
+        return
+    if len(pack) >= MAX_ITEMS or pack_bytes(pack) + size > MAX_PACK_BYTES:
+        st.session_state["pack_full"] = True
+        return
+    pack.append(PackItem(title=title[:200], caption=caption[:2000], sources=tuple(sources), figure=spec, table=records,
+                         link=link))
+    st.session_state["pack_added"] = title
+
+
+def table_to_pack(df: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None) -> None:
+    """An "Add table to pack" button: the table goes into the presentation pack with its caption and sources."""
+    (where if where is not None else st).button(
+        "Add table to pack", key=f"{key}_pack", icon=":material/playlist_add:", on_click=_add_to_pack,
+        args=(None, title, caption, sources, _page_link(), df),
+        help="Collect this table, with its caption and sources, for slides (see the Presentation pack page).")
+
+
+def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None,
+          compact: bool = False) -> None:
+    """A plotly chart with its exports: the toolbar's PNG, server-side PNG (2x) and SVG, and "Add to pack".
+
+    ``title``, ``caption`` and ``sources`` travel with the chart into the presentation pack. Nothing is
+    serialised or rendered until a button asks for it, so a chart costs its page nothing more.
+    ``compact``: for small charts side by side, the buttons share the chart's width and the
+    downloads go below them.
+    """
+    from analysis import export
+
+    box = where if where is not None else st
+    box.plotly_chart(fig, width="stretch", key=key, config=PLOTLY_CONFIG)
+    if compact:
+        c1, c2 = box.columns(2)
+        c3 = box
+    else:
+        c1, c2, c3 = box.columns([1, 1, 3])
+    c1.button("Add to pack" if not compact else "To pack", key=f"{key}_pack", icon=":material/playlist_add:",
+              on_click=_add_to_pack, args=(fig, title, caption, sources, _page_link()),
+              help="Collect this chart, with its caption and sources, for slides (see the Presentation pack page).")
+    if export.chromium_path() is None:
+        c3.caption("PNG/SVG downloads need Chromium on the server; the chart's camera icon saves a PNG.")
+    elif c2.button("PNG / SVG", key=f"{key}_render", icon=":material/image:", help="Render this chart as PNG (2x) and SVG"):
+        with friendly_errors(), st.spinner("Rendering…"):
+            png, svg = export.to_png(fig), export.to_svg(fig)
+            d1, d2 = c3.columns([1, 2] if not compact else [1, 1])
+            d1.download_button("PNG", png, f"{key}.png", "image/png", key=f"{key}_png", icon=":material/download:",
+                               on_click="ignore")
+            d2.download_button("SVG", svg, f"{key}.svg", "image/svg+xml", key=f"{key}_svg", icon=":material/download:",
+                               on_click="ignore")
+
+
+def pack_notice() -> None:
+    """Say once that a chart went into the pack (or that the pack is full)."""
+    if title := st.session_state.pop("pack_added", None):
+        st.toast(f"Added to the presentation pack: {title}", icon=":material/playlist_add_check:")
+    if refused := st.session_state.pop("pack_refused", None):
+        st.warning(f"Not added to the pack: {refused}", icon=":material/warning:")
+    if st.session_state.pop("pack_full", False):
+        st.warning("The presentation pack is full (100 items or 50 MB of charts): remove some on its page.",
+                   icon=":material/warning:")
+
+
+def download_buttons(df, name: str, key: str, markdown: str | None = None) -> None:
+    """CSV and Markdown download buttons for a data frame (Markdown from ``analysis.calculator.to_markdown``)."""
+    from analysis.calculator import to_markdown
+    from analysis.safe_text import csv_bytes
+
+    # Built when clicked, not on every rerun of the page (Streamlit calls a callable `data` on download).
+    c1, c2 = st.columns(2)
+    c1.download_button("Download CSV", lambda: csv_bytes(df, index=df.index.name is not None), f"{name}.csv", "text/csv",
+                       key=f"{key}_csv", icon=":material/download:")
+    c2.download_button("Download Markdown", lambda: (markdown or to_markdown(df)).encode(), f"{name}.md", "text/markdown",
+                       key=f"{key}_md", icon=":material/download:")
