@@ -121,3 +121,21 @@ def check_text_length(text: object, what: str = "text") -> None:
     if isinstance(text, str) and len(text) > MAX_TEXT_CHARS:
         raise InvalidText(f"The {what} is {len(text):,} characters long; at most {MAX_TEXT_CHARS:,} are taken.",
                           "Models read a few hundred words at most: shorten it.")
+
+
+class UnknownTask(ExplorerError, LookupError):
+    """A downstream task name that is not one of the built-in tasks (``analysis.tasks.BUILT_IN``)."""
+
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        self.name = name
+        super().__init__(f"Unknown task {str(name)[:100]!r}.",
+                         "Built-in tasks: " + ", ".join(known) + "; or upload your own CSV (columns text,label or text_a,text_b,label).")
+
+
+class InvalidTaskFile(ExplorerError, ValueError):
+    """An uploaded task CSV that cannot be used: too big, not UTF-8 text, a missing column, empty texts, one label
+    or too many. ``lines`` holds the file's line numbers (1 = the header) of the rows at fault, when there are any."""
+
+    def __init__(self, message: str, hint: str = "", lines: list[int] | None = None) -> None:
+        super().__init__(message, hint)
+        self.lines = lines or []
