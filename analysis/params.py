@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from analysis.architectures import ARCHITECTURES
 from core.errors import InvalidConfig, UnsupportedArchitecture
 
 #: The heads, named as ``models.loader.load(task=...)`` names them, and what each adds.
@@ -34,52 +35,14 @@ HEADS: dict[str, str] = {
     "xlnet-lm": "XLNet's LM head (XLNetLMHeadModel)",
 }
 
-#: Defaults of the transformers config classes (checked against them in the tests).
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "bert": {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-             "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
-    "roberta": {"vocab_size": 50265, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
-    "distilbert": {"vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12, "hidden_dim": 3072,
-                   "max_position_embeddings": 512},
-    "albert": {"vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_hidden_layers": 12,
-               "num_attention_heads": 64, "intermediate_size": 16384, "max_position_embeddings": 512,
-               "type_vocab_size": 2, "num_hidden_groups": 1, "inner_group_num": 1},
-    "electra": {"vocab_size": 30522, "embedding_size": 128, "hidden_size": 256, "num_hidden_layers": 12,
-                "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 512,
-                "type_vocab_size": 2},
-    "xlnet": {"vocab_size": 32000, "d_model": 1024, "n_layer": 24, "n_head": 16, "d_inner": 4096},
-    "gpt2": {"vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12, "n_positions": 1024, "n_inner": None},
-    "deberta-v2": {"vocab_size": 128100, "hidden_size": 1536, "num_hidden_layers": 24, "num_attention_heads": 24,
-                   "intermediate_size": 6144, "max_position_embeddings": 512, "type_vocab_size": 0,
-                   "relative_attention": False, "max_relative_positions": -1, "position_biased_input": True,
-                   "pos_att_type": None, "legacy": True},
-    "mpnet": {"vocab_size": 30527, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-              "intermediate_size": 3072, "max_position_embeddings": 512, "relative_attention_num_buckets": 32},
-    "xlm-roberta": {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                    "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
-    "modernbert": {"vocab_size": 50368, "hidden_size": 768, "num_hidden_layers": 22, "num_attention_heads": 12,
-                   "intermediate_size": 1152, "max_position_embeddings": 8192, "attention_bias": False, "mlp_bias": False,
-                   "norm_bias": False, "decoder_bias": True, "classifier_bias": False, "local_attention": 128},
-}
+#: Defaults of the transformers config classes (checked against them in the tests), from the architecture records.
+DEFAULTS: dict[str, Mapping[str, Any]] = {mt: a.defaults for mt, a in ARCHITECTURES.items()}
 
 #: Which heads each architecture has (what transformers' Auto classes build for it).
-ARCH_HEADS: dict[str, tuple[str, ...]] = {
-    "bert": ("base", "masked-lm", "causal-lm", "pretraining"),
-    "roberta": ("base", "masked-lm", "causal-lm", "pretraining"),
-    "distilbert": ("base", "masked-lm", "pretraining"),
-    "albert": ("base", "masked-lm", "pretraining"),
-    "electra": ("base", "masked-lm", "causal-lm", "pretraining"),
-    "xlnet": ("base", "causal-lm", "pretraining", "xlnet-lm"),
-    "gpt2": ("base", "causal-lm", "pretraining"),
-    "deberta-v2": ("base", "masked-lm", "pretraining"),
-    "mpnet": ("base", "masked-lm", "pretraining"),
-    "xlm-roberta": ("base", "masked-lm", "causal-lm", "pretraining"),
-    "modernbert": ("base", "masked-lm"),
-}
+ARCH_HEADS: dict[str, tuple[str, ...]] = {mt: a.heads for mt, a in ARCHITECTURES.items()}
 
-#: Architectures that share another's layout tensor for tensor (XLM-R is RoBERTa with a 250k vocabulary).
-SAME_LAYOUT: dict[str, str] = {"xlm-roberta": "roberta"}
+#: Architectures whose tensors are laid out as another's (XLM-R is RoBERTa with another vocabulary).
+SAME_LAYOUT: dict[str, str] = {mt: a.layout for mt, a in ARCHITECTURES.items() if a.layout != mt}
 
 #: Above this the calculators refuse: no model has been trained near it, and it is usually a typo.
 MAX_PARAMETERS = 10**13

@@ -167,7 +167,7 @@ def calculator(model: str, head: str = "base", precision: str = "mixed", optimiz
         config = card.config
     else:  # any checkpoint: its config.json alone (a folder here, or a Hub id when online); no size limit, nothing loads
         from analysis.params import MAX_PARAMETERS
-        from models.checkpoint import inspect
+        from models.inspection import inspect
 
         config = inspect(model, max_params=MAX_PARAMETERS).config
     bd = parameter_breakdown(config, head or "base")

@@ -81,7 +81,7 @@ def first_view() -> None:
 
     from models import cache
     from models.attention import extract_attention
-    from models.checkpoint import inspect
+    from models.inspection import inspect
 
     folder = MODEL_DIR / "students" / "my-bert-base"
 

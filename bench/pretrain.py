@@ -8,7 +8,7 @@ same batches (the same collator) and the same steps. Runs interleaved, medians o
 GPU the same script reports the same ratio.
 
 Also: the lab's 8,192-token vocabulary against BERT's 30,522 (same model otherwise), and one run through
-the lab's queue (``models.lab.submit``: a background worker process, curve written to the database every
+the lab's queue (``services.lab.submit``: a background worker process, curve written to the database every
 second) against calling ``train`` in-process: wall time to the finished run, and time to the first
 point of the curve (what a class waits for before the chart moves).
 """
@@ -59,7 +59,7 @@ def main() -> None:
         for _ in range(config.steps):
             b = batches.sample()
             loss = (model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], labels=b["labels"]).loss if full_head
-                    else P._loss(config, model, b))
+                    else P.loss_of(config, model, b))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -97,8 +97,8 @@ def main() -> None:
 def queue(config) -> None:
     """A run through the lab's queue (worker process) against the library call in this process (warm imports)."""
     from analysis.results_db import runs
-    from models import lab
     from models import pretrain as P
+    from services import lab
 
     cfg = replace(config, steps=120)
     direct, queued, first = [], [], []

@@ -58,6 +58,11 @@ class UnsupportedTask(ExplorerError, ValueError):
     """The model has no trained head for the requested task (e.g. fill-mask on GPT-2)."""
 
 
+class TrainingFailed(ExplorerError, RuntimeError):
+    """Training stopped: the loss became NaN or infinite (the last good state is kept), or a checkpoint could not be
+    saved (nothing half-written is left)."""
+
+
 class AttentionUnavailable(ExplorerError, RuntimeError):
     """A model returned no attention weights (it was loaded without eager attention)."""
 

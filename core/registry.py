@@ -34,7 +34,8 @@ OBJECTIVES: dict[str, str] = {
 }
 
 #: The heads a checkpoint may carry, as ``models.loader.load(..., task=...)`` names them.
-TASKS: tuple[str, ...] = ("base", "masked-lm", "causal-lm", "pretraining", "xlnet-lm")
+TASKS: tuple[str, ...] = ("base", "masked-lm", "causal-lm", "pretraining", "xlnet-lm", "sequence-classification",
+                          "token-classification")
 
 
 def arxiv_year(arxiv_id: str | None) -> int | None:

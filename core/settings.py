@@ -49,7 +49,9 @@ SETTINGS: tuple[Setting, ...] = (
             "replicas (see Deploying)."),
     Setting("warmup", "BFE_WARMUP", "1",
             "`1`: when the server starts, import torch and transformers and load the bundled model in the "
-            "background, so the first visit to a model page does not wait; `0`: load on first use."),
+            "background, so the first visit to a model page does not wait, and start the labs' queue supervisor "
+            "(queued runs resume after a restart without anyone opening the page); `0`: load on first use, and "
+            "queued runs start only when a run is submitted or finishes."),
     Setting("lab_concurrency", "BFE_LAB_CONCURRENCY", "1",
             "Pre-training lab: how many training runs one server runs at once (each in its own background "
             "process); the rest wait in the queue with their position shown."),

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.architectures import ARCHITECTURES, PLAIN
 from core.errors import AttentionUnavailable, InvalidText, check_text_length
 
 PUNCTUATION = frozenset(".,;:!?-—–()[]{}\"'`…/")
@@ -240,16 +241,8 @@ def architecture_notes(config: Any) -> tuple[tuple[int, ...], int, str]:
             f"{_layer_list(list(local))} local, each token seeing only the {window // 2} tokens on either side "
             f"(a {window}-token sliding window), so their maps are a band. Positions are rotary (RoPE), not learned "
             "(Warner et al. 2024, ModernBERT, Section 2.1).")
-    if mt == "deberta-v2":
-        return (), 0, ("DeBERTa's disentangled attention: each score adds content-to-content, content-to-position and "
-                       "position-to-content terms over relative positions; the layers see no absolute positions "
-                       "(He et al. 2021, DeBERTa, Section 3.1). The weights shown are the softmax of that sum.")
-    if mt == "mpnet":
-        return (), 0, ("MPNet adds a learned relative-position bias (shared by all layers) to the scores, and sees the "
-                       "positions of the whole sentence while predicting in a permuted order (Song et al. 2020, MPNet).")
-    if mt == "xlm-roberta":
-        return (), 0, "XLM-RoBERTa: RoBERTa's attention, one 250k SentencePiece vocabulary for 100 languages (Conneau et al. 2020)."
-    return (), 0, ""
+    record = ARCHITECTURES.get(mt)
+    return (), 0, record.note if record else ""
 
 
 # ------------------------------------------------------------------------------------------ analyses
@@ -355,11 +348,8 @@ def align(a: AttentionResult, b: AttentionResult) -> tuple[list[str], np.ndarray
 #: vectors explain the weights. The others add terms q·k does not show: DeBERTa (content-to-position and
 #: position-to-content), MPNet (a relative-position bias), XLNet (relative positions and segments),
 #: ModernBERT (rotary positions turn q and k before the product).
-PLAIN_ATTENTION = ("bert", "roberta", "xlm-roberta", "electra", "albert", "distilbert", "gpt2")
-NOT_PLAIN = {"deberta-v2": "disentangled attention adds content-to-position and position-to-content scores",
-             "mpnet": "a learned relative-position bias is added to q·k",
-             "xlnet": "relative positions and segment terms are added to q·k",
-             "modernbert": "rotary position embeddings rotate q and k before their product"}
+PLAIN_ATTENTION = tuple(mt for mt, a in ARCHITECTURES.items() if a.attention == PLAIN)
+NOT_PLAIN = {mt: a.attention for mt, a in ARCHITECTURES.items() if a.attention != PLAIN}
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import ExplorerError, InvalidCheckpoint, ModelTooLarge, ModelUnavailable, UnsafeCheckpoint
+from analysis.architectures import ARCHITECTURES
+from core.errors import InvalidCheckpoint, ModelTooLarge, UnsafeCheckpoint
 from core.settings import get_settings
 
 if TYPE_CHECKING:
     from analysis.params import Breakdown
 
-#: ``model_type`` values of the architectures this app knows how to show.
-SUPPORTED_MODEL_TYPES = frozenset({"bert", "roberta", "distilbert", "albert", "xlnet", "electra", "gpt2",
-                                   "deberta-v2", "mpnet", "xlm-roberta", "modernbert"})
+#: ``model_type`` values of the architectures this app knows how to show (one record each: analysis.architectures).
+SUPPORTED_MODEL_TYPES = frozenset(ARCHITECTURES)
 #: A config.json larger than this is not a model config (real ones are a few kB).
 MAX_CONFIG_BYTES = 1_000_000
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -169,6 +169,7 @@ _HEAD_MARKS: dict[str, tuple[str, ...]] = {
     "sop": ("sop_classifier.",),
     "discriminator": ("discriminator_predictions.",),
     "xlnet-lm": ("lm_loss.",),
+    "classification": ("classifier.", "score.", "logits_proj.", "pre_classifier."),
 }
 
 
@@ -178,7 +179,8 @@ def heads_from_names(model_type: str, names: list[str] | tuple[str, ...]) -> tup
     A tied LM decoder has no tensor of its own, so the transform in front of it (``cls.predictions``,
     ``lm_head``...) marks an MLM head; GPT-2's LM head is its tied word embeddings, always there.
     """
-    found = {kind for kind, marks in _HEAD_MARKS.items() for n in names if n.startswith(marks) or any(f".{m}" in n for m in marks)}
+    found = {kind for kind, marks in _HEAD_MARKS.items() for n in names
+             if (n.startswith(marks) or any(f".{m}" in n for m in marks)) and not n.startswith("sop_classifier.")}
     heads = ["base"]
     if "masked-lm" in found and model_type not in ("gpt2", "xlnet"):
         heads.append("masked-lm")
@@ -191,6 +193,8 @@ def heads_from_names(model_type: str, names: list[str] | tuple[str, ...]) -> tup
         heads.append("pretraining")
     elif model_type in ("roberta", "xlm-roberta", "distilbert", "deberta-v2", "mpnet") and "masked-lm" in found:
         heads.append("pretraining")  # AutoModelForPreTraining is the masked-LM class for these
+    if "classification" in found:  # a fine-tuned model (models.finetune): one linear layer reads [CLS] or each token
+        heads += ["sequence-classification", "token-classification"]
     return tuple(heads)
 
 
@@ -221,7 +225,7 @@ def _stored_tensors(folder: Path, label: str) -> tuple[int, list[str]]:
     return total, names
 
 
-def _check_coverage(bd: Breakdown, stored: int, label: str) -> None:
+def check_coverage(bd: Breakdown, stored: int, label: str) -> None:
     # Checkpoints saved from a masked-LM model have no pooler; every other base tensor must be there.
     required = bd.total - bd.by_part().get("pooler", 0)
     if stored < required:
@@ -246,7 +250,7 @@ def preflight(folder: Path, max_params: int | None = None) -> Preflight:
     if stored > budget:
         raise ModelTooLarge(f"{label} has {stored:,} parameters; this server loads models up to {budget:,} (BFE_MAX_PARAMS).",
                             "Pick a smaller model, or raise BFE_MAX_PARAMS on a machine with the memory for it.")
-    _check_coverage(bd, stored, label)
+    check_coverage(bd, stored, label)
     return Preflight(config, bd.total, stored, heads_from_names(config["model_type"], names))
 
 
@@ -268,63 +272,3 @@ class CheckpointInfo:
         """One line for a page: architecture, size, heads, where."""
         return (f"{self.model_id}: {self.model_type}, {self.parameters:,} parameters, heads: {', '.join(self.heads)}; "
                 f"{self.where}" + ("" if self.downloaded else " (downloads on first use)"))
-
-
-def inspect(model_id: str, *, network: bool = True, max_params: int | None = None) -> CheckpointInfo:
-    """Describe any checkpoint (catalog id, Hub id ``owner/name``, or folder under ``BFE_MODEL_DIR``) from its
-    ``config.json`` and tensor headers alone: nothing is loaded, and from the Hub only the config (a few kB)
-    and the safetensors headers are read.
-
-    Raises:
-        InvalidModelId, UnknownModel, ModelUnavailable (offline: with the fetch command), InvalidCheckpoint,
-        UnsafeCheckpoint, ModelTooLarge.
-    """
-    # Imported here: models.locate imports this module (to check the folders it finds).
-    from models import locate as where
-
-    source = where.locate(model_id, network=network)
-    if source.kind != "hub":
-        pf = preflight(Path(source.location), max_params)
-        return CheckpointInfo(model_id, source.describe(), pf.config["model_type"], pf.expected, pf.heads, pf.config, True)
-    return _inspect_hub(model_id, source.location, max_params)
-
-
-def _inspect_hub(model_id: str, hub_id: str, max_params: int | None) -> CheckpointInfo:
-    """Config, file list and safetensors headers of a Hub repository: three small requests, no weights."""
-    import tempfile
-
-    from models import locate as where
-
-    label = f"{hub_id} (Hugging Face Hub)"
-    if not where._hub_answers(hub_id):
-        where.note_hub_failure()
-        raise ModelUnavailable(f"{hub_id} is not on this machine and the Hugging Face Hub did not answer within "
-                               f"{where.HUB_ANSWER_TIMEOUT_S:.0f} s.", where.how_to_get(model_id))
-    try:
-        from huggingface_hub import get_safetensors_metadata, hf_hub_download, list_repo_files
-
-        files = list_repo_files(hub_id)
-        if "config.json" not in files:
-            raise InvalidCheckpoint(f"{label} has no config.json.", "Is this a transformers model repository?")
-        check_files(files, label)
-        with tempfile.TemporaryDirectory() as tmp:  # the config is read, not kept: the weights download keeps its own
-            cfg_file = hf_hub_download(hub_id, "config.json", local_dir=tmp)
-            config = read_config(Path(cfg_file).parent)
-        bd = check_config(config, label, max_params)
-        meta = get_safetensors_metadata(hub_id)
-    except ExplorerError:
-        raise
-    except Exception as err:  # the Hub client raises many unrelated types; all mean "could not inspect"
-        if where._looks_like_no_network(err):
-            where.note_hub_failure()
-        raise ModelUnavailable(f"Could not read {hub_id} from the Hub ({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}).",
-                               "Check the id (owner/name, as on huggingface.co).") from None
-    names = [n for fm in meta.files_metadata.values() for n in fm.tensors]
-    stored = sum(meta.parameter_count.values())
-    budget = max_params or get_settings().max_params
-    if stored > budget:
-        raise ModelTooLarge(f"{label} has {stored:,} parameters; this server loads models up to {budget:,} (BFE_MAX_PARAMS).",
-                            "Pick a smaller model.")
-    _check_coverage(bd, stored, label)
-    return CheckpointInfo(model_id, f"Hugging Face Hub ({hub_id})", config["model_type"], bd.total,
-                          heads_from_names(config["model_type"], names), config, False)

@@ -87,9 +87,9 @@ def fetch(model_id: str, on_progress: Callable[[int, int], None] | None = None) 
         raise ModelUnavailable("The Hugging Face Hub cannot be reached from this machine.",
                                "Run the fetch on a machine with internet and copy the model folder here.")
     if card is None:
-        from models.checkpoint import _inspect_hub
+        from models.inspection import inspect_hub
 
-        _inspect_hub(mid, mid, None)  # config and headers first: refused before any weight downloads
+        inspect_hub(mid, mid, None)  # config and headers first: refused before any weight downloads
     hub_id, name = (card.hub_id, card.id) if card is not None else (mid, mid)
     folder = local_folder(name, settings.model_dir)
     try:

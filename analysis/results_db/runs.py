@@ -78,9 +78,11 @@ def start_run(run_id: int, engine: Engine | None = None) -> None:
     _update(run_id, engine, status="running", pid=os.getpid(), host=socket.gethostname()[:100], started_at=_now())
 
 
-def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None, seconds: float | None = None) -> bool:
-    """Store the loss curve so far (thinned to :data:`MAX_CURVE_POINTS`, the last point kept) and the seconds
-    trained; return whether the run was asked to stop (:func:`request_cancel`), so a worker needs one round trip."""
+def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None, seconds: float | None = None,
+                 evaluation: dict[str, Any] | None = None) -> bool:
+    """Store the loss curve so far (thinned to :data:`MAX_CURVE_POINTS`, the last point kept), the seconds trained and,
+    where given, the evaluation so far (a fine-tune's epochs); return whether the run was asked to stop
+    (:func:`request_cancel`), so a worker needs one round trip."""
     if len(curve) > MAX_CURVE_POINTS:
         step = len(curve) / MAX_CURVE_POINTS
         curve = [curve[int(i * step)] for i in range(MAX_CURVE_POINTS - 1)] + [curve[-1]]
@@ -93,6 +95,8 @@ def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | N
         run.curve = json.dumps(curve)
         if seconds is not None:
             run.seconds = seconds
+        if evaluation is not None:
+            run.evaluation = json.dumps(evaluation, default=str)
         return bool(run.cancel)
 
     return write(engine, change)
@@ -119,7 +123,7 @@ def request_cancel(run_id: int, engine: Engine | None = None) -> str:
 def claim_next(limit: int, engine: Engine | None = None) -> int | None:
     """The oldest queued run on this host, marked running, when fewer than ``limit`` run here; else None.
 
-    Callers serialise it per host (:func:`models.lab.dispatch` holds a file lock), so two claims never
+    Callers serialise it per host (:func:`services.lab.dispatch` holds a file lock), so two claims never
     both see a free slot.
     """
     engine = _engine(engine)

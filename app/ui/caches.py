@@ -51,7 +51,7 @@ def device_label() -> str:
 
 @st.cache_data(ttl=60, max_entries=64, show_spinner="Reading the checkpoint's config…")
 def inspect_checkpoint(model_id: str) -> Any:
-    """``models.checkpoint.inspect``: config and tensor headers only, nothing loaded (cached a minute)."""
-    from models.checkpoint import inspect
+    """``models.inspection.inspect``: config and tensor headers only, nothing loaded (cached a minute)."""
+    from models.inspection import inspect
 
     return inspect(model_id)

@@ -66,11 +66,16 @@ def page_run() -> Iterator[None]:
 
 
 def start_warmup() -> None:
-    """Start warming the model pages in the background (once per process; ``BFE_WARMUP=0`` turns it off)."""
+    """Start the server's background work, once per process (``BFE_WARMUP=0`` turns it off): warming the model pages,
+    and the lab queue's supervisor, which starts queued runs after a restart and frees a dead worker's slot."""
+    from core.settings import get_settings
     from models import warmup
+    from services import lab
 
     with suppress(ExplorerError):  # a bad BFE_* setting, which the page has already shown
         warmup.start()
+        if get_settings().warmup:
+            lab.supervise()
 
 
 def await_warmup(model_ids: list[str]) -> None:

@@ -31,7 +31,7 @@ def valid_model_id(value: Any) -> bool:
 @st.cache_data(ttl=5, max_entries=16, show_spinner=False)
 def trained_here(task: str | None = None) -> list[str]:
     """``trained/<run>`` checkpoints of the pre-training lab (with ``task``'s head), newest first (re-read every 5 s)."""
-    from models.lab import trained_models
+    from services.lab import trained_models
 
     return trained_models(task)
 
@@ -40,7 +40,7 @@ def trained_here(task: str | None = None) -> list[str]:
 def _trained_label(mid: str) -> str:
     """A checkpoint trained here, with its objective and size from its run record (read once per 5 s, not per option
     on every rerun)."""
-    from models.lab import run_info
+    from services.lab import run_info
 
     cfg = run_info(mid).get("config", {})
     what = f"{cfg.get('objective', '?')}, {cfg.get('layers', '?')}×{cfg.get('hidden', '?')}" if cfg else "its run record is missing"

@@ -71,7 +71,7 @@ def fill_from_preset() -> None:
 
 def fill_from_other() -> None:
     """Another checkpoint's config (a Hub id or a folder here), read alone: the calculator needs no weights and no budget."""
-    from models.checkpoint import inspect
+    from models.inspection import inspect
 
     mid = (st.session_state.get("sz_preset_other") or "").strip()
     st.session_state["sz_other_done"] = mid

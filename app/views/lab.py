@@ -1,10 +1,8 @@
 """Pre-training lab: train small family members on this server, watch them learn, re-run the papers' ablations
-in miniature. Runs train in background processes (models.lab); this page starts, lists, compares and cancels
+in miniature. Runs train in background processes (services.lab); this page starts, lists, compares and cancels
 them, and never imports torch."""
 
 import datetime as dt
-import hashlib
-import shutil
 
 import pandas as pd
 import plotly.express as px
@@ -12,10 +10,10 @@ import streamlit as st
 
 from analysis.results_db import runs as R
 from app import ui
-from core.errors import ExplorerError, InvalidData
+from core.errors import ExplorerError
 from core.settings import get_settings
-from models import lab
 from models import pretrain as P
+from services import lab
 
 ACTIVE = ("queued", "running")
 DEFAULTS = {"lb_preset": "albert", "lb_objective": "mlm", "lb_masking": "dynamic", "lb_layers": 2, "lb_hidden": 128,
@@ -41,18 +39,8 @@ def checked_corpus(path: str) -> str:
 
 
 def corpus_path(upload) -> str:
-    """Save an uploaded text file beside the checkpoints (content-addressed) and check it; return its path."""
-    raw = upload.getvalue()
-    if len(raw) > P.MAX_USER_CORPUS_BYTES:
-        raise InvalidData(f"The file is {len(raw) / 2**20:.0f} MB; the lab takes at most {P.MAX_USER_CORPUS_BYTES // 2**20} MB.")
-    folder = P.trained_dir() / ".corpora"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(raw).hexdigest()[:20]}.txt"
-    if not path.exists():
-        tmp = path.with_suffix(".partial")
-        tmp.write_bytes(raw)
-        tmp.replace(path)
-    return checked_corpus(str(path))
+    """The lab service stores the uploaded file (content-addressed); it is checked once per file."""
+    return checked_corpus(lab.save_corpus(upload.getvalue()))
 
 
 def fmt_seconds(x: float | None) -> str:
@@ -97,8 +85,8 @@ st.title("Pre-training lab")
 st.markdown("#### Train small family members on this server, watch them learn, and re-run the papers' ablations in miniature")
 ui.warn_ignored(ignored, "lb_")
 try:
-    lab.dispatch()  # starts queued runs after a server restart; marks runs of a dead process interrupted
-    frame = R.list_runs()
+    frame = R.list_runs()  # the lab's supervisor (services.lab.supervise) starts queued runs and marks dead ones
+    frame = frame[frame["objective"] != lab.FINETUNE]  # fine-tuning runs have their own page
 except ExplorerError as err:
     ui.show_error(err)
     st.stop()
@@ -286,10 +274,6 @@ if len(ended):
     victim = c[1].selectbox("Delete a run", list(ended["name"]), key="lb_delete_pick", label_visibility="collapsed",
                             help="Deletes the run and its checkpoint.")
     if c[2].button("Delete", icon=":material/delete:", key="lb_delete"):
-        row = ended[ended["name"] == victim].iloc[0]
-        R.delete_run(int(row["id"]))
-        if row["checkpoint"].startswith("trained/"):
-            shutil.rmtree(P.trained_dir() / row["checkpoint"].split("/", 1)[1], ignore_errors=True)
-        st.toast(f"Deleted {victim}.")
+        st.toast(f"Deleted {lab.delete(int(ended[ended['name'] == victim].iloc[0]['id']))} and its checkpoint.")
         st.rerun()
 ui.save_url_state(DEFAULTS)

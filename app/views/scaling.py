@@ -53,7 +53,7 @@ if src == "built-in":
 elif src == "lab":
     # Only this data source reads the results database: the page's other sources stay free of SQLAlchemy.
     from analysis.results_db import runs as lab_runs
-    from models import lab
+    from services import lab
 
     try:
         frame = lab_runs.list_runs()

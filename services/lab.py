@@ -1,13 +1,18 @@
-"""The pre-training lab's runs: presets that re-run the papers' ablations in miniature, sizes and memory from the
-calculator before anything starts, a per-server queue, and training in background processes.
+"""The lab's job service: presets that re-run the papers' ablations in miniature, sizes and memory from the
+calculator before anything starts, a per-server queue, training in background processes, and what the pages
+do to runs (submit, cancel, delete with the checkpoint, save an uploaded corpus).
 
-A run never trains inside a Streamlit rerun. :func:`submit` checks each configuration (the memory calculator's
-prediction against ``BFE_LAB_MEMORY_MB``), stores the runs as queued in the results database and calls
-:func:`dispatch`, which starts a worker process (``python -m models.lab work <id>``) for each free slot
+This is a service layer above ``models/`` (which trains) and ``analysis/`` (which stores): pages call these
+functions and only draw. A run never trains inside a Streamlit rerun. :func:`submit` checks each configuration
+(the memory calculator's prediction against ``BFE_LAB_MEMORY_MB``), stores the runs as queued in the results
+database and calls :func:`dispatch`, which starts a worker process (``python -m services.lab work <id>``) for each
+free slot
 (``BFE_LAB_CONCURRENCY``, per host). The worker trains with :func:`models.pretrain.train`, writes its curve to
 the database about once a second (and reads the cancel flag in the same write), stores the evaluation, then
 dispatches the next queued run. Closing the tab or another student's click changes nothing; a server that
-restarts leaves its runs ``interrupted`` (:func:`analysis.results_db.runs.mark_interrupted`), never finished.
+restarts leaves its runs ``interrupted`` (:func:`analysis.results_db.runs.mark_interrupted`), never finished;
+:func:`supervise` (started once per server process with the warm-up) dispatches every few seconds, so queued runs
+resume after a restart and a dead worker's slot is freed without anyone opening the page.
 
 Torch is imported by the worker only; the page that lists and starts runs does not pay for it.
 """
@@ -16,9 +21,11 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hashlib
 import json
+import logging
 import os
-import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -28,12 +35,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from core.errors import ExplorerError, InvalidConfig
-from models.pretrain import VOCAB_SIZES, TrainConfig, hf_config
+from core.errors import ExplorerError, InvalidConfig, InvalidData
+from models.pretrain.config import MAX_USER_CORPUS_BYTES, RUN_NAME, VOCAB_SIZES, TrainConfig, hf_config, trained_dir
 
+log = logging.getLogger("bert_family_explorer")
 MAX_QUEUED = 40  # queued runs per host; a class of 30 each starting one fits, a script looping does not
 MAX_STEPS = 20_000  # per run from the page (the library allows more, from a shell)
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
+NAME = RUN_NAME
+ROOT = Path(__file__).resolve().parent.parent
 WORKER_THREADS = max(1, (os.cpu_count() or 2) - 1)  # leave a core to the web server
 
 
@@ -210,8 +219,6 @@ def plan(preset: str, base: TrainConfig, group: str) -> list[tuple[str, TrainCon
 
 
 def _lock_path() -> Path:
-    from models.pretrain import trained_dir
-
     folder = trained_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -275,8 +282,8 @@ def dispatch(engine: Any = None) -> list[int]:
             log = _lock_path().parent / ".logs" / f"{rid}.log"
             log.parent.mkdir(exist_ok=True)
             with open(log, "ab") as out:
-                proc = subprocess.Popen([sys.executable, "-m", "models.lab", "work", str(rid)], stdout=out, stderr=out,
-                                        stdin=subprocess.DEVNULL, start_new_session=True, cwd=Path(__file__).resolve().parent.parent,
+                proc = subprocess.Popen([sys.executable, "-m", "services.lab", "work", str(rid)], stdout=out, stderr=out,
+                                        stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT,
                                         env={**os.environ, "OMP_NUM_THREADS": str(WORKER_THREADS)})
             runs.set_pid(rid, proc.pid, engine)
             _reap(proc)
@@ -291,12 +298,97 @@ def cancel(run_id: int, engine: Any = None) -> str:
     return runs.request_cancel(run_id, engine)
 
 
+def delete(run_id: int, engine: Any = None) -> str:
+    """Delete an ended run and its checkpoint folder (``trained/<run>``); returns the run's name.
+
+    Raises:
+        InvalidConfig: the run is queued or running (cancel it first).
+    """
+    from analysis.results_db import runs
+
+    run = runs.get_run(run_id, engine)
+    if run["status"] in ("queued", "running"):
+        raise InvalidConfig(f"Run {run['name']!r} is {run['status']}.", "Cancel it first, then delete it.")
+    runs.delete_run(run_id, engine)
+    checkpoint = run.get("checkpoint") or ""
+    if checkpoint.startswith("trained/"):
+        folder = (trained_dir() / checkpoint.split("/", 1)[1]).resolve()
+        if folder.parent == trained_dir().resolve():  # never outside the lab's folder, whatever the row says
+            shutil.rmtree(folder, ignore_errors=True)
+    return str(run["name"])
+
+
+def save_corpus(raw: bytes) -> str:
+    """Store an uploaded text file beside the checkpoints (content-addressed, written atomically) and return its
+    path, for ``TrainConfig(corpus=...)``. Check it with :func:`models.pretrain.read_corpus` before use.
+
+    Raises:
+        InvalidData: larger than :data:`models.pretrain.MAX_USER_CORPUS_BYTES`.
+    """
+    if len(raw) > MAX_USER_CORPUS_BYTES:
+        raise InvalidData(f"The file is {len(raw) / 2**20:.0f} MB; the lab takes at most {MAX_USER_CORPUS_BYTES // 2**20} MB.")
+    folder = _lock_path().parent / ".corpora"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(raw).hexdigest()[:20]}.txt"
+    if not path.exists():
+        tmp = path.with_suffix(f".partial-{os.getpid()}")
+        tmp.write_bytes(raw)
+        tmp.replace(path)
+    return str(path)
+
+
+def save_task_file(raw: bytes) -> str:
+    """Check a user's task CSV whole (:func:`analysis.tasks.parse_task_csv`), then store it beside the checkpoints
+    (content-addressed, written atomically) and return its path, for ``FineTuneConfig(task=...)``.
+
+    Raises:
+        InvalidTaskFile: what is wrong with the file, by line.
+    """
+    from analysis.tasks import parse_task_csv
+
+    parse_task_csv(raw)
+    folder = _lock_path().parent / ".tasks"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(raw).hexdigest()[:20]}.csv"
+    if not path.exists():
+        tmp = path.with_suffix(f".partial-{os.getpid()}")
+        tmp.write_bytes(raw)
+        tmp.replace(path)
+    return str(path)
+
+
+_supervisor: threading.Thread | None = None
+
+
+def supervise(interval: float = 5.0) -> bool:
+    """Start, once per process, a daemon thread that calls :func:`dispatch` every ``interval`` seconds: queued runs
+    start after a server restart and a dead worker's run is marked interrupted, whether or not a page is open.
+    Returns True when this call started it."""
+    global _supervisor
+    if _supervisor is not None and _supervisor.is_alive():
+        return False
+
+    def loop() -> None:
+        while True:
+            try:
+                dispatch()
+            except Exception as err:  # a database or disk outage must not end the supervisor; it tries again
+                log.warning("lab supervisor: %s", err)
+            time.sleep(interval)
+
+    _supervisor = threading.Thread(target=loop, daemon=True, name="lab-supervisor")
+    _supervisor.start()
+    return True
+
+
 def work(run_id: int, engine: Any = None) -> str:
     """Train one claimed run (in the worker process): curve and cancel flag through the database about once a
     second, evaluation and checkpoint at the end, then start the next queued run. Returns the final status."""
     from analysis.results_db import runs
 
     run = runs.get_run(run_id, engine)
+    if run["objective"] == FINETUNE:
+        return _work_finetune(run, engine)
     config = TrainConfig.from_stored(run["config"])
     runs.set_pid(run_id, os.getpid(), engine)
     curve: list[tuple[int, float]] = []
@@ -338,6 +430,186 @@ def work(run_id: int, engine: Any = None) -> str:
                         engine=engine)
         dispatch(engine)
     return status
+
+
+# ------------------------------------------------------------------------------------------ fine-tuning runs
+
+FINETUNE = "finetune"  # the objective column of a fine-tuning run in bfe_runs
+
+
+@dataclass(frozen=True)
+class FineTuneSize:
+    """What a fine-tuning run will train and need, before it starts."""
+
+    parameters: int  # the whole classifier (encoder + head)
+    trainable: int  # what the mode trains: everything, or only the linear classifier on frozen features
+    memory_bytes: int  # one training step, fp32 AdamW (frozen: the encoder's forward only)
+
+
+def finetune_size(config: Any, labels: int) -> FineTuneSize:
+    """Exact parameters (``analysis.params`` on the checkpoint's config) and predicted memory of a fine-tuning run.
+
+    Raises:
+        ModelUnavailable, UnsupportedArchitecture, InvalidCheckpoint: from :func:`models.inspection.inspect`.
+    """
+    from analysis.memory import TrainingSetup, inference_memory, training_memory
+    from analysis.params import parameter_breakdown
+    from models.inspection import inspect
+
+    info = inspect(config.model, network=False)
+    body = parameter_breakdown(info.config, "base")
+    a = body.arch
+    head = a.hidden * labels + labels
+    if config.mode == "frozen":
+        width = a.hidden * (min(4, a.layers + 1) if config.layer == "last4" else 1)  # the embeddings count as a layer
+        trainable = width * (labels if labels > 2 else 1) + (labels if labels > 2 else 1)
+        memory = inference_memory(body, config.batch, config.max_len).total
+    else:
+        trainable = body.total + head
+        memory = training_memory(body, config.batch, config.max_len, TrainingSetup(precision="fp32", optimizer="adamw")).total + 16 * head
+    return FineTuneSize(body.total + head, trainable, int(memory))
+
+
+def submit_finetune(configs: list[Any], group: str, engine: Any = None, start: bool = True) -> list[int]:
+    """Queue fine-tuning runs (all or none): each config validated whole (model, task, sizes, name) and its memory
+    checked against ``BFE_LAB_MEMORY_MB`` before any is stored.
+
+    Raises:
+        InvalidConfig, QueueFull, DuplicateRun, and what loading the task or inspecting the model raises.
+    """
+    from analysis.results_db import runs
+    from core.settings import get_settings
+    from models.finetune import load_config_task
+
+    if not NAME.match(group or ""):
+        raise InvalidConfig(f"{group[:60]!r} is not a usable run name.",
+                            "Use letters, digits, '.', '_' and '-' (at most 60), starting with a letter or digit.")
+    if not configs:
+        raise InvalidConfig("Pick at least one model and one mode.")
+    budget = get_settings().lab_memory_mb
+    for cfg in configs:
+        cfg.validate()
+        task = load_config_task(cfg)
+        need = finetune_size(cfg, len(task.labels)).memory_bytes
+        if need > budget * 2**20:
+            raise InvalidConfig(f"{cfg.run_name} would need about {need / 2**20:,.0f} MB; the lab's limit on this server is "
+                                f"{budget:,} MB (BFE_LAB_MEMORY_MB).", "Use a smaller batch or sequence length, or a smaller model.")
+    waiting = int((runs.list_runs(engine)["status"] == "queued").sum())
+    if waiting + len(configs) > MAX_QUEUED:
+        raise QueueFull(f"{waiting} runs are already waiting on this server; the queue holds {MAX_QUEUED}.",
+                        "Wait for some to finish, or cancel some of yours.")
+    ids = []
+    try:
+        for cfg in configs:
+            ids.append(runs.create_run(cfg.run_name, FINETUNE, {"kind": FINETUNE, **asdict(cfg)}, engine, group=group))
+    except ExplorerError:
+        for rid in ids:
+            runs.delete_run(rid, engine)
+        raise
+    if start:
+        dispatch(engine)
+    return ids
+
+
+def _work_finetune(run: dict[str, Any], engine: Any) -> str:
+    """The worker's side of a fine-tuning run: curve and epochs through the database about once a second."""
+    from analysis.results_db import runs
+    from models.finetune import FineTuneConfig
+
+    run_id = run["id"]
+    config = FineTuneConfig.from_stored(run["config"])
+    runs.set_pid(run_id, os.getpid(), engine)
+    curve: list[tuple[int, float]] = []
+    epochs: list[dict[str, float]] = []
+    state = {"last": 0.0, "cancel": False}
+
+    def progress(step: int, loss: float, seconds: float) -> None:
+        curve.append((step, loss))
+        if time.monotonic() - state["last"] >= 1.0:
+            state["last"] = time.monotonic()
+            state["cancel"] = runs.record_curve(run_id, curve, engine, seconds=seconds, evaluation={"epochs": epochs})
+
+    def epoch(row: dict[str, float]) -> None:
+        epochs.append(row)
+        state["cancel"] = runs.record_curve(run_id, curve, engine, evaluation={"epochs": epochs})
+
+    status, message, result = "failed", "", None
+    try:
+        import torch
+
+        from models.finetune import finetune
+
+        torch.set_num_threads(WORKER_THREADS)
+        result = finetune(config, on_progress=progress, on_epoch=epoch, should_stop=lambda: state["cancel"])
+        if result.stopped.startswith("cancelled"):
+            status, message = "cancelled", result.stopped.capitalize() + "; no score is reported for a cancelled run."
+        elif result.stopped:
+            status, message = "failed", result.stopped.capitalize() + "."
+        else:
+            status = "finished"
+    except ExplorerError as err:
+        message = str(err)
+    except Exception as err:  # a worker must close its run whatever happened; the log keeps the trace
+        import traceback
+
+        traceback.print_exc()
+        message = f"Fine-tuning stopped with an internal error ({type(err).__name__}); the server log has the details."
+    finally:
+        evaluation = result.summary() if result is not None and status == "finished" else {"epochs": epochs}
+        if result is not None and status == "finished":
+            evaluation["correct"] = result.correct
+        if curve:
+            runs.record_curve(run_id, curve, engine, seconds=result.seconds if result else None)
+        runs.finish_run(run_id, status, evaluation=evaluation, message=message,
+                        checkpoint=result.checkpoint if result else "", seconds=result.seconds if result else None,
+                        tokens=result.tokens if result else None,
+                        parameters=result.trainable_parameters if result else None, engine=engine)
+        dispatch(engine)
+    return status
+
+
+def finetune_table(frame: Any) -> Any:
+    """Finished fine-tuning runs in the shape of Peters et al.'s table: one row per model × mode, one column per
+    task with the mean accuracy over seeds, its spread, the seeds counted and the mean bootstrap interval; and
+    Δ = fine-tuned − frozen per model and task."""
+    import pandas as pd
+
+    from analysis.stats import seed_summary
+
+    done = frame[(frame["objective"] == FINETUNE) & (frame["status"] == "finished")]
+    rows = []
+    for r in done.itertuples():
+        ev = r.evaluation or {}
+        rows.append({"model": r.config.get("model"), "mode": r.config.get("mode"), "task": ev.get("task") or r.config.get("task"),
+                     "accuracy": ev.get("accuracy"), "low": (ev.get("accuracy_interval") or [None])[0],
+                     "high": (ev.get("accuracy_interval") or [None, None])[1], "macro_f1": ev.get("macro_f1"),
+                     "majority": ev.get("majority_baseline"), "seed": r.config.get("seed")})
+    cols = ["model", "mode", "task", "accuracy (mean)", "spread (sd)", "seeds", "95% interval (mean of seeds)",
+            "macro-F1", "majority baseline"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    long = pd.DataFrame(rows)
+    out = []
+    for (model, mode, task), g in long.groupby(["model", "mode", "task"], sort=False):
+        s = seed_summary(g["accuracy"].astype(float).tolist())
+        out.append({"model": model, "mode": mode, "task": task, "accuracy (mean)": s["mean"], "spread (sd)": s["std"],
+                    "seeds": s["n"], "95% interval (mean of seeds)": f"[{g['low'].mean():.3f}, {g['high'].mean():.3f}]",
+                    "macro-F1": float(g["macro_f1"].astype(float).mean()), "majority baseline": float(g["majority"].astype(float).mean())})
+    return pd.DataFrame(out, columns=cols)
+
+
+def finetune_delta(table: Any) -> Any:
+    """Δ = fine-tuned − frozen (mean accuracy) per model and task, from :func:`finetune_table`."""
+    import pandas as pd
+
+    if table.empty:
+        return pd.DataFrame(columns=["model", "task", "frozen", "fine-tuned", "Δ (fine-tuned − frozen)"])
+    wide = table.pivot_table(index=["model", "task"], columns="mode", values="accuracy (mean)").reset_index()
+    for m in ("frozen", "finetune"):
+        if m not in wide:
+            wide[m] = float("nan")
+    wide["Δ (fine-tuned − frozen)"] = wide["finetune"] - wide["frozen"]
+    return wide.rename(columns={"finetune": "fine-tuned"})[["model", "task", "frozen", "fine-tuned", "Δ (fine-tuned − frozen)"]]
 
 
 # ------------------------------------------------------------------------------------------ views of the runs
@@ -402,9 +674,7 @@ def flops_per_second(frame: Any) -> float | None:
 
 def trained_models(task: str | None = None) -> list[str]:
     """``trained/<run>`` ids of the checkpoints trained here (complete folders only), newest first; with ``task``,
-    only those whose tensors hold that head (:func:`models.checkpoint.inspect`)."""
-    from models.pretrain import trained_dir
-
+    only those whose tensors hold that head (:func:`models.inspection.inspect`)."""
     root = trained_dir()
     if not root.is_dir():
         return []
@@ -415,7 +685,7 @@ def trained_models(task: str | None = None) -> list[str]:
         mid = f"trained/{p.name}"
         if task is not None:
             try:
-                from models.checkpoint import inspect
+                from models.inspection import inspect
 
                 if task not in inspect(mid).heads:
                     continue
@@ -427,8 +697,6 @@ def trained_models(task: str | None = None) -> list[str]:
 
 def run_info(model_id: str) -> dict[str, Any]:
     """What ``trained/<run>/bfe_run.json`` says about a checkpoint trained here (config, evaluation), or {}."""
-    from models.pretrain import trained_dir
-
     if not model_id.startswith("trained/"):
         return {}
     path = trained_dir() / model_id.split("/", 1)[1] / "bfe_run.json"
@@ -443,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) == 2 and args[0] == "work" and args[1].isdigit():
         print(work(int(args[1])), flush=True)
         return 0
-    print("usage: python -m models.lab work <run id>   (started by the lab page; see python -m models.pretrain)",
+    print("usage: python -m services.lab work <run id>   (started by the lab page; see python -m models.pretrain)",
           file=sys.stderr)
     return 2
 

@@ -1,0 +1,162 @@
+"""A pre-training run described, without torch: objectives, vocabularies, limits, :class:`TrainConfig` (validated
+whole, the run's name included, before any work starts), :class:`TrainResult`, and :func:`hf_config` (the
+transformers config of the model a run trains, read by the calculator and the lab's planner).
+
+Importing this module costs milliseconds: the lab's page and planner use it without paying for torch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from core.errors import InvalidConfig
+
+OBJECTIVES: dict[str, str] = {
+    "mlm": "masked LM (BERT, RoBERTa)",
+    "mlm+nsp": "masked LM + next sentence prediction (BERT)",
+    "mlm+sop": "masked LM + sentence order prediction (ALBERT's task)",
+    "electra": "replaced-token detection with a small generator (ELECTRA)",
+    "plm": "permutation LM (XLNet)",
+    "clm": "left-to-right LM (GPT-2)",
+}
+DATA = Path(__file__).resolve().parents[2] / "data"
+CORPUS = DATA / "corpus" / "wordnet_glosses.txt.gz"
+MAX_USER_CORPUS_BYTES = 20 * 2**20
+HELD_OUT = 0.02
+#: Easy probes from the corpus's own wording (WordNet glosses), for a model's fill-mask.
+PROBES = ("a [MASK] of the united states", "the [MASK] of a plant", "any of various [MASK] of the genus",
+          "a person who [MASK] in a particular activity", "the act of [MASK] something")
+#: name -> (where the vocabulary is, what it is)
+VOCABS: dict[str, str] = {
+    "wordnet-8k": "8,192-token WordPiece trained on the WordNet glosses (fast: small embeddings and output layer)",
+    "bert": "BERT's 30,522-token uncased WordPiece (from the bundled MiniLM)",
+}
+VOCAB_SIZES = {"wordnet-8k": 8192, "bert": 30522}
+LAB_VOCAB = DATA / "corpus" / "wordpiece-8k" / "vocab.txt"
+EXAMPLES = CORPUS.parent / "wordnet_examples.txt.gz"
+LIMITS = {"layers": (1, 24), "hidden": (16, 1024), "heads": (1, 16), "ffn": (16, 4096), "seq_len": (16, 512),
+          "batch": (1, 512), "steps": (1, 1_000_000)}
+
+#: A run's name: it becomes a folder (``trained/<run>``) and a model id, so it is checked before training starts.
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One pre-training run. Sizes are the encoder's (ELECTRA's generator is ``generator_ratio`` of its width)."""
+
+    objective: str = "mlm"
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 2
+    ffn: int = 512
+    seq_len: int = 64
+    batch: int = 32
+    steps: int = 200
+    lr: float = 1e-3
+    warmup: float = 0.06  # share of the steps
+    schedule: str = "linear"  # or "constant"
+    seed: int = 0
+    masking: str = "dynamic"  # or "static": one mask pattern per example, drawn once (BERT's original)
+    corpus: str = "wordnet"  # or a path to a UTF-8 text file, one text per line
+    corpus_lines: int = 20_000  # texts taken from the corpus (the same ones for a seed)
+    generator_ratio: float = 0.25
+    disc_weight: float = 50.0
+    vocab: str = "wordnet-8k"  # or "bert"
+    dropout: float = 0.1
+    run: str = ""
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> TrainConfig:
+        """The config of a stored run (its JSON may carry extra keys, such as the lab's preset)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in stored.items() if k in known})
+
+    def validate(self) -> TrainConfig:
+        """Raises InvalidConfig for a setting no run can use (heads not dividing the hidden size, zero steps...)."""
+        if self.objective not in OBJECTIVES:
+            raise InvalidConfig(f"Unknown objective {self.objective!r}.", "Use one of: " + ", ".join(OBJECTIVES) + ".")
+        for name, (lo, hi) in LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise InvalidConfig(f"{name} must be a whole number from {lo:,} to {hi:,}, not {value!r}.")
+        if self.hidden % self.heads:
+            raise InvalidConfig(f"{self.heads} heads do not divide the hidden size {self.hidden}.",
+                                "Each head gets hidden/heads dimensions: pick a head count that divides it.")
+        if self.objective == "plm" and self.seq_len % 2:
+            raise InvalidConfig("XLNet's permutation collator needs an even sequence length.")
+        if self.objective == "electra" and (self.hidden * self.generator_ratio) % self.heads:
+            raise InvalidConfig(f"The generator ({self.generator_ratio:g} × {self.hidden}) must be divisible by {self.heads} heads.")
+        if not (0 < self.lr < 1) or not (0 <= self.warmup < 1) or self.schedule not in ("linear", "constant"):
+            raise InvalidConfig("The learning rate must be in (0, 1), warm-up in [0, 1), the schedule linear or constant.")
+        if self.vocab not in VOCABS:
+            raise InvalidConfig(f"Unknown vocabulary {self.vocab!r}.", "Use one of: " + ", ".join(VOCABS) + ".")
+        if not 0 <= self.dropout < 1:
+            raise InvalidConfig(f"Dropout must be in [0, 1), not {self.dropout!r}.")
+        if self.masking not in ("static", "dynamic"):
+            raise InvalidConfig(f"Masking is static or dynamic, not {self.masking!r}.")
+        if not 10 <= self.corpus_lines <= 1_000_000:
+            raise InvalidConfig("corpus_lines must be from 10 to 1,000,000.")
+        if not RUN_NAME.match(self.run_name):
+            raise InvalidConfig(f"{self.run_name[:60]!r} is not a usable run name (it becomes the folder trained/<run>).",
+                                "Use letters, digits, '.', '_' and '-' (at most 60), starting with a letter or digit; no '+'.")
+        return self
+
+    @property
+    def run_name(self) -> str:
+        return self.run or f"{self.objective.replace('+', '-')}-{self.layers}x{self.hidden}-{self.steps}s-seed{self.seed}"
+
+
+@dataclass
+class TrainResult:
+    config: TrainConfig
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    evaluation: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str = ""  # "trained/<run>", a model id the loader takes
+    seconds: float = 0.0
+    tokens: int = 0
+    parameters: int = 0
+    stopped: str = ""  # why training ended early ("" when it ran every step)
+    processes: int = 1  # data-parallel processes (accelerate launch)
+    rank: int = 0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+
+def hf_config(config: TrainConfig, part: str = "main") -> tuple[dict[str, Any], str]:
+    """(config.json-style dict, head) of the model a run trains, for :mod:`analysis.params` and the memory
+    calculator (no torch), and what :func:`build_model` builds. ``part``: ``main`` or, for ELECTRA, ``generator``."""
+    c, vocab = config, VOCAB_SIZES[config.vocab]
+    positions = max(512, c.seq_len)
+    if c.objective in ("mlm", "mlm+nsp", "mlm+sop"):
+        return ({"model_type": "bert", "hidden_size": c.hidden, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
+                 "intermediate_size": c.ffn, "vocab_size": vocab, "max_position_embeddings": positions, "type_vocab_size": 2},
+                "masked-lm" if c.objective == "mlm" else "pretraining")
+    if c.objective == "electra":
+        disc = {"model_type": "electra", "embedding_size": c.hidden, "hidden_size": c.hidden, "num_hidden_layers": c.layers,
+                "num_attention_heads": c.heads, "intermediate_size": c.ffn, "vocab_size": vocab,
+                "max_position_embeddings": positions, "type_vocab_size": 2}
+        if part == "generator":
+            return ({**disc, "hidden_size": int(c.hidden * c.generator_ratio),
+                     "intermediate_size": max(16, int(c.ffn * c.generator_ratio))}, "masked-lm")
+        return disc, "pretraining"
+    if c.objective == "plm":
+        return ({"model_type": "xlnet", "d_model": c.hidden, "n_layer": c.layers, "n_head": c.heads, "d_inner": c.ffn,
+                 "vocab_size": vocab}, "xlnet-lm")
+    return ({"model_type": "gpt2", "n_embd": c.hidden, "n_layer": c.layers, "n_head": c.heads, "n_inner": c.ffn,
+             "n_positions": positions, "vocab_size": vocab}, "causal-lm")
+
+
+
+
+def trained_dir() -> Path:
+    """Where the lab's checkpoints live: ``BFE_MODEL_DIR/trained``."""
+    from core.settings import get_settings
+
+    return get_settings().model_dir / "trained"

@@ -1,0 +1,127 @@
+"""What a pre-training run learned: held-out loss, fill-mask probes, NSP/SOP accuracy on held-out pairs, and a
+linear part-of-speech probe on frozen vectors (against the same shape with random weights)."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import random
+import re
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from models.pretrain.config import EXAMPLES, PROBES, TrainConfig
+from models.pretrain.corpus import sentence_pairs
+from models.pretrain.data import Batches
+from models.pretrain.loss import loss_of
+from models.pretrain.model import build_model, main_model
+
+
+def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str]) -> dict[str, Any]:
+    """Held-out loss (the objective's own, same masking recipe), fill-mask probes, and NSP/SOP accuracy on held-out pairs."""
+    out: dict[str, Any] = {}
+    batches = Batches(replace(config, masking="dynamic", batch=min(config.batch, len(held_out))), held_out, tok)
+    batches.rng = random.Random(12345)
+    with torch.no_grad():
+        losses = [float(loss_of(config, model, batches.sample())) for _ in range(4)]
+    out["held_out_loss"] = sum(losses) / len(losses)
+    if config.objective in ("mlm", "mlm+nsp", "mlm+sop"):
+        out["perplexity"] = math.exp(min(out["held_out_loss"] if config.objective == "mlm" else _mlm_only(config, model, batches), 50))
+        out["probes"] = probes(model, tok)
+    if config.objective in ("mlm+nsp", "mlm+sop"):
+        for kind in ("nsp", "sop"):
+            pairs = sentence_pairs(held_out, kind, 999)
+            enc = tok([a for a, _, _ in pairs], [b for _, b, _ in pairs], padding=True, truncation=True,
+                      max_length=config.seq_len, return_tensors="pt", return_token_type_ids=True)
+            with torch.no_grad():
+                logits = model(**{k: v.to(model.device) for k, v in enc.items()}).seq_relationship_logits
+            out[f"{kind}_accuracy"] = float((logits.argmax(-1).cpu() == torch.tensor([lab for _, _, lab in pairs])).float().mean())
+    out.update(pos_probe(config, main_model(model), tok))
+    return out
+
+
+POS_NAMES = {"n": "noun", "v": "verb", "a": "adjective", "r": "adverb"}
+
+
+def pos_examples(per_class: int = 150, seed: int = 0) -> list[tuple[str, str, str]]:
+    """(sentence, word, part of speech) from WordNet's example sentences, ``per_class`` of each part of speech,
+    where the synset's one-word lemma appears as written (so the probe knows which token to read)."""
+    by_pos: dict[str, list[tuple[str, str, str]]] = {p: [] for p in POS_NAMES}
+    with gzip.open(EXAMPLES, "rt", encoding="utf-8") as f:
+        for line in f:
+            lemma, pos, sentence = line.rstrip("\n").split("\t", 2)
+            pos = "a" if pos == "s" else pos
+            if pos in by_pos and " " not in lemma and re.search(rf"\b{re.escape(lemma)}\b", sentence, re.IGNORECASE):
+                by_pos[pos].append((sentence, lemma, pos))
+    rng = random.Random(seed)
+    out = []
+    for rows in by_pos.values():
+        rng.shuffle(rows)
+        out += rows[:per_class]
+    rng.shuffle(out)
+    return out
+
+
+def _word_vectors(model: Any, tok: Any, rows: list[tuple[str, str, str]], seq_len: int) -> Any:
+    """The last layer's vector at the first sub-token of each row's word (frozen features for the probe)."""
+    feats = []
+    for i in range(0, len(rows), 64):
+        chunk = rows[i: i + 64]
+        enc = tok([r[0] for r in chunk], truncation=True, max_length=seq_len, padding=True, return_tensors="pt",
+                  return_offsets_mapping=True)
+        offsets = enc.pop("offset_mapping")
+        enc.pop("token_type_ids", None)  # one segment; GPT-2 would look its type ids up in the word embeddings
+        with torch.no_grad():
+            hidden = model(**{k: v.to(model.device) for k, v in enc.items()}, output_hidden_states=True).hidden_states[-1]
+        for j, (sentence, word, _) in enumerate(chunk):
+            start = re.search(rf"\b{re.escape(word)}\b", sentence, re.IGNORECASE).start()
+            hits = [t for t, (a, b) in enumerate(offsets[j].tolist()) if a <= start < b]
+            feats.append(hidden[j, hits[0] if hits else 0].float().cpu().numpy())
+    return np.stack(feats)
+
+
+def pos_probe(config: TrainConfig, model: Any, tok: Any) -> dict[str, Any]:
+    """A linear probe (logistic regression on frozen vectors) for a word's part of speech in WordNet's example
+    sentences (held out from training: the corpus is the glosses), for the trained model and for the same
+    shape with random weights. Accuracy on 200 test words, four balanced classes (chance 0.25)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rows = pos_examples()
+    labels = [r[2] for r in rows]
+    cut = len(rows) - 200
+    torch.manual_seed(config.seed + 1)
+    untrained = main_model(build_model(config, len(tok), tok)).to(model.device).eval()
+    out = {}
+    for name, m in (("pos_probe_accuracy", model), ("pos_probe_random_init", untrained)):
+        x = _word_vectors(m, tok, rows, config.seq_len)
+        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, C=0.5))
+        clf.fit(x[:cut], labels[:cut])
+        out[name] = float(clf.score(x[cut:], labels[cut:]))
+    return out
+
+
+def _mlm_only(config: TrainConfig, model: Any, batches: Batches) -> float:
+    with torch.no_grad():
+        b = batches.sample()
+        logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"]).prediction_logits
+        return float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), b["labels"].reshape(-1), ignore_index=-100))
+
+
+def probes(model: Any, tok: Any, top_k: int = 5) -> list[dict[str, Any]]:
+    """Top-``top_k`` fill-mask predictions on :data:`PROBES` (text from the corpus's own style)."""
+    rows = []
+    for text in PROBES:
+        enc = tok(text.replace("[MASK]", tok.mask_token), return_tensors="pt")
+        pos = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0])
+        with torch.no_grad():
+            out = model(**{k: v.to(model.device) for k, v in enc.items()})
+        logits = out.logits if hasattr(out, "logits") else out.prediction_logits
+        top = torch.topk(logits[0, pos].softmax(-1), top_k)
+        rows.append({"probe": text, "top": [tok.convert_ids_to_tokens(int(i)) for i in top.indices]})
+    return rows
+

@@ -1,0 +1,116 @@
+"""The pre-training loop (accelerate; one device here, several processes or GPUs under torchrun / accelerate
+launch) and the atomic save of its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.errors import InvalidConfig
+from models.pretrain.config import TrainConfig, TrainResult, trained_dir
+from models.pretrain.corpus import read_corpus, tokenizer
+from models.pretrain.data import Batches
+from models.pretrain.evaluate import evaluate
+from models.pretrain.loss import loss_of
+from models.pretrain.model import build_model, main_model, parameter_count
+from models.training import atomic_save, make_accelerator, optimizer_and_schedule, step
+
+
+def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] | None = None,
+          should_stop: Callable[[], bool] | None = None, save: bool = True) -> TrainResult:
+    """Train, evaluate and save one run. ``on_progress(step, loss, seconds)`` is called as it goes;
+    ``should_stop()`` cancels between steps. A NaN or infinite loss stops the run (the last good state is saved).
+
+    Under ``accelerate launch`` with several processes, each trains on its slice of the global batch;
+    only the main process evaluates and saves (the others return the same curve, no checkpoint).
+
+    Raises:
+        InvalidConfig, InvalidData, TrainingFailed (a save that cannot be written; nothing half-written is left).
+    """
+    config.validate()
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    accelerator = make_accelerator()
+    world = accelerator.num_processes
+    if world > 1 and (config.batch % world or config.objective == "electra"):
+        raise InvalidConfig(f"With {world} processes the batch ({config.batch}) must divide evenly, and ELECTRA's two "
+                            "models train in one process only.", "Pick a batch that is a multiple of the process count.")
+    tok = tokenizer(config.vocab)
+    train_texts, held_out = read_corpus(config)
+    model = build_model(config, len(tok), tok)
+    parts = model if isinstance(model, tuple) else (model,)
+    params = list({id(p): p for m in parts for p in m.parameters()}.values())
+    optimizer, scheduler = optimizer_and_schedule(params, config.lr, config.steps, config.warmup, config.schedule)
+    prepared = accelerator.prepare(*parts, optimizer, scheduler)
+    parts, optimizer, scheduler = tuple(prepared[: len(parts)]), prepared[-2], prepared[-1]
+    params = list({id(p): p for m in parts for p in m.parameters()}.values())
+    model = parts if len(parts) > 1 else parts[0]
+    batches = Batches(config, train_texts, tok)
+    batches.rank, batches.world = accelerator.process_index, world
+    bare = tuple(accelerator.unwrap_model(m) for m in parts)
+    result = TrainResult(config, parameters=parameter_count(bare if len(bare) > 1 else bare[0]), processes=world,
+                         rank=accelerator.process_index)
+    good: dict[str, Any] | None = None
+    start = time.perf_counter()
+    for m in parts:
+        m.train()
+    for n in range(1, config.steps + 1):
+        if should_stop is not None and should_stop():
+            result.stopped = f"cancelled at step {n - 1}"
+            break
+        batch = {k: v.to(accelerator.device) for k, v in batches.sample().items()}
+        loss = loss_of(config, model, batch)
+        value = float(accelerator.reduce(loss.detach(), reduction="mean")) if world > 1 else float(loss.detach())
+        if not math.isfinite(value):
+            result.stopped = f"the loss became {value} at step {n}; the last good state (step {n - 1}) is kept"
+            break
+        step(accelerator, loss, params, optimizer, scheduler)
+        result.curve.append((n, value))
+        result.tokens += (int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(batch["input_ids"].numel())) * world
+        if n % max(1, config.steps // 20) == 0 or n == config.steps:
+            good = {k: v.detach().clone() for k, v in main_model(bare).state_dict().items()}
+        if on_progress is not None:
+            on_progress(n, value, time.perf_counter() - start)
+    result.seconds = time.perf_counter() - start
+    if good is not None and result.stopped.startswith("the loss"):
+        main_model(bare).load_state_dict(good)
+    for m in bare:
+        m.eval()
+    if accelerator.is_main_process:
+        result.evaluation = evaluate(config, bare if len(bare) > 1 else bare[0], tok, held_out)
+        if save and result.curve:
+            result.checkpoint = save_run(config, main_model(bare), tok, result)
+    accelerator.wait_for_everyone()
+    return result
+
+
+
+def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult) -> str:
+    """Save as safetensors with its tokenizer under ``BFE_MODEL_DIR/trained/<run>``, atomically: written in a
+    temporary folder and renamed, so a full disk or a killed process never leaves a half-written checkpoint
+    that a model picker would offer. Returns the model id (``trained/<run>``).
+
+    Raises:
+        TrainingFailed: the folder cannot be written (disk full, read-only); nothing is left behind.
+    """
+    from models.locate import validate_model_id
+
+    name = f"trained/{config.run_name}"
+    validate_model_id(name)
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder, safe_serialization=True)
+        tok.save_pretrained(folder)
+        (folder / "bfe_run.json").write_text(json.dumps({"config": asdict(config), "evaluation": result.evaluation,
+                                                         "curve": result.curve[-2000:], "seconds": result.seconds}, default=str))
+
+    atomic_save(trained_dir() / config.run_name, write)
+    return name
