@@ -26,6 +26,7 @@ PAGES = [
     st.Page("views/permutation.py", title="Permutation LM (XLNet)", icon=":material/shuffle:", url_path="permutation"),
     st.Page("views/calculator.py", title="Size, memory & compute", icon=":material/calculate:", url_path="calculator"),
     st.Page("views/lab.py", title="Pre-training lab", icon=":material/model_training:", url_path="lab"),
+    st.Page("views/finetune.py", title="Fine-tuning lab", icon=":material/tune:", url_path="finetune"),
     st.Page("views/scaling.py", title="Scaling laws", icon=":material/show_chart:", url_path="scaling"),
     st.Page("views/results.py", title="GLUE results database", icon=":material/leaderboard:", url_path="results"),
     st.Page("views/models.py", title="Models & availability", icon=":material/inventory_2:", url_path="models"),

@@ -111,3 +111,33 @@ def empty_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root.mkdir()
     monkeypatch.setenv("BFE_MODEL_DIR", str(root))
     return root
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    from tests.support import CHROMIUM, CHROMIUM_ARGS
+
+    assert Path(CHROMIUM).exists(), f"Chromium not found at {CHROMIUM}: apt-get install -y chromium"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def lab_env(empty_model_dir: Path):
+    """An empty model dir and results database; at the end, no worker of this test is left running."""
+    yield empty_model_dir
+    from analysis.results_db import runs
+    from services import lab
+    from tests.support import run_status as status
+    from tests.support import wait_for
+
+    for r in runs.list_runs().itertuples():
+        if r.status in ("queued", "running"):
+            lab.cancel(r.id)
+    for r in runs.list_runs().itertuples():
+        if r.status == "running":
+            wait_for(lambda rid=r.id: status(rid) != "running", timeout=60)

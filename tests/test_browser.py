@@ -7,23 +7,14 @@ Screenshots are kept in ``artifacts/screenshots/`` (or ``BFE_SCREENSHOTS``).
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("BFE_CHROMIUM", "/usr/bin/chromium")
-SHOTS = Path(os.environ.get("BFE_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
+from tests.support import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, open_page, running_app, start_server, wait_for  # noqa: F401
+
+pytestmark = pytest.mark.slow  # each test starts a server or a browser: seconds, not milliseconds
 
 # url path -> text the page must show once drawn
 PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
@@ -31,80 +22,13 @@ PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an of
          "attention": "what each head of a real model looks at", "permutation": "never its own target",
          "objectives": "What each family member was trained to do", "results": "each with its paper, table and split",
          "pack": "ready for slides", "representations": "which words drive a prediction",
-         "lab": "re-run the papers' ablations in miniature"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(env: dict[str, str], port: int) -> subprocess.Popen:
-    """Start the app as the README does and wait until /_stcore/health answers (60 s at most)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.serve", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("streamlit did not become healthy in 60 s: " + proc.stdout.read().decode(errors="replace"))
-
-
-@contextmanager
-def running_app(tiny_dir: Path) -> Iterator[str]:
-    env = {**os.environ, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1"}
-    port = _free_port()
-    proc = start_server(env, port)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+         "lab": "re-run the papers' ablations in miniature", "finetune": "BERT's second half"}
 
 
 @pytest.fixture(scope="module")
 def server(tiny_dir: Path) -> Iterator[str]:
     with running_app(tiny_dir) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert Path(CHROMIUM).exists(), f"Chromium not found at {CHROMIUM}: apt-get install -y chromium"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-def open_page(browser, url: str, expect: str):
-    """Open ``url`` with outside traffic blocked; wait until ``expect`` shows and the app is idle."""
-    page = browser.new_page(viewport={"width": 1400, "height": 2200})
-    outside: list[str] = []
-
-    def guard(route):
-        host = route.request.url.split("/")[2].split(":")[0] if "://" in route.request.url else ""
-        if host in ("127.0.0.1", "localhost") or route.request.url.startswith("data:"):
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", guard)
-    page.goto(url)
-    page.get_by_text(expect).first.wait_for(timeout=60_000)
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
-    return page, outside
 
 
 @pytest.mark.parametrize("path", list(PAGES))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests import container
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, _free_port, open_page
+from tests.support import CHROMIUM, CHROMIUM_ARGS, SHOTS, free_port, open_page
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +49,7 @@ def test_the_image_builds_starts_healthy_and_keeps_results_on_persistent_storage
     data.chmod(0o777)  # the container's user (uid 1000) writes here, as on a Space's /data
     try:
         with container.rootfs(built.image, data) as root:
-            port = _free_port()
+            port = free_port()
             with container.start(built.image, root, port, env={"HF_HUB_OFFLINE": "1"}) as url:
                 probe = container.healthcheck(built.image, root, port)
                 assert probe.returncode == 0, probe.stderr  # the image's own HEALTHCHECK passes
@@ -78,7 +78,7 @@ def test_the_image_builds_starts_healthy_and_keeps_results_on_persistent_storage
                 "assert a[:8] == bytes.fromhex('89504e470d0a1a0a') and a != b; "
                 "assert b'<svg' in to_svg(f('x')); print(len(a))")])
             assert render.returncode == 0, render.stderr[-2000:]
-            gradio_env, gport = {"HF_HUB_OFFLINE": "1", "BFE_APP": "gradio"}, _free_port()
+            gradio_env, gport = {"HF_HUB_OFFLINE": "1", "BFE_APP": "gradio"}, free_port()
             with container.start(built.image, root, gport, env=gradio_env) as gurl:  # as a Gradio Space runs it
                 with urllib.request.urlopen(gurl + "/gradio_api/info", timeout=10) as resp:
                     info = json.loads(resp.read())

@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_browser import _free_port
+from tests.support import free_port
+
+pytestmark = pytest.mark.slow  # each test starts a server or a browser: seconds, not milliseconds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def client(tiny_dir: Path):
     from gradio_client import Client
 
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
            "BFE_GRADIO_CONCURRENCY": "2"}
     proc = subprocess.Popen([sys.executable, "-m", "app.gradio_app", "--port", str(port)], cwd=ROOT, env=env,

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,39 +16,11 @@ import pytest
 from core.errors import InvalidConfig
 from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parameter_count, tokenizer
 from services import lab
+from tests.support import run_status as status
+from tests.support import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
-
-
-def wait_for(predicate, timeout: float = 90.0, every: float = 0.3):
-    """Poll until ``predicate()`` returns something truthy; return it (fails the test past ``timeout``)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if out := predicate():
-            return out
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout} s waiting for {predicate.__doc__ or predicate}")
-
-
-def status(rid: int) -> str:
-    from analysis.results_db import runs
-
-    return runs.get_run(rid)["status"]
-
-
-@pytest.fixture
-def lab_env(empty_model_dir: Path):
-    """An empty model dir and results database; at the end, no worker of this test is left running."""
-    yield empty_model_dir
-    from analysis.results_db import runs
-
-    for r in runs.list_runs().itertuples():
-        if r.status in ("queued", "running"):
-            lab.cancel(r.id)
-    for r in runs.list_runs().itertuples():
-        if r.status == "running":
-            wait_for(lambda rid=r.id: status(rid) != "running", timeout=60)
 
 
 # ------------------------------------------------------------------------------------------ sizes and presets
@@ -125,6 +96,7 @@ def test_the_memory_budget_setting_is_obeyed(monkeypatch) -> None:
 # ------------------------------------------------------------------------------------------ the queue
 
 
+@pytest.mark.slow
 def test_runs_train_in_the_background_one_at_a_time_and_cancel(lab_env: Path) -> None:
     from analysis.results_db import runs
 
@@ -145,6 +117,7 @@ def test_runs_train_in_the_background_one_at_a_time_and_cancel(lab_env: Path) ->
     assert lab.trained_models("pretraining") == ["trained/q-nsp"] and lab.trained_models("xlnet-lm") == []
 
 
+@pytest.mark.slow
 def test_a_run_finishes_with_its_evaluation_and_the_next_one_starts(lab_env: Path) -> None:
     from analysis.results_db import runs
 
@@ -158,6 +131,7 @@ def test_a_run_finishes_with_its_evaluation_and_the_next_one_starts(lab_env: Pat
     assert "probes" in rb["evaluation"]  # the masked LM's fill-mask probes
 
 
+@pytest.mark.slow
 def test_a_killed_worker_leaves_an_interrupted_run_never_a_finished_one(lab_env: Path) -> None:
     from analysis.results_db import runs
 
@@ -177,6 +151,7 @@ def _pid(rid: int) -> int:
         return s.get(TrainingRun, rid).pid
 
 
+@pytest.mark.slow
 def test_two_processes_submitting_at_once_are_queued_not_run_together(lab_env: Path) -> None:
     from analysis.results_db import runs
 
@@ -194,6 +169,7 @@ def test_two_processes_submitting_at_once_are_queued_not_run_together(lab_env: P
 # ------------------------------------------------------------------------------------------ data parallel
 
 
+@pytest.mark.slow
 def test_two_processes_train_like_one_with_the_same_global_batch(empty_model_dir: Path) -> None:
     """torchrun (gloo) with 2 processes against 1 process: same global batch, seed and masks. The first steps agree
     to float precision; later ones stay within 0.02 (the all-reduce sums in another order), while a run with
@@ -219,6 +195,7 @@ def test_two_processes_train_like_one_with_the_same_global_batch(empty_model_dir
 # ------------------------------------------------------------------------------------------ the page
 
 
+@pytest.mark.slow
 def test_the_lab_page_starts_watches_and_cancels_a_run(lab_env: Path) -> None:
     from streamlit.testing.v1 import AppTest
 
@@ -248,6 +225,7 @@ def test_the_lab_page_starts_watches_and_cancels_a_run(lab_env: Path) -> None:
     assert not at.exception and "trained/class-demo" in " ".join(m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 def test_a_trained_model_appears_in_the_pickers(lab_env: Path) -> None:
     from streamlit.testing.v1 import AppTest
 
@@ -268,17 +246,20 @@ def test_a_trained_model_appears_in_the_pickers(lab_env: Path) -> None:
     assert again.selectbox(key="pm_model").value == "trained/my-xlnet" and not again.warning
 
 
-def test_the_lab_page_does_not_import_torch() -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["lab", "finetune"])
+def test_the_lab_pages_do_not_import_torch(page: str) -> None:
     code = (
         "import sys; from streamlit.testing.v1 import AppTest; "
         f"at = AppTest.from_file({str(ROOT / 'app' / 'streamlit_app.py')!r}, default_timeout=60).run(); "
-        "at.switch_page('views/lab.py').run(); assert not at.exception, at.exception; "
+        f"at.switch_page('views/{page}.py').run(); assert not at.exception, at.exception; "
         "heavy = [m for m in ('torch', 'transformers', 'gradio') if m in sys.modules]; print(heavy); sys.exit(1 if heavy else 0)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_a_scaling_experiment_feeds_the_scaling_law_page(lab_env: Path) -> None:
     """Finished runs of the scaling preset become a data set there: N (non-embedding) against held-out loss, fitted."""
     from dataclasses import asdict

@@ -1,0 +1,238 @@
+"""Fine-tuning lab: BERT's second half. Fine-tune models (the bundled MiniLM, one pre-trained in the lab, any
+checkpoint) on offline downstream tasks, against the frozen encoder and against random initialisation, and see
+what fine-tuning changed layer by layer. Runs train in background processes (services.lab); this page starts,
+watches, compares and cancels them through that service, and never imports torch."""
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from analysis import tasks as T
+from analysis.results_db import results_frame
+from analysis.results_db import runs as R
+from app import ui
+from core import registry
+from core.errors import ExplorerError
+from core.settings import get_settings
+from models import finetune as F
+from services import lab
+
+ACTIVE = ("queued", "running")
+DEFAULTS = {"ft_models": [registry.bundled_id()], "ft_task": "wic", "ft_modes": ["finetune", "frozen"], "ft_seeds": 1,
+            "ft_epochs": 3, "ft_batch": 32, "ft_lr": 0.0, "ft_train": 1000, "ft_test": 500, "ft_layer": "last4", "ft_len": 64,
+            "ft_name": "", "ft_show": ""}
+ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*T.BUILT_IN, "upload"], "ft_modes": lambda v: set(v) <= set(F.MODES),
+           "ft_seeds": (1, 5), "ft_epochs": (1, 10), "ft_batch": (1, 128), "ft_lr": (0.0, 0.01), "ft_train": (10, 20_000),
+           "ft_test": (10, 5000), "ft_layer": list(F.LAYERS), "ft_len": (16, 256),
+           "ft_name": lambda v: v == "" or bool(lab.NAME.match(v)), "ft_show": lambda v: len(v) <= 100}
+STATUS_ICONS = {"queued": "⏳ queued", "running": "▶ running", "finished": "✔ finished", "failed": "✖ failed",
+                "cancelled": "■ cancelled", "interrupted": "⚠ interrupted"}
+SOURCE = "Fine-tuned on this server with BERT Family Explorer's fine-tuning lab (models.finetune)"
+s = st.session_state
+
+
+@st.cache_data(max_entries=8, show_spinner="Reading the task…")
+def task_summary(name: str, max_train: int, max_test: int) -> dict:
+    return T.load_task(name, max_train=max_train, max_test=max_test).summary()
+
+
+ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
+st.title("Fine-tuning lab")
+st.markdown("#### BERT's second half: fine-tune a model on a downstream task, against the frozen encoder and against "
+            "random initialisation, and see which layers fine-tuning changes")
+ui.warn_ignored(ignored, "ft_")
+try:
+    frame = R.list_runs()
+    frame = frame[frame["objective"] == lab.FINETUNE]
+except ExplorerError as err:
+    ui.show_error(err)
+    st.stop()
+
+with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"].isin(ACTIVE).any(), icon=":material/play_circle:"):
+    st.caption("The lectures' recipe (Devlin et al. 2019, Section 3.2 and Appendix A.3): fine-tune every weight for 1–3 epochs, "
+               "batch 16–32, learning rate 2e-5 to 5e-5, with linear warm-up and decay; against *frozen* features "
+               "(Peters, Ruder & Smith 2019) and the same architecture from random weights (what pre-training bought).")
+    c = st.columns([3, 2, 3])
+    choices = [registry.bundled_id(), *ui.trained_here("base")]
+    for m in s["ft_models"]:
+        if m not in choices:
+            choices.append(m)
+    c[0].multiselect("Models", choices, key="ft_models", format_func=ui.model_label,
+                     help="The bundled MiniLM (real weights), models pre-trained in the lab, or any checkpoint added below.")
+    extra = ui.other_model("ft_other", task="base", where=c[0], label="Add another model (Hub id or folder)", optional=True)
+    c[1].selectbox("Task", [*T.BUILT_IN, "upload"], key="ft_task",
+                   format_func={"wic": "Word in context (WiC-style)", "supersense": "Supersense of a word",
+                                "upload": "My own CSV"}.get)
+    c[2].multiselect("Modes", list(F.MODES), key="ft_modes", format_func=F.MODES.get)
+    c = st.columns(7)
+    c[0].number_input("Seeds", 1, 5, key="ft_seeds", help="Each seed is a run; the table averages them with their spread.")
+    c[1].number_input("Epochs", 1, 10, key="ft_epochs")
+    c[2].number_input("Batch", 1, 128, key="ft_batch")
+    c[3].number_input("Learning rate (0: the recipe's)", 0.0, 0.01, key="ft_lr", format="%.0e", step=1e-5)
+    c[4].number_input("Training examples", 10, 20_000, step=100, key="ft_train")
+    c[5].number_input("Test examples", 10, 5000, step=100, key="ft_test")
+    c[6].number_input("Max tokens", 16, 256, step=16, key="ft_len")
+    c = st.columns([2, 2, 3])
+    c[0].selectbox("Frozen: read", list(F.LAYERS), key="ft_layer", format_func=F.LAYERS.get)
+    c[1].text_input("Experiment name", key="ft_name", placeholder="e.g. class-wic", max_chars=60)
+    try:
+        task_path = s["ft_task"]
+        if s["ft_task"] == "upload":
+            up = c[2].file_uploader(f"CSV: text,label or text_a,text_b,label (at most {T.MAX_TASK_BYTES // 2**20} MB)", type=["csv"])
+            task_path = lab.save_task_file(up.getvalue()) if up is not None else ""
+            summary = T.parse_task_csv(up.getvalue()).summary() if up is not None else None
+        else:
+            summary = task_summary(s["ft_task"], s["ft_train"], s["ft_test"])
+        if summary:
+            counts = summary["label_counts"]["test"]
+            st.caption(f"**{summary['name']}**: {summary['sizes']['train']:,} training and {summary['sizes']['test']:,} test examples, "
+                       f"{len(summary['labels'])} labels; majority-class baseline on test **{summary['majority_baseline']:.1%}** "
+                       f"({summary['majority_label']}). Test labels: " + ", ".join(f"{k} {v}" for k, v in list(counts.items())[:8])
+                       + (" …" if len(counts) > 8 else "") + f". {summary['source']}")
+        models = [*s["ft_models"], *([extra] if extra else [])]
+        group = s["ft_name"] or "ft-" + s["ft_task"]
+        configs = [F.FineTuneConfig(model=m, task=task_path, mode=mode, seed=seed, epochs=s["ft_epochs"], batch=s["ft_batch"],
+                                    lr=s["ft_lr"] or None, max_train=s["ft_train"], max_test=s["ft_test"], max_len=s["ft_len"],
+                                    layer=s["ft_layer"], run=F.run_label(group, m, mode, seed))
+                   for m in models for mode in s["ft_modes"] for seed in range(s["ft_seeds"])] if task_path else []
+        if configs and summary:
+            sizes = [lab.finetune_size(cfg, len(summary["labels"])) for cfg in configs]
+            st.dataframe(pd.DataFrame([{"run": cfg.run, "model": ui.model_label(cfg.model), "mode": F.MODES[cfg.mode], "seed": cfg.seed,
+                                        "parameters": z.parameters, "trainable (exact)": z.trainable,
+                                        "memory (predicted, MB)": round(z.memory_bytes / 2**20)}
+                                       for cfg, z in zip(configs, sizes, strict=True)]),
+                         hide_index=True, width="stretch",
+                         column_config={"parameters": st.column_config.NumberColumn(format="localized"),
+                                        "trainable (exact)": st.column_config.NumberColumn(format="localized")})
+            st.caption("Trainable parameters: every weight when fine-tuning; only the linear classifier on frozen features "
+                       "(scikit-learn's logistic regression). Memory: the calculator's fp32 AdamW step (frozen: one forward). "
+                       "At the defaults the bundled MiniLM fine-tunes on 1,000 WiC pairs in a few minutes on 2 CPU cores.")
+            budget = get_settings().lab_memory_mb
+            if any(z.memory_bytes > budget * 2**20 for z in sizes):
+                st.error(f"Too large for this server (limit {budget:,} MB): use a smaller batch, fewer tokens or a smaller model.",
+                         icon=":material/block:")
+            elif st.button(f"Start {len(configs)} run{'s' if len(configs) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
+                ids = lab.submit_finetune(configs, group)
+                s["ft_show"] = group
+                st.toast(f"Queued {len(ids)} run(s) as '{group}'. They train in the background: you can close this tab.",
+                         icon=":material/schedule:")
+                st.rerun()
+        elif not s["ft_modes"] or not models:
+            st.info("Pick at least one model and one mode.")
+    except ExplorerError as err:
+        ui.show_error(err)
+
+groups = list(dict.fromkeys(g or n for g, n in zip(frame["group"], frame["name"], strict=True)))
+if not groups:
+    st.info("No fine-tuning runs yet. Pick models, a task and modes above and start them.")
+    ui.save_url_state(DEFAULTS)
+    st.stop()
+if s["ft_show"] not in groups:
+    s["ft_show"] = groups[0]
+st.selectbox("Show", groups, key="ft_show", help="An experiment's runs share a name; the newest is first.")
+live = bool(frame["status"].isin(ACTIVE).any())
+
+
+@st.fragment(run_every=2.0 if live else None)
+def watch() -> None:
+    """The shown experiment's runs, refreshed every 2 s while any run trains or waits."""
+    mine = R.list_runs(group=s["ft_show"])
+    if mine.empty:
+        st.info("This experiment's runs were deleted.")
+        return
+    rows = []
+    for r in mine.sort_values("id").to_dict("records"):
+        ev = r["evaluation"] or {}
+        last = (ev.get("epochs") or [{}])[-1]
+        rows.append({"run": r["name"], "mode": F.MODES.get(r["config"].get("mode"), ""), "status": STATUS_ICONS.get(r["status"], r["status"]),
+                     "step": r["curve"][-1][0] if r["curve"] else 0, "loss now": r["curve"][-1][1] if r["curve"] else None,
+                     "epochs done": len(ev.get("epochs") or []), "test accuracy": ev.get("accuracy", last.get("test_accuracy")),
+                     "95% interval": "[{:.3f}, {:.3f}]".format(*ev["accuracy_interval"]) if ev.get("accuracy_interval") else "",
+                     "macro-F1": ev.get("macro_f1"), "majority": ev.get("majority_baseline"),
+                     "seconds": round(r["seconds"] or 0), "message": r["message"]})
+    table = pd.DataFrame(rows)
+    st.dataframe(table.drop(columns=["message"]), hide_index=True, width="stretch",
+                 column_config={k: st.column_config.NumberColumn(format="%.3f") for k in ("loss now", "test accuracy", "macro-F1", "majority")})
+    for r in table.itertuples():
+        if r.message:
+            st.caption(f"**{r.run}**: {r.message}")
+    long = lab.curves_frame(mine)
+    if len(long):
+        long["loss (smoothed)"] = long.groupby("run")["loss"].transform(lambda x: x.rolling(10, min_periods=1).mean())
+        fig = px.line(long, x="step", y="loss (smoothed)", color="run", title=f"Training loss: {s['ft_show']}", template="plotly_white")
+        fig.update_layout(height=340, legend_title_text="", margin={"t": 50})
+        ui.chart(fig, "ft_curves", title=f"Fine-tuning lab: {s['ft_show']}", caption="Training loss per step (running mean of 10).",
+                 sources=(SOURCE,))
+    active = mine[mine["status"].isin(ACTIVE) & ~mine["cancel"]]
+    if len(active):
+        c = st.columns([3, 1])
+        pick = c[0].selectbox("Stop a run", list(active["name"]), key="ft_stop_pick", label_visibility="collapsed")
+        if c[1].button("Cancel run", icon=":material/stop_circle:", key="ft_cancel"):
+            st.toast(f"{pick}: {lab.cancel(int(active[active['name'] == pick]['id'].iloc[0]))}")
+    elif live:
+        st.rerun()
+
+
+watch()
+
+st.subheader("Frozen against fine-tuned", anchor="results")
+table = lab.finetune_table(frame)
+if table.empty:
+    st.info("The table fills in as runs finish.")
+else:
+    st.caption("Accuracy on the test split, the mean over seeds with its spread (standard deviation) and the mean bootstrap 95% "
+               "interval over test items; the shape of Peters, Ruder & Smith 2019's Table 2 (rows: model × mode).")
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={k: st.column_config.NumberColumn(format="%.3f") for k in
+                                ("accuracy (mean)", "spread (sd)", "macro-F1", "majority baseline")})
+    ui.table_to_pack(table, "ft_table", title="Fine-tuning lab: frozen vs fine-tuned", sources=(SOURCE,))
+    delta = lab.finetune_delta(table)
+    st.dataframe(delta, hide_index=True, width="stretch",
+                 column_config={k: st.column_config.NumberColumn(format="%+.3f" if k.startswith("Δ") else "%.3f")
+                                for k in ("frozen", "fine-tuned", "Δ (fine-tuned − frozen)")})
+with st.expander("The published table: Peters, Ruder & Smith 2019 (ELMo and BERT-base, frozen ❄ vs fine-tuned 🔥)"):
+    try:
+        pub = results_frame(sources=["peters2019"])[["model", "variant", "task", "value", "table", "note"]]
+        st.dataframe(pub.pivot_table(index=["model", "variant"], columns="task", values="value").reset_index(), hide_index=True,
+                     width="stretch")
+        st.caption("Source: Peters, Ruder & Smith 2019, To Tune or Not to Tune?, Table 2, as the BERT lecture's slide prints it "
+                   "(the slide does not say which metric each column is). From the GLUE results database.")
+    except ExplorerError as err:
+        ui.show_error(err)
+
+done = frame[frame["status"] == "finished"]
+if len(done):
+    st.subheader("What fine-tuning changed, layer by layer")
+    pick = st.selectbox("Run", list(done["name"]), key="ft_layers_pick")
+    row = done[done["name"] == pick].iloc[0]
+    change = pd.DataFrame(row["evaluation"].get("layer_change") or [])
+    if len(change):
+        long = change.melt(id_vars="layer", value_vars=["weight_change", "cka"], var_name="measure")
+        long["measure"] = long["measure"].map({"weight_change": "relative weight change ‖ΔW‖/‖W‖",
+                                               "cka": "CKA before vs after (1 = unchanged)"})
+        fig = px.bar(long, x="layer", y="value", facet_row="measure", template="plotly_white", title=f"What changed: {pick}")
+        fig.update_yaxes(matches=None, title_text="")
+        fig.update_layout(height=460, margin={"t": 60})
+        ui.chart(fig, "ft_layers", title=f"Fine-tuning lab: what changed in {pick}",
+                 caption="Per layer: the relative weight change and linear CKA between the layer's token representations "
+                         "before and after fine-tuning, on the task's test sentences (Merchant et al. 2020). The slide: large "
+                         "changes up top, smaller lower down.", sources=(SOURCE, "Merchant et al. 2020 (EMNLP BlackboxNLP)"))
+    if row["checkpoint"]:
+        c = st.columns(2)
+        c[0].page_link("views/attention.py", label=f"Attention of {row['checkpoint']}", icon=":material/visibility:",
+                       query_params={"at_model": row["checkpoint"]})
+        c[1].page_link("views/representations.py", label=f"Representations of {row['checkpoint']}", icon=":material/scatter_plot:",
+                       query_params={"rp_model": row["checkpoint"]})
+
+st.subheader("All fine-tuning runs")
+c = st.columns([2, 2, 1])
+c[0].download_button("Download all runs (CSV)", lambda: R.runs_csv(), "finetuning-runs.csv", "text/csv", icon=":material/download:",
+                     on_click="ignore")
+ended = frame[~frame["status"].isin(ACTIVE)]
+if len(ended):
+    victim = c[1].selectbox("Delete a run", list(ended["name"]), key="ft_delete_pick", label_visibility="collapsed",
+                            help="Deletes the run and its checkpoint.")
+    if c[2].button("Delete", icon=":material/delete:", key="ft_delete"):
+        st.toast(f"Deleted {lab.delete(int(ended[ended['name'] == victim].iloc[0]['id']))} and its checkpoint.")
+        st.rerun()
+ui.save_url_state(DEFAULTS)

@@ -1,0 +1,571 @@
+"""BERT's second half: fine-tune any model on a downstream task, against the frozen encoder and against the same
+architecture from random initialisation, and measure what fine-tuning changed, layer by layer.
+
+Usage::
+
+    from models.finetune import FineTuneConfig, finetune
+    r = finetune(FineTuneConfig(model="sentence-transformers/all-MiniLM-L6-v2", task="wic", mode="finetune"))
+    r.accuracy, r.accuracy_interval, r.macro_f1, r.majority_baseline, r.layer_change
+
+    python -m models.finetune --model trained/my-bert --task supersense --mode frozen --seed 0
+
+Modes (Peters, Ruder & Smith 2019, "To tune or not to tune?"; the BERT lectures' "fine-tune instead of freeze"):
+
+- ``finetune``: every weight trains, with transformers' ``AutoModelForSequenceClassification`` (a text or a pair,
+  read at [CLS]) or ``AutoModelForTokenClassification`` (the marked word's first sub-token), on the loop the
+  pre-training lab uses (:mod:`models.training`: accelerate, AdamW, linear warm-up and decay). Defaults are the
+  slide's recipe: 3 epochs, batch 32, learning rate from 5e-5 (small models) to 2e-5 (large).
+- ``frozen``: the encoder is fixed and a linear classifier (scikit-learn's logistic regression) reads one layer,
+  or the concatenation of the last four (BERT's best feature-based variant, Devlin et al. 2019, Table 7): the
+  mean of a text's tokens, or the marked word's first sub-token.
+- ``random``: ``finetune`` on the same architecture with freshly initialised weights: what pre-training bought.
+
+The marked word of a task (WiC's target in both sentences, the supersense word) is put between quotes in the
+text, so a [CLS] read-out knows which word is asked about.
+
+What changed (Merchant et al. 2020, "What happens to BERT embeddings during fine-tuning?"): per layer, the
+relative weight change ‖W_after − W_before‖ / ‖W_before‖ over the layer's tensors, and linear CKA between the
+layer's token representations before and after, on the task's test sentences.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from analysis.tasks import BUILT_IN, Example, Task, load_task, parse_task_csv
+from core.errors import ExplorerError, InvalidConfig, InvalidData, UnsupportedArchitecture
+
+MODES = {"finetune": "fine-tuned (all weights)", "frozen": "frozen encoder + linear classifier",
+         "random": "random initialisation, fine-tuned (the control)"}
+LAYERS = {"last": "the last layer", "last4": "the last four layers, concatenated (BERT's best frozen variant)"}
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
+LIMITS = {"epochs": (1, 20), "batch": (1, 256), "max_len": (16, 512), "max_train": (10, 100_000), "max_test": (10, 20_000),
+          "seed": (0, 10**6)}
+#: test sentences whose tokens the before/after CKA compares (bounded: CKA is O(tokens × hidden²))
+CKA_SENTENCES = 200
+#: BERT's token-classification convention: positions that are not the marked word do not count in the loss
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class FineTuneConfig:
+    """One fine-tuning run. ``task``: ``wic``, ``supersense`` or a path to a CSV (``text`` or ``text_a,text_b``, and
+    ``label``). ``lr`` None: the recipe's rate for the model's size (:func:`default_lr`)."""
+
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    task: str = "wic"
+    mode: str = "finetune"
+    seed: int = 0
+    epochs: int = 3
+    batch: int = 32
+    lr: float | None = None
+    warmup: float = 0.1
+    max_len: int = 128
+    max_train: int = 2000
+    max_test: int = 1000
+    layer: str = "last"  # frozen mode: "last", "last4" or a layer number ("0" = embeddings)
+    run: str = ""
+
+    @classmethod
+    def from_stored(cls, stored: dict[str, Any]) -> FineTuneConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in stored.items() if k in known})
+
+    def validate(self) -> FineTuneConfig:
+        """Check the whole request (names included) before any work starts.
+
+        Raises:
+            InvalidConfig: an unknown mode or layer, a size out of bounds, a run name that cannot be a folder.
+        """
+        if self.mode not in MODES:
+            raise InvalidConfig(f"Unknown mode {self.mode!r}.", "Use one of: " + ", ".join(MODES) + ".")
+        for name, (lo, hi) in LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise InvalidConfig(f"{name} must be a whole number from {lo:,} to {hi:,}, not {value!r}.")
+        if self.lr is not None and not (isinstance(self.lr, int | float) and 0 < self.lr < 1):
+            raise InvalidConfig(f"The learning rate must be in (0, 1), not {self.lr!r}.")
+        if not 0 <= self.warmup < 1:
+            raise InvalidConfig(f"Warm-up is a share of the steps in [0, 1), not {self.warmup!r}.")
+        if self.layer not in LAYERS and not (self.layer.isdigit() and int(self.layer) <= 128):
+            raise InvalidConfig(f"Unknown layer {self.layer!r}.", "Use last, last4 or a layer number (0 = embeddings).")
+        if not isinstance(self.model, str) or not self.model or len(self.model) > 200:
+            raise InvalidConfig("Name a model (a catalog id, a Hub id, a folder or trained/<run>).")
+        if self.task not in BUILT_IN and not self.task.lower().endswith(".csv"):
+            raise InvalidConfig(f"Unknown task {self.task[:60]!r}.", "Use wic, supersense or a path to a .csv file.")
+        if not RUN_NAME.match(self.run_name):
+            raise InvalidConfig(f"{self.run_name[:60]!r} is not a usable run name (it becomes the folder trained/<run>).",
+                                "Use letters, digits, '.', '_' and '-' (at most 60), starting with a letter or digit.")
+        return self
+
+    @property
+    def task_name(self) -> str:
+        return self.task if self.task in BUILT_IN else Path(self.task).stem[:30] or "csv"
+
+    @property
+    def run_name(self) -> str:
+        if self.run:
+            return self.run
+        short = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model.rsplit("/", 1)[-1])[:24].strip("-.") or "model"
+        return f"ft-{short}-{re.sub(r'[^A-Za-z0-9._-]+', '-', self.task_name)}-{self.mode}-s{self.seed}"
+
+
+@dataclass
+class FineTuneResult:
+    """Scores (with bootstrap 95% intervals over the test set), the curves, and what fine-tuning changed."""
+
+    config: FineTuneConfig
+    accuracy: float = float("nan")
+    accuracy_interval: tuple[float, float] = (float("nan"), float("nan"))
+    macro_f1: float = float("nan")
+    macro_f1_interval: tuple[float, float] = (float("nan"), float("nan"))
+    majority_baseline: float = float("nan")
+    train_examples: int = 0
+    test_examples: int = 0
+    labels: tuple[str, ...] = ()
+    trainable_parameters: int = 0
+    seconds: float = 0.0
+    tokens: int = 0
+    checkpoint: str = ""
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (step, training loss)
+    epochs: list[dict[str, float]] = field(default_factory=list)  # {epoch, train_loss, test_accuracy}
+    layer_change: list[dict[str, Any]] = field(default_factory=list)  # {layer, weight_change, cka}
+    correct: list[int] = field(default_factory=list)  # per test item, 1 = right (for paired comparisons)
+    stopped: str = ""
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """The result as the command line prints it (JSON-ready)."""
+        return {"model": self.config.model, "task": self.config.task_name, "mode": self.config.mode, "seed": self.config.seed,
+                "accuracy": self.accuracy, "accuracy_interval": list(self.accuracy_interval),
+                "macro_f1": self.macro_f1, "macro_f1_interval": list(self.macro_f1_interval),
+                "majority_baseline": self.majority_baseline, "train_examples": self.train_examples,
+                "test_examples": self.test_examples, "trainable_parameters": self.trainable_parameters,
+                "seconds": round(self.seconds, 2), "checkpoint": self.checkpoint, "epochs": self.epochs,
+                "layer_change": self.layer_change, "stopped": self.stopped}
+
+
+def run_label(group: str, model: str, mode: str, seed: int) -> str:
+    """A run name ``<group>-<model>-<mode>-s<seed>`` that is a valid folder name (at most 60 characters)."""
+    short = re.sub(r"[^A-Za-z0-9._-]+", "-", model.rsplit("/", 1)[-1]).strip("-.")[:20] or "model"
+    tail = f"-{short}-{mode}-s{seed}"
+    return (group[: 60 - len(tail)] + tail).strip("-.")
+
+
+def default_lr(parameters: int) -> float:
+    """The slide's range (2e-5 to 5e-5) by model size: 5e-5 up to 60M parameters, 3e-5 up to 200M, 2e-5 above."""
+    return 5e-5 if parameters <= 60_000_000 else 3e-5 if parameters <= 200_000_000 else 2e-5
+
+
+def load_config_task(config: FineTuneConfig) -> Task:
+    """The task of a run: a built-in one, or a user's CSV read from its path (checked)."""
+    if config.task in BUILT_IN:
+        return load_task(config.task, max_train=config.max_train, max_test=config.max_test, seed=config.seed)
+    path = Path(config.task)
+    if not path.is_file():
+        raise InvalidData(f"No task file {path.name!r}.")
+    task = parse_task_csv(path.read_bytes(), name=config.task_name, seed=config.seed)
+    return Task(task.name, task.kind, task.labels, task.train[: config.max_train], task.test[: config.max_test], task.source)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def marked(text: str, span: tuple[int, int] | None) -> tuple[str, tuple[int, int] | None]:
+    """``text`` with the word at ``span`` put between quotes, and the word's new span."""
+    if span is None:
+        return text, None
+    a, b = span
+    return f'{text[:a]}"{text[a:b]}"{text[b:]}', (a + 1, b + 1)
+
+
+def encode(tok: Any, task: Task, examples: Sequence[Example], max_len: int) -> dict[str, Any]:
+    """Tokenize a split: input ids (lists), the label per example, and for token tasks the index of the marked
+    word's first sub-token (``word_index``; -1 when truncation cut it off)."""
+    if tok.pad_token is None or (tok.cls_token is None and task.kind != "token" and tok.bos_token is None):
+        raise UnsupportedArchitecture("This model's tokenizer has no padding or [CLS]-like token, so it cannot be "
+                                      "fine-tuned for classification here.", "Pick an encoder (BERT, RoBERTa, ELECTRA ...).")
+    a = [marked(e.text, e.span) for e in examples]
+    kwargs = {"truncation": True, "max_length": max_len, "return_offsets_mapping": True}
+    if task.kind == "pair":
+        b = [marked(e.text_b or "", e.span_b)[0] for e in examples]
+        enc = tok([t for t, _ in a], b, **kwargs)
+    else:
+        enc = tok([t for t, _ in a], **kwargs)
+    out: dict[str, Any] = {"input_ids": enc["input_ids"], "labels": [e.label for e in examples]}
+    if "token_type_ids" in enc:
+        out["token_type_ids"] = enc["token_type_ids"]
+    if task.kind == "token":
+        where = []
+        for offsets, (_, span) in zip(enc["offset_mapping"], a, strict=True):
+            seq = [i for i, (s, e) in enumerate(offsets) if e > s and s <= span[0] < e]
+            where.append(seq[0] if seq else -1)
+        out["word_index"] = where
+    return out
+
+
+def _batch(enc: dict[str, Any], idx: Sequence[int], pad_id: int, token_task: bool) -> dict[str, Any]:
+    import torch
+
+    width = max(len(enc["input_ids"][i]) for i in idx)
+    ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(idx), width), dtype=torch.long)
+    out: dict[str, Any] = {}
+    for r, i in enumerate(idx):
+        n = len(enc["input_ids"][i])
+        ids[r, :n] = torch.tensor(enc["input_ids"][i])
+        mask[r, :n] = 1
+    out["input_ids"], out["attention_mask"] = ids, mask
+    if "token_type_ids" in enc:
+        tt = torch.zeros((len(idx), width), dtype=torch.long)
+        for r, i in enumerate(idx):
+            tt[r, : len(enc["token_type_ids"][i])] = torch.tensor(enc["token_type_ids"][i])
+        out["token_type_ids"] = tt
+    if token_task:
+        labels = torch.full((len(idx), width), IGNORE, dtype=torch.long)
+        for r, i in enumerate(idx):
+            if enc["word_index"][i] >= 0:
+                labels[r, enc["word_index"][i]] = enc["labels"][i]
+        out["labels"] = labels
+    else:
+        out["labels"] = torch.tensor([enc["labels"][i] for i in idx])
+    return out
+
+
+# ------------------------------------------------------------------------------------------ models
+
+
+def source_folder(model_id: str) -> tuple[str, bool]:
+    """(where the checkpoint is, whether it is local), after the loader's checks (safetensors, supported
+    architecture, size budget, no custom code)."""
+    from models.inspection import inspect
+    from models.locate import locate
+
+    source = locate(model_id)
+    inspect(model_id)  # config and tensor headers: refused by name before any weight is read
+    return source.location, source.kind != "hub"
+
+
+def build(config: FineTuneConfig, task: Task) -> tuple[Any, Any]:
+    """(classification model, tokenizer) for ``config.mode``: pre-trained weights with a new head, or the same
+    architecture freshly initialised (``random``)."""
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    folder, local = source_folder(config.model)
+    tok = transformers.AutoTokenizer.from_pretrained(folder, trust_remote_code=False, local_files_only=local)
+    cls = (transformers.AutoModelForTokenClassification if task.kind == "token"
+           else transformers.AutoModelForSequenceClassification)
+    labels = {"num_labels": len(task.labels), "id2label": dict(enumerate(task.labels)),
+              "label2id": {name: i for i, name in enumerate(task.labels)}}
+    if config.mode == "random":
+        cfg = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=local, **labels)
+        torch.manual_seed(config.seed)
+        model = cls.from_config(cfg)
+    else:
+        torch.manual_seed(config.seed)  # the new head's initialisation
+        model = cls.from_pretrained(folder, use_safetensors=True, trust_remote_code=False, local_files_only=local, **labels)
+    if model.config.pad_token_id is None and tok.pad_token_id is not None:
+        model.config.pad_token_id = tok.pad_token_id
+    return model, tok
+
+
+def encoder_of(model: Any) -> Any:
+    """The pre-trained body under a classification head (``model.bert``, ``model.roberta`` ...)."""
+    return getattr(model, model.base_model_prefix, model)
+
+
+def _layer_modules(model: Any) -> list[tuple[str, list[Any]]]:
+    """(name, parameters) per layer: the embeddings, each transformer layer (the ModuleList as long as the model's
+    layer count), then the task head (everything outside the pre-trained body)."""
+    import torch
+
+    body = encoder_of(model)
+    n = int(getattr(model.config, "num_hidden_layers", 0) or getattr(model.config, "n_layer", 0))
+    layers = next((m for m in body.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n), None)
+    in_layers = {id(p) for p in layers.parameters()} if layers is not None else set()
+    in_body = {id(p) for p in body.parameters()}
+    out = [("embeddings", [p for name, p in body.named_parameters() if id(p) not in in_layers and "embed" in name])]
+    if layers is not None:
+        out += [(f"layer {i + 1}", list(m.parameters())) for i, m in enumerate(layers)]
+    out.append(("head", [p for p in model.parameters() if id(p) not in in_body]))
+    return out
+
+
+def weight_snapshot(model: Any) -> list[tuple[str, list[Any]]]:
+    """A copy of every layer's tensors (for :func:`weight_change`)."""
+    return [(name, [p.detach().clone() for p in ps]) for name, ps in _layer_modules(model)]
+
+
+def weight_change(model: Any, before: list[tuple[str, list[Any]]]) -> list[tuple[str, float]]:
+    """(layer, ‖W_after − W_before‖ / ‖W_before‖) over each layer's tensors together (Frobenius norms)."""
+    out = []
+    for (name, now), (_, then) in zip(_layer_modules(model), before, strict=True):
+        if not then:
+            continue
+        diff = math.sqrt(sum(float((a.detach().float() - b.float()).pow(2).sum()) for a, b in zip(now, then, strict=True)))
+        base = math.sqrt(sum(float(b.float().pow(2).sum()) for b in then))
+        out.append((name, diff / base if base else float("nan")))
+    return out
+
+
+def hidden_states(model: Any, enc: dict[str, Any], idx: Sequence[int], pad_id: int, batch: int = 32) -> list[Any]:
+    """Per layer (embeddings first), the vectors of every real token of the examples ``idx``: (tokens, hidden)
+    float32 numpy arrays, in the same order for any model over the same input."""
+    import numpy as np
+    import torch
+
+    body = encoder_of(model)
+    dev = next(model.parameters()).device
+    per_layer: list[list[Any]] = []
+    with torch.no_grad():
+        for s in range(0, len(idx), batch):
+            b = _batch(enc, idx[s: s + batch], pad_id, False)
+            kwargs = {k: v.to(dev) for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+            hs = body(**kwargs, output_hidden_states=True).hidden_states
+            keep = b["attention_mask"].bool()
+            if not per_layer:
+                per_layer = [[] for _ in hs]
+            for i, h in enumerate(hs):
+                per_layer[i].append(h.float().cpu()[keep].numpy())
+    return [np.concatenate(chunks) for chunks in per_layer]
+
+
+def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_task: bool, batch: int = 64) -> Any:
+    """Frozen features, one row per example: at the chosen layer(s), the mean of a text's real tokens, or the marked
+    word's first sub-token (its [CLS]-free reading, as Peters et al.'s feature extraction)."""
+    import numpy as np
+    import torch
+
+    body = encoder_of(model)
+    dev = next(model.parameters()).device
+    rows = []
+    with torch.no_grad():
+        for s in range(0, len(enc["input_ids"]), batch):
+            idx = list(range(s, min(s + batch, len(enc["input_ids"]))))
+            b = _batch(enc, idx, pad_id, False)
+            kwargs = {k: v.to(dev) for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+            hs = body(**kwargs, output_hidden_states=True).hidden_states
+            chosen = (hs[-4:] if layer == "last4" else [hs[-1]] if layer == "last" else [hs[min(int(layer), len(hs) - 1)]])
+            h = torch.cat([x.float() for x in chosen], dim=-1).cpu()  # (B, T, k·H)
+            if token_task:
+                pos = torch.tensor([max(enc["word_index"][i], 0) for i in idx])
+                rows.append(h[torch.arange(len(idx)), pos].numpy())
+            else:
+                m = b["attention_mask"].unsqueeze(-1).float()
+                rows.append(((h * m).sum(1) / m.sum(1)).numpy())
+    return np.concatenate(rows)
+
+
+# ------------------------------------------------------------------------------------------ the run
+
+
+def _predict(model: Any, enc: dict[str, Any], pad_id: int, token_task: bool, batch: int = 64) -> list[int]:
+    import torch
+
+    dev = next(model.parameters()).device
+    out = []
+    with torch.no_grad():
+        for s in range(0, len(enc["input_ids"]), batch):
+            idx = list(range(s, min(s + batch, len(enc["input_ids"]))))
+            b = _batch(enc, idx, pad_id, token_task)
+            kwargs = {k: v.to(dev) for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+            logits = model(**kwargs).logits.float().cpu()
+            if token_task:
+                pos = torch.tensor([max(enc["word_index"][i], 0) for i in idx])
+                logits = logits[torch.arange(len(idx)), pos]
+            out += logits.argmax(-1).tolist()
+    return out
+
+
+def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], None] | None = None,
+             on_epoch: Callable[[dict[str, float]], None] | None = None, should_stop: Callable[[], bool] | None = None,
+             save: bool = True) -> FineTuneResult:
+    """Fine-tune (or freeze, or train from scratch) ``config.model`` on ``config.task``, score it on the test split
+    and measure the per-layer change. ``on_progress(step, loss, seconds)`` and ``on_epoch({epoch, train_loss,
+    test_accuracy})`` report as it goes; ``should_stop()`` cancels between steps (the result says so, no checkpoint).
+
+    Raises:
+        InvalidConfig, InvalidData, InvalidTaskFile, UnknownTask (the request, checked before any work);
+        ModelUnavailable, UnsupportedArchitecture (the model); TrainingFailed (a save that cannot be written).
+    """
+    import numpy as np
+    import torch
+
+    from analysis.representations import linear_cka
+    from analysis.stats import bootstrap_interval, macro_f1
+    from models import training
+
+    config.validate()
+    task = load_config_task(config)
+    if len(task.train) < 2 or len(task.test) < 1:
+        raise InvalidData(f"{task.name} has {len(task.train)} training and {len(task.test)} test examples after the limits.")
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    model, tok = build(config, task)
+    token_task = task.kind == "token"
+    pad = tok.pad_token_id
+    train_enc = encode(tok, task, task.train, config.max_len)
+    test_enc = encode(tok, task, task.test, config.max_len)
+    result = FineTuneResult(config, majority_baseline=task.majority_baseline(), train_examples=len(task.train),
+                            test_examples=len(task.test), labels=task.labels)
+    cka_idx = list(range(min(CKA_SENTENCES, len(task.test))))
+    before_states = hidden_states(model, test_enc, cka_idx, pad)
+    before_weights = weight_snapshot(model)
+    start = time.perf_counter()
+    y_test = np.array([e.label for e in task.test])
+
+    if config.mode == "frozen":
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        model.eval()
+        x_train = features(model, train_enc, config.layer, pad, token_task)
+        x_test = features(model, test_enc, config.layer, pad, token_task)
+        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=config.seed))
+        clf.fit(x_train, [e.label for e in task.train])
+        pred = np.asarray(clf.predict(x_test))
+        result.trainable_parameters = int(x_train.shape[1] * (len(task.labels) if len(task.labels) > 2 else 1)
+                                          + (len(task.labels) if len(task.labels) > 2 else 1))
+        result.tokens = sum(map(len, train_enc["input_ids"])) + sum(map(len, test_enc["input_ids"]))
+        result.epochs = [{"epoch": 1, "train_loss": float("nan"), "test_accuracy": float((pred == y_test).mean())}]
+    else:
+        accelerator = training.make_accelerator()
+        params = [p for p in model.parameters() if p.requires_grad]
+        result.trainable_parameters = sum(p.numel() for p in params)
+        lr = config.lr or default_lr(sum(p.numel() for p in encoder_of(model).parameters()))
+        steps_per_epoch = math.ceil(len(task.train) / config.batch)
+        optimizer, scheduler = training.optimizer_and_schedule(params, lr, steps_per_epoch * config.epochs, config.warmup)
+        model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+        rng = random.Random(config.seed)
+        n = 0
+        for epoch in range(1, config.epochs + 1):
+            model.train()
+            order = list(range(len(task.train)))
+            rng.shuffle(order)
+            losses = []
+            for s in range(0, len(order), config.batch):
+                if should_stop is not None and should_stop():
+                    result.stopped = f"cancelled at step {n}"
+                    break
+                b = {k: v.to(accelerator.device) for k, v in _batch(train_enc, order[s: s + config.batch], pad, token_task).items()}
+                loss = model(**b).loss
+                value = float(loss.detach())
+                if not math.isfinite(value):
+                    result.stopped = f"the loss became {value} at step {n + 1}"
+                    break
+                training.step(accelerator, loss, params, optimizer, scheduler)
+                n += 1
+                losses.append(value)
+                result.curve.append((n, value))
+                result.tokens += int(b["attention_mask"].sum())
+                if on_progress is not None:
+                    on_progress(n, value, time.perf_counter() - start)
+            if result.stopped:
+                break
+            model.eval()
+            acc = float((np.array(_predict(model, test_enc, pad, token_task)) == y_test).mean())
+            row = {"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"), "test_accuracy": acc}
+            result.epochs.append(row)
+            if on_epoch is not None:
+                on_epoch(row)
+        model = accelerator.unwrap_model(model)
+        model.eval()
+        pred = np.array(_predict(model, test_enc, pad, token_task))
+    result.seconds = time.perf_counter() - start
+    correct = (pred == y_test).astype(int)
+    result.correct = correct.tolist()
+    result.accuracy = float(correct.mean())
+    result.accuracy_interval = bootstrap_interval(y_test, pred, "accuracy", seed=config.seed)
+    result.macro_f1 = macro_f1(y_test, pred, len(task.labels))
+    result.macro_f1_interval = bootstrap_interval(y_test, pred, "macro_f1", seed=config.seed, n_labels=len(task.labels))
+    after_states = hidden_states(model, test_enc, cka_idx, pad)
+    changes = dict(weight_change(model, before_weights))
+    names = ["embeddings"] + [f"layer {i}" for i in range(1, len(after_states))]
+    result.layer_change = [{"layer": name, "weight_change": changes.get(name, float("nan")),
+                            "cka": float(linear_cka(b, a)) if len(b) > 1 else float("nan")}
+                           for name, b, a in zip(names, before_states, after_states, strict=True)]
+    if "head" in changes:
+        result.layer_change.append({"layer": "head", "weight_change": changes["head"], "cka": float("nan")})
+    if save and config.mode != "frozen" and not result.stopped:
+        result.checkpoint = save_run(config, model, tok, result)
+    return result
+
+
+def save_run(config: FineTuneConfig, model: Any, tok: Any, result: FineTuneResult) -> str:
+    """Save the fine-tuned model with its tokenizer under ``BFE_MODEL_DIR/trained/<run>`` (atomically, as the
+    pre-training lab saves), with the run's config and scores in ``bfe_run.json``; returns ``trained/<run>``.
+
+    Raises:
+        TrainingFailed: the folder cannot be written; nothing half-written is left.
+    """
+    from models.locate import validate_model_id
+    from models.pretrain.config import trained_dir
+    from models.training import atomic_save
+
+    name = f"trained/{config.run_name}"
+    validate_model_id(name)
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder, safe_serialization=True)
+        tok.save_pretrained(folder)
+        (folder / "bfe_run.json").write_text(json.dumps({"kind": "finetune", "config": asdict(config),
+                                                         "evaluation": result.summary()}, default=str))
+
+    atomic_save(trained_dir() / config.run_name, write)
+    return name
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m models.finetune --model ID --task wic|supersense|file.csv --mode finetune|frozen|random --seed N``."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m models.finetune", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=FineTuneConfig.model)
+    parser.add_argument("--task", default=FineTuneConfig.task)
+    parser.add_argument("--mode", default=FineTuneConfig.mode, choices=list(MODES))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=int, default=FineTuneConfig.epochs)
+    parser.add_argument("--lr", type=float, default=None)
+    parser.add_argument("--batch", type=int, default=FineTuneConfig.batch)
+    parser.add_argument("--max-train", type=int, default=FineTuneConfig.max_train)
+    parser.add_argument("--max-test", type=int, default=FineTuneConfig.max_test)
+    parser.add_argument("--max-len", type=int, default=FineTuneConfig.max_len)
+    parser.add_argument("--layer", default=FineTuneConfig.layer)
+    parser.add_argument("--run", default="")
+    parser.add_argument("--no-save", action="store_true")
+    args = parser.parse_args(argv)
+    config = FineTuneConfig(model=args.model, task=args.task, mode=args.mode, seed=args.seed, epochs=args.epochs, lr=args.lr,
+                            batch=args.batch, max_train=args.max_train, max_test=args.max_test, max_len=args.max_len,
+                            layer=args.layer, run=args.run)
+    try:
+        config.validate()
+        result = finetune(config, on_epoch=lambda r: print(f"epoch {r['epoch']}: train loss {r['train_loss']:.4f}, "
+                                                             f"test accuracy {r['test_accuracy']:.3f}", file=sys.stderr, flush=True),
+                          save=not args.no_save)
+    except ExplorerError as err:
+        print(err, file=sys.stderr)
+        return 2
+    print(json.dumps(result.summary(), indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
