@@ -180,7 +180,8 @@ def heads_from_names(model_type: str, names: list[str] | tuple[str, ...]) -> tup
     ``lm_head``...) marks an MLM head; GPT-2's LM head is its tied word embeddings, always there.
     """
     found = {kind for kind, marks in _HEAD_MARKS.items() for n in names
-             if (n.startswith(marks) or any(f".{m}" in n for m in marks)) and not n.startswith("sop_classifier.")}
+             if (n.startswith(marks) or any(f".{m}" in n for m in marks))
+             and not (kind == "classification" and n.startswith("sop_classifier."))}  # ALBERT's SOP head is no classifier
     heads = ["base"]
     if "masked-lm" in found and model_type not in ("gpt2", "xlnet"):
         heads.append("masked-lm")

@@ -191,8 +191,9 @@ def marked(text: str, span: tuple[int, int] | None) -> tuple[str, tuple[int, int
 
 
 def encode(tok: Any, task: Task, examples: Sequence[Example], max_len: int) -> dict[str, Any]:
-    """Tokenize a split: input ids (lists), the label per example, and for token tasks the index of the marked
-    word's first sub-token (``word_index``; -1 when truncation cut it off)."""
+    """Tokenize a split: input ids (lists), the label per example, and the index of the marked word's first
+    sub-token (``word_index``; for a pair, ``word_index_b`` in the second text too; -1 when truncation cut it off
+    or the task marks no word)."""
     if tok.pad_token is None or (tok.cls_token is None and task.kind != "token" and tok.bos_token is None):
         raise UnsupportedArchitecture("This model's tokenizer has no padding or [CLS]-like token, so it cannot be "
                                       "fine-tuned for classification here.", "Pick an encoder (BERT, RoBERTa, ELECTRA ...).")
@@ -206,12 +207,18 @@ def encode(tok: Any, task: Task, examples: Sequence[Example], max_len: int) -> d
     out: dict[str, Any] = {"input_ids": enc["input_ids"], "labels": [e.label for e in examples]}
     if "token_type_ids" in enc:
         out["token_type_ids"] = enc["token_type_ids"]
-    if task.kind == "token":
-        where = []
-        for offsets, (_, span) in zip(enc["offset_mapping"], a, strict=True):
-            seq = [i for i, (s, e) in enumerate(offsets) if e > s and s <= span[0] < e]
-            where.append(seq[0] if seq else -1)
-        out["word_index"] = where
+
+    def first_token(i: int, span: tuple[int, int] | None, segment: int) -> int:
+        if span is None:
+            return -1
+        ids = enc.sequence_ids(i)
+        hits = [t for t, (st, en) in enumerate(enc["offset_mapping"][i]) if ids[t] == segment and en > st and st <= span[0] < en]
+        return hits[0] if hits else -1
+
+    if task.kind in ("token", "pair"):
+        out["word_index"] = [first_token(i, span, 0) for i, (_, span) in enumerate(a)]
+    if task.kind == "pair":
+        out["word_index_b"] = [first_token(i, marked(e.text_b or "", e.span_b)[1], 1) for i, e in enumerate(examples)]
     return out
 
 
@@ -345,17 +352,20 @@ def hidden_states(model: Any, enc: dict[str, Any], idx: Sequence[int], pad_id: i
 
 
 def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_task: bool, batch: int = 64) -> Any:
-    """Frozen features, one row per example: at the chosen layer(s), the mean of a text's real tokens, or the marked
-    word's first sub-token (its [CLS]-free reading, as Peters et al.'s feature extraction)."""
+    """Frozen features, one row per example, at the chosen layer(s): the marked word's first sub-token (a token
+    task); for a pair whose texts mark a word (WiC), the two words' vectors u, v as [u, v, u⊙v, |u−v|] (the usual
+    pair features, Conneau et al. 2017); otherwise the mean of the text's real tokens."""
     import numpy as np
     import torch
 
     body = encoder_of(model)
     dev = next(model.parameters()).device
     rows = []
+    n = len(enc["input_ids"])
+    pair_words = "word_index_b" in enc and all(enc["word_index"][i] >= 0 and enc["word_index_b"][i] >= 0 for i in range(n))
     with torch.no_grad():
-        for s in range(0, len(enc["input_ids"]), batch):
-            idx = list(range(s, min(s + batch, len(enc["input_ids"]))))
+        for s in range(0, n, batch):
+            idx = list(range(s, min(s + batch, n)))
             b = _batch(enc, idx, pad_id, False)
             kwargs = {k: v.to(dev) for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
             hs = body(**kwargs, output_hidden_states=True).hidden_states
@@ -364,6 +374,10 @@ def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_tas
             if token_task:
                 pos = torch.tensor([max(enc["word_index"][i], 0) for i in idx])
                 rows.append(h[torch.arange(len(idx)), pos].numpy())
+            elif pair_words:
+                u = h[torch.arange(len(idx)), torch.tensor([enc["word_index"][i] for i in idx])]
+                v = h[torch.arange(len(idx)), torch.tensor([enc["word_index_b"][i] for i in idx])]
+                rows.append(torch.cat([u, v, u * v, (u - v).abs()], dim=-1).numpy())
             else:
                 m = b["attention_mask"].unsqueeze(-1).float()
                 rows.append(((h * m).sum(1) / m.sum(1)).numpy())

@@ -400,16 +400,30 @@ def work(run_id: int, engine: Any = None) -> str:
             state["last"] = time.monotonic()
             state["cancel"] = runs.record_curve(run_id, curve, engine, seconds=seconds)
 
+    def fit() -> Any:
+        from models.pretrain import train  # torch: in the worker only, and inside the run's try
+
+        return train(config, on_progress=progress, should_stop=lambda: state["cancel"])
+
+    return _run_and_close(run_id, engine, curve, fit, "; what it learned so far is saved.",
+                          lambda status, r: {"evaluation": r.evaluation if r else {}, "parameters": r.parameters if r else None})
+
+
+def _run_and_close(run_id: int, engine: Any, curve: list[tuple[int, float]], fit: Callable[[], Any], cancelled_note: str,
+                   outcome: Callable[[str, Any], dict[str, Any]]) -> str:
+    """Run ``fit()`` in the worker and close the run whatever happens: finished, cancelled (``cancelled_note`` said),
+    failed with the reason, the curve and ``outcome(status, result)`` (evaluation, parameters) stored, and the next
+    queued run dispatched. Returns the final status."""
+    from analysis.results_db import runs
+
     status, message, result = "failed", "", None
     try:
         import torch
 
-        from models.pretrain import train
-
         torch.set_num_threads(WORKER_THREADS)
-        result = train(config, on_progress=progress, should_stop=lambda: state["cancel"])
+        result = fit()
         if result.stopped.startswith("cancelled"):
-            status, message = "cancelled", result.stopped.capitalize() + "; what it learned so far is saved."
+            status, message = "cancelled", result.stopped.capitalize() + cancelled_note
         elif result.stopped:
             status, message = "failed", result.stopped.capitalize() + "."
         else:
@@ -424,10 +438,9 @@ def work(run_id: int, engine: Any = None) -> str:
     finally:
         if curve:
             runs.record_curve(run_id, curve, engine, seconds=result.seconds if result else None)
-        runs.finish_run(run_id, status, evaluation=result.evaluation if result else {}, message=message,
-                        checkpoint=result.checkpoint if result else "", seconds=result.seconds if result else None,
-                        tokens=result.tokens if result else None, parameters=result.parameters if result else None,
-                        engine=engine)
+        runs.finish_run(run_id, status, message=message, checkpoint=result.checkpoint if result else "",
+                        seconds=result.seconds if result else None, tokens=result.tokens if result else None, engine=engine,
+                        **outcome(status, result))
         dispatch(engine)
     return status
 
@@ -446,7 +459,7 @@ class FineTuneSize:
     memory_bytes: int  # one training step, fp32 AdamW (frozen: the encoder's forward only)
 
 
-def finetune_size(config: Any, labels: int) -> FineTuneSize:
+def finetune_size(config: Any, labels: int, kind: str = "single") -> FineTuneSize:
     """Exact parameters (``analysis.params`` on the checkpoint's config) and predicted memory of a fine-tuning run.
 
     Raises:
@@ -462,6 +475,7 @@ def finetune_size(config: Any, labels: int) -> FineTuneSize:
     head = a.hidden * labels + labels
     if config.mode == "frozen":
         width = a.hidden * (min(4, a.layers + 1) if config.layer == "last4" else 1)  # the embeddings count as a layer
+        width *= 4 if kind == "pair" else 1  # a pair's two marked words as [u, v, u⊙v, |u−v|] (models.finetune.features)
         trainable = width * (labels if labels > 2 else 1) + (labels if labels > 2 else 1)
         memory = inference_memory(body, config.batch, config.max_len).total
     else:
@@ -490,7 +504,7 @@ def submit_finetune(configs: list[Any], group: str, engine: Any = None, start: b
     for cfg in configs:
         cfg.validate()
         task = load_config_task(cfg)
-        need = finetune_size(cfg, len(task.labels)).memory_bytes
+        need = finetune_size(cfg, len(task.labels), task.kind).memory_bytes
         if need > budget * 2**20:
             raise InvalidConfig(f"{cfg.run_name} would need about {need / 2**20:,.0f} MB; the lab's limit on this server is "
                                 f"{budget:,} MB (BFE_LAB_MEMORY_MB).", "Use a smaller batch or sequence length, or a smaller model.")
@@ -533,39 +547,17 @@ def _work_finetune(run: dict[str, Any], engine: Any) -> str:
         epochs.append(row)
         state["cancel"] = runs.record_curve(run_id, curve, engine, evaluation={"epochs": epochs})
 
-    status, message, result = "failed", "", None
-    try:
-        import torch
-
+    def fit() -> Any:
         from models.finetune import finetune
 
-        torch.set_num_threads(WORKER_THREADS)
-        result = finetune(config, on_progress=progress, on_epoch=epoch, should_stop=lambda: state["cancel"])
-        if result.stopped.startswith("cancelled"):
-            status, message = "cancelled", result.stopped.capitalize() + "; no score is reported for a cancelled run."
-        elif result.stopped:
-            status, message = "failed", result.stopped.capitalize() + "."
-        else:
-            status = "finished"
-    except ExplorerError as err:
-        message = str(err)
-    except Exception as err:  # a worker must close its run whatever happened; the log keeps the trace
-        import traceback
+        return finetune(config, on_progress=progress, on_epoch=epoch, should_stop=lambda: state["cancel"])
 
-        traceback.print_exc()
-        message = f"Fine-tuning stopped with an internal error ({type(err).__name__}); the server log has the details."
-    finally:
-        evaluation = result.summary() if result is not None and status == "finished" else {"epochs": epochs}
-        if result is not None and status == "finished":
-            evaluation["correct"] = result.correct
-        if curve:
-            runs.record_curve(run_id, curve, engine, seconds=result.seconds if result else None)
-        runs.finish_run(run_id, status, evaluation=evaluation, message=message,
-                        checkpoint=result.checkpoint if result else "", seconds=result.seconds if result else None,
-                        tokens=result.tokens if result else None,
-                        parameters=result.trainable_parameters if result else None, engine=engine)
-        dispatch(engine)
-    return status
+    def outcome(status: str, r: Any) -> dict[str, Any]:
+        if r is None or status != "finished":
+            return {"evaluation": {"epochs": epochs}, "parameters": r.trainable_parameters if r else None}
+        return {"evaluation": {**r.summary(), "correct": r.correct}, "parameters": r.trainable_parameters}
+
+    return _run_and_close(run_id, engine, curve, fit, "; no score is reported for a cancelled run.", outcome)
 
 
 def finetune_table(frame: Any) -> Any:

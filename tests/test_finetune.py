@@ -214,8 +214,11 @@ def test_sizes_before_starting_are_exact(model_env: Path) -> None:
     model, _ = F.build(TINY, task)
     size = lab.finetune_size(TINY, len(task.labels))
     assert size.trainable == sum(p.numel() for p in model.parameters()) == size.parameters
-    frozen = lab.finetune_size(replace(TINY, mode="frozen", layer="last4"), len(task.labels))
-    assert frozen.trainable == min(4, model.config.num_hidden_layers + 1) * model.config.hidden_size + 1 and 0 < frozen.memory_bytes < size.memory_bytes
+    frozen = lab.finetune_size(replace(TINY, mode="frozen", layer="last4"), len(task.labels), task.kind)
+    enc = F.encode(F.build(TINY, task)[1], task, task.train, TINY.max_len)
+    width = F.features(model, enc, "last4", 0, False).shape[1]  # WiC: the two marked words as [u, v, u⊙v, |u−v|]
+    assert width == 4 * min(4, model.config.num_hidden_layers + 1) * model.config.hidden_size
+    assert frozen.trainable == width + 1 and 0 < frozen.memory_bytes < size.memory_bytes
 
 
 @pytest.mark.slow

@@ -96,7 +96,7 @@ with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"
                                     layer=s["ft_layer"], run=F.run_label(group, m, mode, seed))
                    for m in models for mode in s["ft_modes"] for seed in range(s["ft_seeds"])] if task_path else []
         if configs and summary:
-            sizes = [lab.finetune_size(cfg, len(summary["labels"])) for cfg in configs]
+            sizes = [lab.finetune_size(cfg, len(summary["labels"]), summary["kind"]) for cfg in configs]
             st.dataframe(pd.DataFrame([{"run": cfg.run, "model": ui.model_label(cfg.model), "mode": F.MODES[cfg.mode], "seed": cfg.seed,
                                         "parameters": z.parameters, "trainable (exact)": z.trainable,
                                         "memory (predicted, MB)": round(z.memory_bytes / 2**20)}
