@@ -37,17 +37,17 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analysis.tasks import BUILT_IN, Example, Task, load_task, parse_task_csv
 from core.errors import ExplorerError, InvalidConfig, InvalidData, UnsupportedArchitecture
+from models.run_config import check_run_name, check_whole_numbers, from_stored
 
 MODES = {"finetune": "fine-tuned (all weights)", "frozen": "frozen encoder + linear classifier",
          "random": "random initialisation, fine-tuned (the control)"}
 LAYERS = {"last": "the last layer", "last4": "the last four layers, concatenated (BERT's best frozen variant)"}
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
 LIMITS = {"epochs": (1, 20), "batch": (1, 256), "max_len": (16, 512), "max_train": (10, 100_000), "max_test": (10, 20_000),
           "seed": (0, 10**6)}
 #: test sentences whose tokens the before/after CKA compares (bounded: CKA is O(tokens × hidden²))
@@ -77,8 +77,7 @@ class FineTuneConfig:
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> FineTuneConfig:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in stored.items() if k in known})
+        return from_stored(cls, stored)
 
     def validate(self) -> FineTuneConfig:
         """Check the whole request (names included) before any work starts.
@@ -88,10 +87,7 @@ class FineTuneConfig:
         """
         if self.mode not in MODES:
             raise InvalidConfig(f"Unknown mode {self.mode!r}.", "Use one of: " + ", ".join(MODES) + ".")
-        for name, (lo, hi) in LIMITS.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise InvalidConfig(f"{name} must be a whole number from {lo:,} to {hi:,}, not {value!r}.")
+        check_whole_numbers(self, LIMITS)
         if self.lr is not None and not (isinstance(self.lr, int | float) and 0 < self.lr < 1):
             raise InvalidConfig(f"The learning rate must be in (0, 1), not {self.lr!r}.")
         if not 0 <= self.warmup < 1:
@@ -102,9 +98,7 @@ class FineTuneConfig:
             raise InvalidConfig("Name a model (a catalog id, a Hub id, a folder or trained/<run>).")
         if self.task not in BUILT_IN and not self.task.lower().endswith(".csv"):
             raise InvalidConfig(f"Unknown task {self.task[:60]!r}.", "Use wic, supersense or a path to a .csv file.")
-        if not RUN_NAME.match(self.run_name):
-            raise InvalidConfig(f"{self.run_name[:60]!r} is not a usable run name (it becomes the folder trained/<run>).",
-                                "Use letters, digits, '.', '_' and '-' (at most 60), starting with a letter or digit.")
+        check_run_name(self.run_name)
         return self
 
     @property

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ExplorerError, InvalidConfig, InvalidData
-from models.pretrain.config import MAX_USER_CORPUS_BYTES, RUN_NAME, VOCAB_SIZES, TrainConfig, hf_config, trained_dir
+from models.pretrain.config import MAX_USER_CORPUS_BYTES, VOCAB_SIZES, TrainConfig, hf_config, trained_dir
+from models.run_config import RUN_NAME, check_run_name
 
 log = logging.getLogger("bert_family_explorer")
 MAX_QUEUED = 40  # queued runs per host; a class of 30 each starting one fits, a script looping does not
@@ -201,9 +202,7 @@ def plan(preset: str, base: TrainConfig, group: str) -> list[tuple[str, TrainCon
     """The (run name, config) pairs a preset would start, each validated and named ``<group>-<label>``."""
     if preset not in PRESETS:
         raise InvalidConfig(f"Unknown preset {preset!r}.", "Use one of: " + ", ".join(PRESETS) + ".")
-    if not NAME.match(group or ""):
-        raise InvalidConfig(f"{group[:60]!r} is not a usable run name.",
-                            "Use letters, digits, '.', '_' and '-' (at most 60), starting with a letter or digit.")
+    check_run_name(group)
     if not 1 <= base.steps <= MAX_STEPS:
         raise InvalidConfig(f"Steps must be from 1 to {MAX_STEPS:,} here, not {base.steps:,}.",
                             "Longer runs: python -m models.pretrain from a shell.")
@@ -327,14 +326,7 @@ def save_corpus(raw: bytes) -> str:
     """
     if len(raw) > MAX_USER_CORPUS_BYTES:
         raise InvalidData(f"The file is {len(raw) / 2**20:.0f} MB; the lab takes at most {MAX_USER_CORPUS_BYTES // 2**20} MB.")
-    folder = _lock_path().parent / ".corpora"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(raw).hexdigest()[:20]}.txt"
-    if not path.exists():
-        tmp = path.with_suffix(f".partial-{os.getpid()}")
-        tmp.write_bytes(raw)
-        tmp.replace(path)
-    return str(path)
+    return _store_upload(raw, ".corpora", ".txt")
 
 
 def save_task_file(raw: bytes) -> str:
@@ -347,9 +339,15 @@ def save_task_file(raw: bytes) -> str:
     from analysis.tasks import parse_task_csv
 
     parse_task_csv(raw)
-    folder = _lock_path().parent / ".tasks"
+    return _store_upload(raw, ".tasks", ".csv")
+
+
+def _store_upload(raw: bytes, folder_name: str, suffix: str) -> str:
+    """Write ``raw`` under the lab's folder, named by its hash (the same file is stored once; no user-given name
+    reaches the disk), through a temporary file and a rename, so a reader never sees half of it."""
+    folder = _lock_path().parent / folder_name
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{hashlib.sha256(raw).hexdigest()[:20]}.csv"
+    path = folder / f"{hashlib.sha256(raw).hexdigest()[:20]}{suffix}"
     if not path.exists():
         tmp = path.with_suffix(f".partial-{os.getpid()}")
         tmp.write_bytes(raw)
@@ -495,9 +493,7 @@ def submit_finetune(configs: list[Any], group: str, engine: Any = None, start: b
     from core.settings import get_settings
     from models.finetune import load_config_task
 
-    if not NAME.match(group or ""):
-        raise InvalidConfig(f"{group[:60]!r} is not a usable run name.",
-                            "Use letters, digits, '.', '_' and '-' (at most 60), starting with a letter or digit.")
+    check_run_name(group)
     if not configs:
         raise InvalidConfig("Pick at least one model and one mode.")
     budget = get_settings().lab_memory_mb

@@ -64,7 +64,6 @@ from models.pretrain.config import (
     MAX_USER_CORPUS_BYTES,
     OBJECTIVES,
     PROBES,
-    RUN_NAME,
     VOCAB_SIZES,
     VOCABS,
     TrainConfig,
@@ -73,6 +72,7 @@ from models.pretrain.config import (
     trained_dir,
 )
 from models.pretrain.corpus import read_corpus, sentence_pairs, tokenizer
+from models.run_config import RUN_NAME
 
 #: name -> submodule, for the names that need torch (imported on first use)
 _LAZY = {"Batches": "data", "build_model": "model", "parameter_count": "model", "main_model": "model",

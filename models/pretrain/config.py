@@ -7,12 +7,12 @@ Importing this module costs milliseconds: the lab's page and planner use it with
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.errors import InvalidConfig
+from models.run_config import check_run_name, check_whole_numbers, from_stored
 
 OBJECTIVES: dict[str, str] = {
     "mlm": "masked LM (BERT, RoBERTa)",
@@ -39,9 +39,6 @@ LAB_VOCAB = DATA / "corpus" / "wordpiece-8k" / "vocab.txt"
 EXAMPLES = CORPUS.parent / "wordnet_examples.txt.gz"
 LIMITS = {"layers": (1, 24), "hidden": (16, 1024), "heads": (1, 16), "ffn": (16, 4096), "seq_len": (16, 512),
           "batch": (1, 512), "steps": (1, 1_000_000)}
-
-#: A run's name: it becomes a folder (``trained/<run>``) and a model id, so it is checked before training starts.
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
 
 
 @dataclass(frozen=True)
@@ -72,17 +69,13 @@ class TrainConfig:
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> TrainConfig:
         """The config of a stored run (its JSON may carry extra keys, such as the lab's preset)."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in stored.items() if k in known})
+        return from_stored(cls, stored)
 
     def validate(self) -> TrainConfig:
         """Raises InvalidConfig for a setting no run can use (heads not dividing the hidden size, zero steps...)."""
         if self.objective not in OBJECTIVES:
             raise InvalidConfig(f"Unknown objective {self.objective!r}.", "Use one of: " + ", ".join(OBJECTIVES) + ".")
-        for name, (lo, hi) in LIMITS.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise InvalidConfig(f"{name} must be a whole number from {lo:,} to {hi:,}, not {value!r}.")
+        check_whole_numbers(self, LIMITS)
         if self.hidden % self.heads:
             raise InvalidConfig(f"{self.heads} heads do not divide the hidden size {self.hidden}.",
                                 "Each head gets hidden/heads dimensions: pick a head count that divides it.")
@@ -100,9 +93,7 @@ class TrainConfig:
             raise InvalidConfig(f"Masking is static or dynamic, not {self.masking!r}.")
         if not 10 <= self.corpus_lines <= 1_000_000:
             raise InvalidConfig("corpus_lines must be from 10 to 1,000,000.")
-        if not RUN_NAME.match(self.run_name):
-            raise InvalidConfig(f"{self.run_name[:60]!r} is not a usable run name (it becomes the folder trained/<run>).",
-                                "Use letters, digits, '.', '_' and '-' (at most 60), starting with a letter or digit; no '+'.")
+        check_run_name(self.run_name)
         return self
 
     @property
