@@ -5,7 +5,7 @@ do to runs (submit, cancel, delete with the checkpoint, save an uploaded corpus)
 This is a service layer above ``models/`` (which trains) and ``analysis/`` (which stores): pages call these
 functions and only draw. A run never trains inside a Streamlit rerun. :func:`submit` checks each configuration
 (the memory calculator's prediction against ``BFE_LAB_MEMORY_MB``), stores the runs as queued in the results
-database and calls :func:`dispatch`, which starts a worker process (``python -m services.lab work <id>``) for each
+database and calls :func:`dispatch`, which starts a worker process (``python -m services.worker <id>``) for each
 free slot
 (``BFE_LAB_CONCURRENCY``, per host). The worker trains with :func:`models.pretrain.train`, writes its curve to
 the database about once a second (and reads the cancel flag in the same write), stores the evaluation, then
@@ -138,20 +138,20 @@ SCALING_WIDTHS = (32, 64, 128, 256)
 ISOFLOP_BUDGETS = (0.5, 1.0, 2.0)  # × the base run's compute
 
 
-def _scaling(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+def _scaling(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> list[tuple[str, TrainConfig]]:
     """Four widths (the FFN 4× and the heads kept), one token budget: the base run's steps × batch × length."""
-    return [(f"h{h}", replace(base, objective=base.objective if base.objective != "electra" else "mlm", hidden=h, ffn=4 * h,
-                              heads=min(base.heads, h // 16) or 1)) for h in SCALING_WIDTHS]
+    return [(f"h{h}", replace(base, objective=base.objective if base.objective not in ("electra", "plm", "clm") else "mlm",
+                              hidden=h, ffn=4 * h, heads=min(base.heads, h // 16) or 1)) for h in widths]
 
 
-def _isoflop(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+def _isoflop(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> list[tuple[str, TrainConfig]]:
     """Chinchilla's approach 2 in miniature: for each compute budget, the four widths, each trained for the steps
     that budget buys it (so small models see more tokens)."""
     ref = size(replace(base, objective="mlm", hidden=128, ffn=512, heads=min(base.heads, 8)))
     budget = ref.flops_per_token * base.steps * base.batch * base.seq_len
     out = []
     for scale in ISOFLOP_BUDGETS:
-        for name, cfg in _scaling(base):
+        for name, cfg in _scaling(base, widths):
             steps = round(scale * budget / (size(cfg).flops_per_token * cfg.batch * cfg.seq_len))
             out.append((f"c{scale:g}-{name}", replace(cfg, steps=max(1, min(steps, MAX_STEPS)))))
     return out
@@ -198,20 +198,53 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def plan(preset: str, base: TrainConfig, group: str) -> list[tuple[str, TrainConfig]]:
-    """The (run name, config) pairs a preset would start, each validated and named ``<group>-<label>``."""
+@dataclass(frozen=True)
+class Planned:
+    """One run of a preset: its name, the arm it belongs to, its replicate (0, 1, … for the seeds) and its config."""
+
+    name: str
+    arm: str
+    replicate: int
+    config: TrainConfig
+
+
+MAX_SEEDS = 10
+
+
+def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
+              widths: tuple[int, ...] | None = None) -> list[Planned]:
+    """Every run a preset would start: each arm × ``seeds`` replicates (seed ``base.seed + i``), validated and named
+    ``<group>-<arm>`` (one seed) or ``<group>-<arm>-s<i>``. ``widths`` replaces the scaling presets' sizes.
+
+    Raises:
+        InvalidConfig: an unknown preset, a seed count out of 1–10, steps out of bounds, a name that cannot be a folder.
+    """
     if preset not in PRESETS:
         raise InvalidConfig(f"Unknown preset {preset!r}.", "Use one of: " + ", ".join(PRESETS) + ".")
     check_run_name(group)
+    if not (isinstance(seeds, int) and 1 <= seeds <= MAX_SEEDS):
+        raise InvalidConfig(f"Seeds must be from 1 to {MAX_SEEDS}, not {seeds!r}.")
     if not 1 <= base.steps <= MAX_STEPS:
         raise InvalidConfig(f"Steps must be from 1 to {MAX_STEPS:,} here, not {base.steps:,}.",
                             "Longer runs: python -m models.pretrain from a shell.")
     base.validate()
+    if widths is not None and preset in ("scaling", "isoflop"):
+        if not (3 <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)):
+            raise InvalidConfig("A scaling preset needs 3 to 6 widths from 16 to 1,024.")
+        arms = (_scaling(base, widths) if preset == "scaling" else _isoflop(base, widths))
+    else:
+        arms = PRESETS[preset].runs(base)
     out = []
-    for label, cfg in PRESETS[preset].runs(base):
-        name = group if preset == "single" else f"{group}-{label}"
-        out.append((name, replace(cfg, run=name).validate()))
+    for i in range(seeds):
+        for label, cfg in arms:
+            name = (group if preset == "single" else f"{group}-{label}") + (f"-s{i}" if seeds > 1 else "")
+            out.append(Planned(name, label, i, replace(cfg, run=name, seed=base.seed + i).validate()))
     return out
+
+
+def plan(preset: str, base: TrainConfig, group: str, seeds: int = 1) -> list[tuple[str, TrainConfig]]:
+    """The (run name, config) pairs a preset would start (:func:`plan_runs`)."""
+    return [(p.name, p.config) for p in plan_runs(preset, base, group, seeds)]
 
 
 # ------------------------------------------------------------------------------------------ the queue
@@ -229,8 +262,13 @@ def _lock_path() -> Path:
     return folder / ".queue.lock"
 
 
-def submit(preset: str, base: TrainConfig, group: str, engine: Any = None, start: bool = True) -> list[int]:
+def submit(preset: str, base: TrainConfig, group: str, engine: Any = None, start: bool = True, seeds: int = 1,
+           downstream: dict[str, Any] | None = None, widths: tuple[int, ...] | None = None, budget: str = "") -> list[int]:
     """Check every run of a preset (memory, names), queue them all (or none) and start what the slots allow.
+
+    ``seeds`` replicates every arm; ``downstream`` (:func:`models.finetune.check_downstream`) makes each run, once
+    pre-trained, fine-tune its checkpoint on those tasks, and the first run of each architecture per seed also the
+    same architecture from random initialisation (the control every arm shares). ``budget`` names the budget used.
 
     Raises:
         InvalidConfig: a configuration that cannot run or needs more memory than the lab's limit.
@@ -238,18 +276,26 @@ def submit(preset: str, base: TrainConfig, group: str, engine: Any = None, start
         DuplicateRun: a run of that name exists already.
     """
     from analysis.results_db import runs
+    from models.finetune import check_downstream
 
-    planned = plan(preset, base, group)
-    for _, cfg in planned:
-        check_fits(cfg)
+    planned = plan_runs(preset, base, group, seeds, widths)
+    spec = check_downstream(downstream) if downstream is not None else None
+    for p in planned:
+        check_fits(p.config)
     waiting = int((runs.list_runs(engine)["status"] == "queued").sum())
     if waiting + len(planned) > MAX_QUEUED:
-        raise QueueFull(f"{waiting} runs are already waiting on this server; the queue holds {MAX_QUEUED}.",
-                        "Wait for some to finish, or cancel some of yours.")
+        raise QueueFull(f"{waiting} runs are already waiting on this server; the queue holds {MAX_QUEUED}; this experiment "
+                        f"needs {len(planned)}.", "Wait for some to finish, cancel some of yours, or use fewer seeds.")
+    controlled: set[tuple[int, str]] = set()
     ids = []
     try:
-        for name, cfg in planned:
-            ids.append(runs.create_run(name, cfg.objective, {**asdict(cfg), "preset": preset}, engine, group=group))
+        for p in planned:
+            kind = hf_config(p.config)[0]["model_type"]
+            control = spec is not None and (p.replicate, kind) not in controlled
+            controlled.add((p.replicate, kind))
+            stored = {**asdict(p.config), "preset": preset, "arm": p.arm, "replicate": p.replicate, "seeds": seeds,
+                      "budget": budget, "downstream": spec, "control": control}
+            ids.append(runs.create_run(p.name, p.config.objective, stored, engine, group=group))
     except ExplorerError:
         for rid in ids:  # all of a preset or none: an ablation with a missing arm is not an ablation
             runs.delete_run(rid, engine)
@@ -281,7 +327,7 @@ def dispatch(engine: Any = None) -> list[int]:
             log = _lock_path().parent / ".logs" / f"{rid}.log"
             log.parent.mkdir(exist_ok=True)
             with open(log, "ab") as out:
-                proc = subprocess.Popen([sys.executable, "-m", "services.lab", "work", str(rid)], stdout=out, stderr=out,
+                proc = subprocess.Popen([sys.executable, "-m", "services.worker", str(rid)], stdout=out, stderr=out,
                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT,
                                         env={**os.environ, "OMP_NUM_THREADS": str(WORKER_THREADS)})
             runs.set_pid(rid, proc.pid, engine)
@@ -398,10 +444,23 @@ def work(run_id: int, engine: Any = None) -> str:
             state["last"] = time.monotonic()
             state["cancel"] = runs.record_curve(run_id, curve, engine, seconds=seconds)
 
+    stored = run["config"]
+
     def fit() -> Any:
         from models.pretrain import train  # torch: in the worker only, and inside the run's try
 
-        return train(config, on_progress=progress, should_stop=lambda: state["cancel"])
+        result = train(config, on_progress=progress, should_stop=lambda: state["cancel"])
+        if stored.get("downstream") and result.checkpoint and not result.stopped:
+            from models.finetune import downstream
+
+            def phase(text: str) -> None:
+                state["cancel"] = runs.record_curve(run_id, curve, engine, evaluation={**result.evaluation, "phase": text})
+
+            result.evaluation["downstream"] = downstream(result.checkpoint, stored["downstream"], config.seed,
+                                                         bool(stored.get("control")), lambda: state["cancel"], phase)
+            if state["cancel"]:
+                result.stopped = "cancelled during the downstream evaluation"
+        return result
 
     return _run_and_close(run_id, engine, curve, fit, "; what it learned so far is saved.",
                           lambda status, r: {"evaluation": r.evaluation if r else {}, "parameters": r.parameters if r else None})
@@ -692,17 +751,3 @@ def run_info(model_id: str) -> dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) == 2 and args[0] == "work" and args[1].isdigit():
-        print(work(int(args[1])), flush=True)
-        return 0
-    print("usage: python -m services.lab work <run id>   (started by the lab page; see python -m models.pretrain)",
-          file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

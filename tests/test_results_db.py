@@ -581,7 +581,7 @@ def test_a_schema_1_database_gains_the_packs_table(lite) -> None:
     before = count(lite)
     seeding.SEEDED.clear()
     db.ensure_seeded(lite)
-    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION) == "3" and count(lite) == before
+    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION) == "4" and count(lite) == before
     assert db.load_pack(db.save_pack([], "empty", lite), lite) == ("empty", [])
 
 

@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 3  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs)
+SCHEMA_VERSION = 4  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts
 SPLITS = ("dev", "test", "unspecified")
 SETTINGS = ("single", "ensemble")
 
@@ -148,6 +148,22 @@ class SavedPack(Base):
     title: Mapped[str] = mapped_column(String(200), default="")
     items: Mapped[int] = mapped_column(default=0)
     data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, index=True,
+                                                    default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
+
+
+class StoredVerdict(Base):
+    """The verdict of one claim of a finished lab preset (:mod:`analysis.verdicts`), with the per-seed scores it was
+    decided from and the ids of its runs, so it survives the runs' deletion and says so."""
+
+    __tablename__ = "bfe_verdicts"
+    __table_args__ = (UniqueConstraint("run_group", "claim_key", name="uq_verdict_claim"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    group: Mapped[str] = mapped_column("run_group", String(100), index=True)
+    preset: Mapped[str] = mapped_column(String(40))
+    claim_key: Mapped[str] = mapped_column(String(60))
+    label: Mapped[str] = mapped_column(String(40))
+    payload: Mapped[str] = mapped_column(Text, default="{}")
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, index=True,
                                                     default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
 

@@ -35,6 +35,7 @@ _SEED_LOCK_ID = 7262001
 MIGRATIONS: dict[int, Any] = {
     2: lambda s: None,  # bfe_packs is a new table: create_all made it; no existing row changes
     3: lambda s: None,  # bfe_runs, likewise
+    4: lambda s: None,  # bfe_verdicts, likewise
 }
 
 

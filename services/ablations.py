@@ -1,0 +1,356 @@
+"""The lab's presets as the papers decide them: each arm over several seeds, a downstream score for every
+pre-trained model (and for the same architecture from random initialisation), and a computed verdict per claim.
+
+- :data:`CLAIMS`: what each preset's paper claims, as a comparison of two arms on one measure (an intrinsic
+  test where the paper used one, e.g. ALBERT's SOP accuracy; the downstream suite otherwise), or as the
+  direction of a fitted exponent (the scaling and IsoFLOP presets).
+- :data:`BUDGETS`: a *classroom* budget (what fits a lesson on a 2-core CPU) and a *thorough* one (what resolves
+  more; hours on a CPU, minutes on a GPU), per preset.
+- :func:`report`: one experiment's state, scores, verdicts, effects over random initialisation and compute; a
+  complete experiment's verdicts are stored in the database (:func:`settle`, also called by the worker when a run
+  ends), and a stored verdict outlives its runs and says so.
+- :func:`results_so_far`: every preset's latest verdicts on this server.
+
+The decision itself is :func:`analysis.verdicts.verdict` (no torch); this module only gathers the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from core.errors import ExplorerError, InvalidConfig
+from models.pretrain.config import TrainConfig, hf_config
+from services import lab
+
+DOWNSTREAM_LABELS = {"supersense": "supersense accuracy (38 classes)", "wic": "WiC accuracy (2 classes)"}
+INTRINSIC_LABELS = {"sop_accuracy": "SOP accuracy (held-out pairs)", "nsp_accuracy": "NSP accuracy (held-out pairs)",
+                    "held_out_loss": "held-out loss"}
+CHANCE = {"sop_accuracy": 0.5, "nsp_accuracy": 0.5}
+DATA_LIMITED_TOKENS_PER_PARAMETER = 20  # Hoffmann et al. 2022 (Chinchilla): about 20 tokens per parameter is compute-optimal
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper: arm ``a`` ``op`` arm ``b`` on ``measure`` (``downstream`` expands to every task of the
+    budget's suite), or the direction of a fitted exponent (``measure`` ``scaling`` / ``isoflop``)."""
+
+    key: str
+    measure: str
+    statement: str
+    source: str
+    a: str = ""
+    b: str = ""
+    op: str = ">"
+    margin: float = 0.0
+
+
+CLAIMS: dict[str, tuple[Claim, ...]] = {
+    "albert": (
+        Claim("sop", "sop_accuracy", "A model trained with SOP solves SOP; one trained with NSP does not (52.0 vs 86.5).",
+              "Lan et al. 2019, ALBERT, Table 5 (intrinsic SOP accuracy, ALBERT-base)", "sop", "nsp"),
+        Claim("downstream", "downstream", "SOP pre-training helps downstream more than NSP (average 80.1 vs 79.2).",
+              "Lan et al. 2019, ALBERT, Table 5 (downstream average of SQuAD1.1/2.0, MNLI, SST-2, RACE, dev)", "sop", "nsp"),
+    ),
+    "electra": (
+        Claim("downstream", "downstream", "At equal pre-training compute, ELECTRA beats masked-LM pre-training downstream.",
+              "Clark et al. 2020, ELECTRA, Figure 3 and Table 1 (GLUE dev at equal FLOPs)", "electra", "mlm"),
+    ),
+    "roberta": (
+        Claim("dynamic", "downstream", "Dynamic masking is as good as or slightly better than static (SQuAD 2.0 78.7 vs 78.3, "
+              "MNLI-m 84.0 vs 84.3, SST-2 92.9 vs 92.5).", "Liu et al. 2019, RoBERTa, Table 1 (dev)", "dynamic", "static",
+              ">=", 0.01),
+        Claim("no-nsp", "downstream", "Removing NSP matches or improves downstream results.",
+              "Liu et al. 2019, RoBERTa, Table 2 (dev)", "static", "bert-static-nsp", ">=", 0.01),
+    ),
+    "xlnet": (
+        Claim("downstream", "downstream", "With the same data and size, the permutation LM beats BERT's masked LM downstream.",
+              "Yang et al. 2019, XLNet, Table 1 (fair comparison with BERT, dev)", "plm", "mlm"),
+    ),
+    "scaling": (
+        Claim("scaling", "scaling", "Held-out loss falls as a power of the non-embedding parameters: L ∝ N^−0.076.",
+              "Kaplan et al. 2020, Figure 1 (α_N ≈ 0.076)"),
+    ),
+    "isoflop": (
+        Claim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
+              "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much a preset spends: seeds, pre-training steps × batch × length, the downstream suite, and (for the
+    scaling presets) the widths. ``minutes`` is what it took on the reference machine (measured, or estimated
+    from the lab's pace where it says so)."""
+
+    name: str
+    seeds: int
+    steps: int
+    batch: int
+    seq_len: int
+    downstream: dict[str, Any] | None
+    widths: tuple[int, ...] | None = None
+    minutes: str = ""
+
+
+CLASSROOM_SUITE = {"tasks": ["supersense"], "epochs": 3, "max_train": 2000, "max_test": 500}
+THOROUGH_SUITE = {"tasks": ["supersense", "wic"], "epochs": 3, "max_train": 6000, "max_test": 1500}
+BUDGETS: dict[str, dict[str, Budget]] = {
+    **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE),
+           "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE)} for p in ("albert", "electra", "roberta", "xlnet")},
+    "scaling": {"classroom": Budget("classroom", 2, 600, 32, 64, None, (16, 32, 64)),
+                "thorough": Budget("thorough", 3, 4000, 64, 64, None, (32, 64, 128, 256))},
+    "isoflop": {"classroom": Budget("classroom", 2, 200, 32, 64, None, (16, 32, 64)),
+                "thorough": Budget("thorough", 3, 1500, 64, 64, None, (32, 64, 128, 256))},
+}
+
+
+def budget_of(preset: str, name: str) -> Budget:
+    """The named budget of a preset. Raises InvalidConfig for an unknown preset or budget."""
+    if preset not in BUDGETS or name not in BUDGETS[preset]:
+        raise InvalidConfig(f"No {name!r} budget for the {preset!r} preset.",
+                            "Budgets exist for: " + ", ".join(BUDGETS) + " (classroom, thorough).")
+    return BUDGETS[preset][name]
+
+
+def apply_budget(base: TrainConfig, budget: Budget) -> TrainConfig:
+    """``base`` with the budget's steps, batch and sequence length."""
+    return replace(base, steps=budget.steps, batch=budget.batch, seq_len=budget.seq_len)
+
+
+def submit(preset: str, base: TrainConfig, group: str, budget: str = "classroom", engine: Any = None,
+           start: bool = True, seeds: int | None = None) -> list[int]:
+    """Queue a preset at a named budget (``seeds`` overrides the budget's count); see :func:`services.lab.submit`."""
+    b = budget_of(preset, budget)
+    return lab.submit(preset, apply_budget(base, b), group, engine, start, seeds=seeds or b.seeds, downstream=b.downstream,
+                      widths=b.widths, budget=budget)
+
+
+def planned_flops(preset: str, base: TrainConfig, budget: str) -> tuple[int, float]:
+    """(runs, training FLOPs) a preset at a budget would start, from the calculator: for an estimate of its time."""
+    b = budget_of(preset, budget)
+    runs = lab.plan_runs(preset, apply_budget(base, b), "estimate", b.seeds, b.widths)
+    return len(runs), sum(lab.size(p.config).flops_per_token * p.config.steps * p.config.batch * p.config.seq_len for p in runs)
+
+
+# ------------------------------------------------------------------------------------------ reading the runs
+
+
+def _measures(claim: Claim, suite: dict[str, Any] | None) -> list[str]:
+    if claim.measure != "downstream":
+        return [claim.measure]
+    return [f"downstream:{t}" for t in (suite or {}).get("tasks", [])]
+
+
+def measure_label(measure: str) -> str:
+    if measure.startswith("downstream:"):
+        return "downstream " + DOWNSTREAM_LABELS.get(measure.split(":", 1)[1], measure)
+    return INTRINSIC_LABELS.get(measure, measure)
+
+
+def score_of(run: dict[str, Any], measure: str, control: bool = False) -> float | None:
+    """A finished run's score on ``measure`` (``downstream:<task>``, an evaluation key); ``control``: the random-init
+    control's score on that task, where this run measured it."""
+    ev = run.get("evaluation") or {}
+    if measure.startswith("downstream:"):
+        row = (ev.get("downstream") or {}).get(measure.split(":", 1)[1]) or {}
+        value = row.get("random_accuracy" if control else "accuracy")
+    else:
+        value = None if control else ev.get(measure)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _run_rows(frame: Any) -> list[dict[str, Any]]:
+    rows = []
+    for r in frame.sort_values("id").to_dict("records"):
+        cfg = r["config"]
+        try:
+            tc = TrainConfig.from_stored(cfg)
+            flops = lab.size(tc).flops_per_token * (r["tokens"] or 0)
+            kind = hf_config(tc)[0]["model_type"]
+        except ExplorerError:
+            flops, kind = float("nan"), ""
+        ds = (r["evaluation"] or {}).get("downstream") or {}
+        ds_seconds = sum(float(v.get("seconds", 0)) + float(v.get("random_seconds", 0)) for v in ds.values())
+        rows.append({**r, "arm": cfg.get("arm", r["name"]), "replicate": int(cfg.get("replicate", 0)), "kind": kind,
+                     "flops": flops, "downstream_seconds": ds_seconds})
+    return rows
+
+
+def report(group: str, engine: Any = None, settle_now: bool = True) -> dict[str, Any]:
+    """One experiment: its state (``running``, ``partial``, ``complete``, ``gone``), per run and per arm what was
+    spent, and per claim the per-seed scores, the verdict and each arm's effect over random initialisation.
+
+    A complete experiment's verdicts are computed and stored (``settle_now``); an experiment whose runs were
+    deleted after its verdict shows the stored verdict and says its runs are gone.
+    """
+    from analysis import verdicts as V
+    from analysis.results_db import runs as R
+    from analysis.results_db import verdicts as stored_verdicts
+
+    frame = R.list_runs(engine, group=group)
+    frame = frame[frame["objective"] != lab.FINETUNE]
+    stored = stored_verdicts.for_group(group, engine)
+    if frame.empty:
+        if not stored:
+            return {"group": group, "state": "empty", "claims": [], "runs": [], "missing": []}
+        first = stored[0]
+        return {"group": group, "state": "gone", "preset": first["preset"], "claims": [s["payload"] for s in stored],
+                "runs": [], "missing": [], "note": "The runs of this verdict were deleted; the verdict is kept as it was decided."}
+    rows = _run_rows(frame)
+    cfg0 = rows[0]["config"]
+    preset = str(cfg0.get("preset") or "single")
+    suite = cfg0.get("downstream")
+    seeds = int(cfg0.get("seeds") or 1)
+    claims = CLAIMS.get(preset, ())
+    active = [r for r in rows if r["status"] in ("queued", "running")]
+    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ("finished", "queued", "running")]
+    state = "running" if active else ("partial" if missing else "complete")
+    out: dict[str, Any] = {"group": group, "preset": preset, "state": state, "seeds": seeds, "budget": cfg0.get("budget", ""),
+                           "suite": suite, "missing": missing, "runs": rows, "waiting": len(active)}
+    if preset in lab.PRESETS:
+        p = lab.PRESETS[preset]
+        out.update(title=p.title, paper=p.paper, finding=p.finding)
+    arms: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        a = arms.setdefault(r["arm"], {"runs": 0, "flops": 0.0, "pretrain_seconds": 0.0, "downstream_seconds": 0.0})
+        a["runs"] += 1
+        a["flops"] += r["flops"] if math.isfinite(r["flops"]) else 0.0
+        a["pretrain_seconds"] += float(r["seconds"] or 0)
+        a["downstream_seconds"] += r["downstream_seconds"]
+    out["arms"] = arms
+    finished = [r for r in rows if r["status"] == "finished"]
+    out["claims"] = []
+    for claim in claims:
+        if claim.measure in ("scaling", "isoflop"):
+            out["claims"].append(_trend_claim(claim, finished, state, V))
+            continue
+        for measure in _measures(claim, suite):
+            out["claims"].append(_arm_claim(claim, measure, finished, state, V))
+    deleted = 0
+    if stored:
+        have = {int(r["id"]) for r in rows}
+        ids = {int(i) for s in stored for i in s["payload"].get("run_ids", [])}
+        deleted = len(ids - have)
+    if deleted:
+        out["note"] = f"{deleted} of this experiment's runs were deleted after its verdict; the stored verdict is shown."
+        out["claims"] = [s["payload"] for s in stored]
+    elif state == "complete" and settle_now:
+        for c in out["claims"]:
+            if c.get("verdict"):
+                stored_verdicts.store(group, preset, c["key"], c["verdict"]["label"], c, engine)
+    return out
+
+
+def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state: str, V: Any) -> dict[str, Any]:
+    scores: dict[str, dict[int, float]] = {}
+    controls: dict[tuple[str, int], float] = {}
+    kinds: dict[str, str] = {}
+    for r in finished:
+        value = score_of(r, measure)
+        if value is not None:
+            scores.setdefault(r["arm"], {})[r["replicate"]] = value
+            kinds[r["arm"]] = r["kind"]
+        control = score_of(r, measure, control=True)
+        if control is not None:
+            controls[(r["kind"], r["replicate"])] = control
+    a, b = scores.get(claim.a, {}), scores.get(claim.b, {})
+    out: dict[str, Any] = {"key": f"{claim.key}:{measure.split(':', 1)[1]}" if claim.measure == "downstream" else claim.key,
+                           "claim": asdict(claim), "measure": measure, "label": measure_label(measure),
+                           "scores": {arm: sorted(v.items()) for arm, v in scores.items()}, "chance": CHANCE.get(measure),
+                           "controls": {}, "control_effects": {}, "verdict": None,
+                           "run_ids": [int(r["id"]) for r in finished]}
+    for arm, values in scores.items():
+        ctrl = {rep: controls[(kinds[arm], rep)] for rep in values if (kinds[arm], rep) in controls}
+        if ctrl:
+            out["controls"][arm] = sorted(ctrl.items())
+            common = sorted(set(ctrl) & set(values))
+            if len(common) >= 1:
+                out["control_effects"][arm] = V.verdict([values[k] for k in common], [ctrl[k] for k in common], ">").to_dict()
+    if state != "complete":
+        out["why_none"] = ("the experiment is still running" if state == "running" else
+                           "some runs did not finish (partial results, no verdict)")
+        return out
+    common = sorted(set(a) & set(b))
+    paired = len(common) == len(a) == len(b)
+    v = V.verdict([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], claim.op, claim.margin, paired=paired) if a and b else None
+    if v is None:
+        out["why_none"] = f"no scores for {claim.a if not a else claim.b}"
+        return out
+    out["verdict"] = v.to_dict()
+    out["sentence"] = v.sentence
+    return out
+
+
+def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str, V: Any) -> dict[str, Any]:
+    points, limited = [], []
+    for r in finished:
+        loss = (r["evaluation"] or {}).get("held_out_loss")
+        try:
+            tc = TrainConfig.from_stored(r["config"])
+            n = lab.size(tc).non_embedding
+        except ExplorerError:
+            continue
+        if not isinstance(loss, int | float) or not r["tokens"]:
+            continue
+        ratio = r["tokens"] / n
+        if ratio < DATA_LIMITED_TOKENS_PER_PARAMETER:
+            limited.append({"run": r["name"], "tokens per parameter": round(ratio, 1)})
+        if claim.measure == "scaling":
+            points.append((r["replicate"], n, float(loss)))
+        else:
+            points.append((r["replicate"], round(lab.size(tc).flops_per_token * r["tokens"], -6), n, float(loss)))
+    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "points": points,
+                           "data_limited": limited, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
+    if state != "complete":
+        out["why_none"] = ("the experiment is still running" if state == "running" else
+                           "some runs did not finish (partial results, no verdict)")
+        return out
+    try:
+        v = V.scaling_verdict(points) if claim.measure == "scaling" else V.isoflop_verdict(_isoflop_cells(points))
+    except ExplorerError as err:
+        out["why_none"] = str(err)
+        return out
+    out["verdict"] = v.to_dict()
+    out["sentence"] = v.sentence
+    return out
+
+
+def _isoflop_cells(points: list[tuple[int, float, int, float]]) -> list[tuple[int, float, int, float]]:
+    """Each run's compute rounded to its budget: the runs of one budget differ by up to one step's FLOPs."""
+    budgets = sorted({c for _, c, _, _ in points})
+    groups: list[list[float]] = []
+    for c in budgets:
+        if groups and c <= groups[-1][0] * 1.3:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    label = {c: g[0] for g in groups for c in g}
+    return [(s, label[c], n, loss) for s, c, n, loss in points]
+
+
+def settle(group: str, engine: Any = None) -> None:
+    """Store the verdicts of ``group`` if its runs are complete (called by the worker when a run ends)."""
+    if group:
+        report(group, engine)
+
+
+def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
+    """Each preset's latest stored verdicts on this server: one row per claim of its newest decided experiment."""
+    from analysis.results_db import verdicts as stored_verdicts
+
+    newest: dict[str, str] = {}
+    rows = []
+    for v in stored_verdicts.latest(engine):
+        preset = v["preset"]
+        if newest.setdefault(preset, v["group"]) != v["group"]:
+            continue
+        p = v["payload"]
+        verdict = p.get("verdict") or {}
+        rows.append({"preset": lab.PRESETS[preset].title if preset in lab.PRESETS else preset, "claim": p["claim"]["statement"],
+                     "measure": p.get("label") or p.get("measure"), "verdict": v["label"], "effect": verdict.get("effect", verdict.get("estimate")),
+                     "95% low": verdict.get("low"), "95% high": verdict.get("high"), "seeds": verdict.get("seeds_a", verdict.get("points")),
+                     "source": p["claim"]["source"], "experiment": v["group"], "decided": v["created_at"]})
+    return rows

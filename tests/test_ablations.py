@@ -1,0 +1,132 @@
+"""Presets that end in verdicts (issue 26): plans with equal seeds per arm, ELECTRA at equal FLOPs, the downstream
+suite with its random-init control, stored verdicts that outlive their runs, partial and one-seed experiments."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from analysis import verdicts as V
+from analysis.results_db import runs as R
+from analysis.results_db import verdicts as SV
+from core.errors import InvalidConfig
+from models.pretrain import TrainConfig
+from services import ablations, lab
+
+TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
+SUITE = {"tasks": ["supersense"], "epochs": 1, "max_train": 40, "max_test": 30, "max_len": 32}
+
+
+def test_every_arm_gets_the_same_seeds_and_electra_the_same_flops_within_one_step() -> None:
+    for preset in ("albert", "electra", "roberta", "xlnet"):
+        planned = lab.plan_runs(preset, replace(TINY, steps=200), "g", seeds=3)
+        by_arm: dict[str, list[int]] = {}
+        for p in planned:
+            by_arm.setdefault(p.arm, []).append(p.config.seed)
+        assert len(by_arm) >= 2 and all(seeds == [0, 1, 2] for seeds in by_arm.values()), by_arm
+        assert len({p.name for p in planned}) == len(planned)
+    planned = lab.plan_runs("electra", replace(TINY, steps=200), "g", seeds=2)
+    for rep in (0, 1):
+        electra, mlm = [p.config for p in planned if p.replicate == rep]
+        one_step = lab.size(mlm).flops_per_token * mlm.batch * mlm.seq_len
+        spent = [lab.size(c).flops_per_token * c.steps * c.batch * c.seq_len for c in (electra, mlm)]
+        assert abs(spent[0] - spent[1]) <= one_step
+    with pytest.raises(InvalidConfig):
+        lab.plan_runs("albert", TINY, "g", seeds=0)
+    with pytest.raises(InvalidConfig):
+        ablations.budget_of("albert", "lavish")
+
+
+def test_budgets_are_declared_for_every_claimed_preset_and_plan() -> None:
+    for preset in ablations.CLAIMS:
+        for name in ("classroom", "thorough"):
+            b = ablations.budget_of(preset, name)
+            assert b.seeds >= 2
+            n, flops = ablations.planned_flops(preset, lab.TrainConfig(), name)
+            assert n >= 2 * b.seeds and flops > 0
+    with pytest.raises(InvalidConfig):
+        lab.submit("albert", TINY, "g", downstream={"tasks": ["glue"]}, start=False)
+
+
+def _finish(rid: int, evaluation: dict, status: str = "finished") -> None:
+    R.start_run(rid)
+    R.finish_run(rid, status, evaluation=evaluation, tokens=1000, seconds=1.0)
+
+
+def _fake(group: str, arms: dict[str, list[float]], control: float = 0.1, seeds: int = 3, statuses: dict | None = None) -> list[int]:
+    ids = lab.submit("albert", TINY, group, seeds=seeds, downstream=SUITE, start=False)
+    for rid in ids:
+        run = R.get_run(rid)
+        arm, rep = run["config"]["arm"], run["config"]["replicate"]
+        ds = {"accuracy": arms[arm][rep], "correct": [1, 0]}
+        if run["config"]["control"]:
+            ds["random_accuracy"] = control + 0.001 * rep
+        _finish(rid, {"sop_accuracy": arms[arm][rep], "downstream": {"supersense": ds}},
+                (statuses or {}).get(run["name"], "finished"))
+    return ids
+
+
+def test_a_complete_experiment_is_decided_stored_and_outlives_its_runs(lab_env: Path) -> None:
+    ids = _fake("ab", {"sop": [0.80, 0.82, 0.81], "nsp": [0.50, 0.52, 0.51]})
+    rep = ablations.report("ab")
+    assert rep["state"] == "complete"
+    by_key = {c["key"]: c for c in rep["claims"]}
+    assert set(by_key) == {"sop", "downstream:supersense"}
+    sop = by_key["sop"]
+    assert sop["verdict"]["label"] == V.AGREES and sop["verdict"]["effect"] == pytest.approx(0.30)
+    assert sop["chance"] == 0.5
+    ds = by_key["downstream:supersense"]
+    assert ds["control_effects"]["sop"]["label"] == V.AGREES  # 0.8 over a control of 0.1
+    assert ds["controls"]["sop"] == ds["controls"]["nsp"]  # one control per architecture and seed, shared
+    stored = SV.for_group("ab")
+    assert {s["claim_key"] for s in stored} == set(by_key) and stored[0]["payload"]["verdict"] == sop["verdict"]
+    assert V.Verdict.from_dict(stored[0]["payload"]["verdict"]).label == V.AGREES
+    rows = ablations.results_so_far()
+    assert any(r["verdict"] == V.AGREES and r["experiment"] == "ab" for r in rows)
+    for rid in ids[:2]:
+        R.delete_run(rid)
+    rep = ablations.report("ab")
+    assert "deleted" in rep["note"] and rep["claims"][0]["verdict"]["label"] == V.AGREES
+    for rid in ids[2:]:
+        R.delete_run(rid)
+    gone = ablations.report("ab")
+    assert gone["state"] == "gone" and "deleted" in gone["note"] and gone["claims"]
+
+
+def test_a_cancelled_run_makes_the_experiment_partial_without_a_verdict(lab_env: Path) -> None:
+    _fake("cut", {"sop": [0.8, 0.8, 0.8], "nsp": [0.5, 0.5, 0.5]}, statuses={"cut-sop-s2": "cancelled"})
+    rep = ablations.report("cut")
+    assert rep["state"] == "partial" and rep["missing"] == ["cut-sop-s2 (cancelled)"]
+    assert all(c["verdict"] is None and "partial" in c["why_none"] for c in rep["claims"])
+    assert SV.for_group("cut") == []
+
+
+def test_one_seed_shows_the_runs_and_no_verdict(lab_env: Path) -> None:
+    _fake("one", {"sop": [0.8], "nsp": [0.5]}, seeds=1)
+    rep = ablations.report("one")
+    assert rep["state"] == "complete"
+    assert all(c["verdict"]["label"] == V.NO_VERDICT for c in rep["claims"])
+    assert "2 seeds" in rep["claims"][0]["sentence"]
+
+
+@pytest.mark.slow
+def test_a_preset_trains_fine_tunes_its_checkpoints_and_ends_in_a_verdict(lab_env: Path) -> None:
+    from services import worker
+
+    ids = lab.submit("albert", replace(TINY, steps=10), "e2e", seeds=2, downstream=SUITE, start=False)
+    assert len(ids) == 4
+    for rid in ids:
+        R.start_run(rid)  # claimed, as dispatch would
+        assert worker.main([str(rid)]) == 0
+    runs = [R.get_run(rid) for rid in ids]
+    assert [r["status"] for r in runs] == ["finished"] * 4
+    for r in runs:
+        ds = r["evaluation"]["downstream"]["supersense"]
+        assert 0 <= ds["accuracy"] <= 1 and len(ds["correct"]) == 30 and ds["baseline"] > 0
+        assert ("random_accuracy" in ds) == r["config"]["control"]
+    assert sum(r["config"]["control"] for r in runs) == 2  # one per seed: both arms are BERTs
+    stored = SV.for_group("e2e")  # settled by the last worker, without a page open
+    assert {s["claim_key"] for s in stored} == {"sop", "downstream:supersense"}
+    assert all(s["label"] in V.LABELS for s in stored)
