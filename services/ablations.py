@@ -26,7 +26,7 @@ from services import lab
 
 DOWNSTREAM_LABELS = {"supersense": "supersense accuracy (38 classes)", "wic": "WiC accuracy (2 classes)"}
 INTRINSIC_LABELS = {"sop_accuracy": "SOP accuracy (held-out pairs)", "nsp_accuracy": "NSP accuracy (held-out pairs)",
-                    "held_out_loss": "held-out loss"}
+                    "held_out_loss": "Held-out loss", "scaling": "Scaling exponent", "isoflop": "Compute-optimal size"}
 CHANCE = {"sop_accuracy": 0.5, "nsp_accuracy": 0.5}
 DATA_LIMITED_TOKENS_PER_PARAMETER = 20  # Hoffmann et al. 2022 (Chinchilla): about 20 tokens per parameter is compute-optimal
 
@@ -146,7 +146,7 @@ def _measures(claim: Claim, suite: dict[str, Any] | None) -> list[str]:
 
 def measure_label(measure: str) -> str:
     if measure.startswith("downstream:"):
-        return "downstream " + DOWNSTREAM_LABELS.get(measure.split(":", 1)[1], measure)
+        return "Downstream: " + DOWNSTREAM_LABELS.get(measure.split(":", 1)[1], measure)
     return INTRINSIC_LABELS.get(measure, measure)
 
 
@@ -237,7 +237,7 @@ def report(group: str, engine: Any = None, settle_now: bool = True) -> dict[str,
     if deleted:
         out["note"] = f"{deleted} of this experiment's runs were deleted after its verdict; the stored verdict is shown."
         out["claims"] = [s["payload"] for s in stored]
-    elif state == "complete" and settle_now:
+    elif state == "complete" and settle_now and not stored:  # decided once: a later read does not re-date it
         for c in out["claims"]:
             if c.get("verdict"):
                 stored_verdicts.store(group, preset, c["key"], c["verdict"]["label"], c, engine)
@@ -262,10 +262,11 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
                            "scores": {arm: sorted(v.items()) for arm, v in scores.items()}, "chance": CHANCE.get(measure),
                            "controls": {}, "control_effects": {}, "verdict": None,
                            "run_ids": [int(r["id"]) for r in finished]}
+    several = len(set(kinds.values())) > 1
     for arm, values in scores.items():
         ctrl = {rep: controls[(kinds[arm], rep)] for rep in values if (kinds[arm], rep) in controls}
-        if ctrl:
-            out["controls"][arm] = sorted(ctrl.items())
+        if ctrl:  # one control per architecture and seed, shared by the arms of that architecture
+            out["controls"]["random init" + (f" ({kinds[arm]})" if several else "")] = sorted(ctrl.items())
             common = sorted(set(ctrl) & set(values))
             if len(common) >= 1:
                 out["control_effects"][arm] = V.verdict([values[k] for k in common], [ctrl[k] for k in common], ">").to_dict()
@@ -303,6 +304,7 @@ def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str, V: An
         else:
             points.append((r["replicate"], round(lab.size(tc).flops_per_token * r["tokens"], -6), n, float(loss)))
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "points": points,
+                           "label": measure_label(claim.measure),
                            "data_limited": limited, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
     if state != "complete":
         out["why_none"] = ("the experiment is still running" if state == "running" else
@@ -349,8 +351,8 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
             continue
         p = v["payload"]
         verdict = p.get("verdict") or {}
-        rows.append({"preset": lab.PRESETS[preset].title if preset in lab.PRESETS else preset, "claim": p["claim"]["statement"],
-                     "measure": p.get("label") or p.get("measure"), "verdict": v["label"], "effect": verdict.get("effect", verdict.get("estimate")),
-                     "95% low": verdict.get("low"), "95% high": verdict.get("high"), "seeds": verdict.get("seeds_a", verdict.get("points")),
+        rows.append({"preset": lab.PRESETS[preset].title if preset in lab.PRESETS else preset, "verdict": v["label"],
+                     "measure": p.get("label") or p.get("measure"), "effect": verdict.get("effect", verdict.get("estimate")),
+                     "95% low": verdict.get("low"), "95% high": verdict.get("high"), "claim": p["claim"]["statement"],
                      "source": p["claim"]["source"], "experiment": v["group"], "decided": v["created_at"]})
     return rows

@@ -65,6 +65,7 @@ def _fake(group: str, arms: dict[str, list[float]], control: float = 0.1, seeds:
             ds["random_accuracy"] = control + 0.001 * rep
         _finish(rid, {"sop_accuracy": arms[arm][rep], "downstream": {"supersense": ds}},
                 (statuses or {}).get(run["name"], "finished"))
+    ablations.settle(group)  # as the last worker does
     return ids
 
 
@@ -79,7 +80,7 @@ def test_a_complete_experiment_is_decided_stored_and_outlives_its_runs(lab_env: 
     assert sop["chance"] == 0.5
     ds = by_key["downstream:supersense"]
     assert ds["control_effects"]["sop"]["label"] == V.AGREES  # 0.8 over a control of 0.1
-    assert ds["controls"]["sop"] == ds["controls"]["nsp"]  # one control per architecture and seed, shared
+    assert list(ds["controls"]) == ["random init"]  # one control per architecture and seed, shared by both BERT arms
     stored = SV.for_group("ab")
     assert {s["claim_key"] for s in stored} == set(by_key) and stored[0]["payload"]["verdict"] == sop["verdict"]
     assert V.Verdict.from_dict(stored[0]["payload"]["verdict"]).label == V.AGREES
@@ -130,3 +131,27 @@ def test_a_preset_trains_fine_tunes_its_checkpoints_and_ends_in_a_verdict(lab_en
     stored = SV.for_group("e2e")  # settled by the last worker, without a page open
     assert {s["claim_key"] for s in stored} == {"sop", "downstream:supersense"}
     assert all(s["label"] in V.LABELS for s in stored)
+
+
+def test_the_lab_page_shows_a_finished_presets_verdict_and_the_results_so_far(lab_env: Path) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    _fake("shown", {"sop": [0.80, 0.82, 0.81], "nsp": [0.50, 0.52, 0.51]})
+    _fake("undecided", {"sop": [0.70, 0.60, 0.66], "nsp": [0.64, 0.66, 0.62]})
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
+    at.query_params["lb_show"] = "shown"
+    at.run()
+    at.switch_page("views/lab.py").run()
+    assert not at.exception, at.exception
+    assert any(sub.value == "Verdict" for sub in at.subheader)
+    assert any(x.value.startswith("Agrees: effect +0.300") for x in at.success)
+    assert any("Lan et al. 2019, ALBERT, Table 5" in m.value for m in at.markdown)
+    effects = [d.value for d in at.dataframe if "effect over random init" in d.value]
+    assert effects and (effects[0]["verdict (pre-trained > random init)"] == V.AGREES).all()
+    so_far = [d.value for d in at.dataframe if "verdict" in d.value.columns and "experiment" in d.value.columns]
+    assert so_far and set(so_far[0]["experiment"]) == {"./lab?lb_show=undecided"}  # the preset's latest experiment
+    at.query_params["lb_show"] = "undecided"
+    at.session_state["lb_show"] = "undecided"
+    at.run()
+    assert not at.exception and any(x.value.startswith("Cannot tell") for x in at.warning)

@@ -8,22 +8,26 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from analysis import verdict_plots
 from analysis.results_db import runs as R
 from app import ui
 from core.errors import ExplorerError
 from core.settings import get_settings
 from models import pretrain as P
-from services import lab
+from services import ablations, lab
 
 ACTIVE = ("queued", "running")
 DEFAULTS = {"lb_preset": "albert", "lb_objective": "mlm", "lb_masking": "dynamic", "lb_layers": 2, "lb_hidden": 128,
             "lb_heads": 2, "lb_ffn": 512, "lb_seq": 64, "lb_batch": 64, "lb_steps": 1200, "lb_lr": 1e-3, "lb_seed": 0,
-            "lb_vocab": "wordnet-8k", "lb_corpus": "wordnet", "lb_name": "", "lb_show": ""}
+            "lb_vocab": "wordnet-8k", "lb_corpus": "wordnet", "lb_name": "", "lb_show": "", "lb_budget": "classroom", "lb_seeds": 3}
 ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(P.OBJECTIVES), "lb_masking": ["static", "dynamic"],
            "lb_layers": (1, 12), "lb_hidden": (16, 512), "lb_heads": (1, 16), "lb_ffn": (16, 2048), "lb_seq": (16, 256),
            "lb_batch": (1, 128), "lb_steps": (1, lab.MAX_STEPS), "lb_lr": (1e-6, 0.5), "lb_seed": (0, 10**6),
            "lb_vocab": list(P.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
-           "lb_show": lambda v: len(v) <= 100}
+           "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "custom"], "lb_seeds": (1, lab.MAX_SEEDS)}
+VERDICT_BOXES = {"agrees": st.success, "cannot tell at this budget": st.warning, "disagrees": st.error, "no verdict": st.info}
+VERDICT_ICONS = {"agrees": ":material/check_circle:", "cannot tell at this budget": ":material/help:",
+                 "disagrees": ":material/cancel:", "no verdict": ":material/info:"}
 STATUS_ICONS = {"queued": "⏳ queued", "running": "▶ running", "finished": "✔ finished", "failed": "✖ failed",
                 "cancelled": "■ cancelled", "interrupted": "⚠ interrupted"}
 VOCAB_LABELS = {"wordnet-8k": "8,192 WordPiece (glosses)", "bert": "30,522 WordPiece (BERT's)"}
@@ -122,15 +126,33 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     else:
         st.caption("WordNet 3.0's 117,659 glosses (6.3 MB, Princeton's WordNet licence, `data/corpus/LICENSE-WordNet`); "
                    "2% held out for evaluation.")
+    claims = ablations.CLAIMS.get(s["lb_preset"], ())
+    budget = None
+    if claims:
+        c = st.columns([3, 1, 5])
+        c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget",
+                               help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more (hours on a CPU, "
+                                    "minutes on a GPU). Custom: the steps, batch and length below.")
+        if (s["lb_budget"] or "custom") != "custom":
+            budget = ablations.budget_of(s["lb_preset"], s["lb_budget"])
+            s["lb_steps"], s["lb_batch"], s["lb_seq"] = budget.steps, budget.batch, budget.seq_len  # shown as the budget sets them
+            suite = budget.downstream
+            c[2].caption(f"**{budget.seeds} seeds** per arm × {budget.steps:,} steps × batch {budget.batch} × {budget.seq_len} tokens"
+                         + (f"; widths {', '.join(map(str, budget.widths))}" if budget.widths else "")
+                         + (f"; then each checkpoint fine-tuned on {', '.join(suite['tasks'])} ({suite['max_train']:,} examples, "
+                            f"{suite['epochs']} epochs) and the same architecture from random initialisation" if suite else "")
+                         + (f". {budget.minutes}" if budget.minutes else ""))
+        else:
+            c[1].number_input("Seeds", 1, lab.MAX_SEEDS, key="lb_seeds", help="A verdict needs at least 2 seeds per arm.")
     c = st.columns(5)
     c[0].number_input("Layers", 1, 12, key="lb_layers")
     c[1].number_input("Hidden size", 16, 512, step=16, key="lb_hidden")
     c[2].number_input("Heads", 1, 16, key="lb_heads")
     c[3].number_input("Feed-forward", 16, 2048, step=64, key="lb_ffn")
-    c[4].number_input("Sequence length", 16, 256, step=16, key="lb_seq")
+    c[4].number_input("Sequence length", 16, 256, step=16, key="lb_seq", disabled=budget is not None)
     c = st.columns(5)
-    c[0].number_input("Batch", 1, 128, key="lb_batch")
-    c[1].number_input("Steps", 1, lab.MAX_STEPS, step=100, key="lb_steps")
+    c[0].number_input("Batch", 1, 128, key="lb_batch", disabled=budget is not None)
+    c[1].number_input("Steps", 1, lab.MAX_STEPS, step=100, key="lb_steps", disabled=budget is not None)
     c[2].number_input("Learning rate", 1e-6, 0.5, format="%.0e", key="lb_lr")
     c[3].number_input("Seed", 0, 10**6, key="lb_seed")
     c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
@@ -140,7 +162,12 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
                          steps=s["lb_steps"], lr=s["lb_lr"], seed=s["lb_seed"], vocab=s["lb_vocab"], corpus=corpus or "wordnet")
     group = s["lb_name"] or f"{s['lb_preset']}-{dt.datetime.now():%m%d-%H%M%S}"
     try:
-        planned = lab.plan(s["lb_preset"], base, group)
+        seeds = budget.seeds if budget else (s["lb_seeds"] if claims else 1)
+        if budget:
+            base = ablations.apply_budget(base, budget)
+            st.caption("The budget sets the steps, batch and length (greyed out above); the model's shape comes from the inputs. "
+                       "Pick *custom* to set them yourself.")
+        planned = [(p.name, p.config) for p in lab.plan_runs(s["lb_preset"], base, group, seeds, budget.widths if budget else None)]
         sizes = [lab.size(cfg) for _, cfg in planned]
         budget = get_settings().lab_memory_mb
         table = pd.DataFrame([{"run": name, "objective": P.OBJECTIVES[cfg.objective], "masking": cfg.masking, "hidden": cfg.hidden,
@@ -170,7 +197,11 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
         elif not corpus:
             st.info("Upload a usable text file, or pick the WordNet corpus.")
         elif st.button(f"Start {len(planned)} run{'s' if len(planned) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
-            ids = lab.submit(s["lb_preset"], base, group)
+            if budget:
+                ids = ablations.submit(s["lb_preset"], base, group, budget.name)
+            else:
+                suite = ablations.CLASSROOM_SUITE if any(c.measure == "downstream" for c in claims) else None
+                ids = lab.submit(s["lb_preset"], base, group, seeds=seeds, downstream=suite, budget="custom" if claims else "")
             s["lb_show"] = group
             st.toast(f"Queued {len(ids)} run(s) as '{group}'. They train in the background: you can close this tab.",
                      icon=":material/schedule:")
@@ -227,6 +258,66 @@ def watch() -> None:
 
 watch()
 
+
+def verdict_view(group: str) -> None:
+    """A preset's verdicts: the claim and its source, the verdict in one line, a chart per measure (arms side by side
+    with intervals, seeds as points, the random-init control), the effect over random initialisation, compute."""
+    rep = ablations.report(group)
+    if not rep["claims"]:
+        return
+    st.subheader("Verdict", anchor="verdict")
+    budget = rep.get("budget") or "custom"
+    st.markdown(f"**{rep.get('title', rep.get('preset'))}** · budget: {budget} · {rep.get('seeds', '?')} seed(s) per arm")
+    if rep.get("note"):
+        st.warning(rep["note"], icon=":material/delete:")
+    if rep["state"] == "running":
+        st.info(f"{rep['waiting']} run(s) still waiting or training: the verdict comes when every run has finished.",
+                icon=":material/hourglass_top:")
+    elif rep["state"] == "partial":
+        st.warning("Partial results, no verdict: " + ", ".join(rep["missing"]) + " did not finish. An ablation with a "
+                   "missing arm or seed is not decided.", icon=":material/warning:")
+    for i, c in enumerate(rep["claims"]):
+        claim, v = c["claim"], c.get("verdict")
+        st.markdown(f"##### {c.get('label', claim['measure'])}\n**The paper:** {claim['statement']}  \n:gray[Source: {claim['source']}]")
+        if v:
+            VERDICT_BOXES.get(v["label"], st.info)(c["sentence"], icon=VERDICT_ICONS.get(v["label"]))
+        elif c.get("why_none"):
+            st.caption(f"No verdict yet: {c['why_none']}.")
+        trend = c["measure"] in ("scaling", "isoflop")
+        if (c.get("points") if trend else c.get("scores")):
+            fig = verdict_plots.trend_figure(c) if trend else verdict_plots.arms_figure(c)
+            ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})",
+                     caption=(c.get("sentence") or "No verdict yet.") + " Bars: mean over seeds with its 95% t interval; "
+                             "circles: one seed each; grey: the same architecture from random initialisation.",
+                     sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
+        if c.get("control_effects"):
+            st.dataframe(pd.DataFrame([{"arm": arm, "effect over random init": e["effect"], "95% low": e["low"], "95% high": e["high"],
+                                        "verdict (pre-trained > random init)": e["label"]} for arm, e in c["control_effects"].items()]),
+                         hide_index=True, width="stretch",
+                         column_config={k: st.column_config.NumberColumn(format="%+.3f") for k in
+                                        ("effect over random init", "95% low", "95% high")})
+        if c.get("data_limited"):
+            st.caption("Data-limited runs (fewer than 20 tokens per non-embedding parameter, Chinchilla's compute-optimal "
+                       "ratio): Kaplan's L(N) holds for models trained near convergence, so these points sit above the law: "
+                       + ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"]) + ".")
+        if v and v.get("label") == "cannot tell at this budget":
+            st.caption("What would resolve it: " + (f"about {v['seeds_needed']} seeds per arm at this budget (from the spread "
+                       "observed here)" if v.get("seeds_needed") else (v.get("reason") or "a larger budget per run")) + "; or the "
+                       "thorough budget.")
+    if rep.get("arms"):
+        st.dataframe(pd.DataFrame([{"arm": arm, "runs": a["runs"], "training FLOPs": a["flops"],
+                                    "pre-training": fmt_seconds(a["pretrain_seconds"]),
+                                    "downstream": fmt_seconds(a["downstream_seconds"])} for arm, a in rep["arms"].items()]),
+                     hide_index=True, width="stretch", column_config={"training FLOPs": st.column_config.NumberColumn(format="%.2e")})
+        st.caption("Compute per arm: FLOPs from the calculator (3 × forward, Kaplan et al. 2020, Table 1) × the tokens each "
+                   "run trained on; wall time on this server.")
+
+
+try:
+    verdict_view(s["lb_show"])
+except ExplorerError as err:
+    ui.show_error(err)
+
 # ------------------------------------------------------------------------------------------ compare, use, export
 mine = frame[(frame["group"] == s["lb_show"]) | (frame["name"] == s["lb_show"])]
 done = mine[mine["status"].isin(["finished", "cancelled"]) & (mine["checkpoint"] != "")]
@@ -264,6 +355,16 @@ if mine["config"].map(lambda c: c.get("preset") in ("scaling", "isoflop")).any()
              sources=("Kaplan et al. 2020 (Figure 1); Hoffmann et al. 2022 (Chinchilla, approach 2, Figure 3)",))
     st.page_link("views/scaling.py", label=f"Fit a scaling law to these {len(scaled)} runs", icon=":material/show_chart:",
                  query_params={"sc_src": "lab", "sc_lab": s["lb_show"]})
+
+so_far = ablations.results_so_far()
+if so_far:
+    st.subheader("Results so far")
+    table = pd.DataFrame(so_far)
+    table["experiment"] = "./lab?lb_show=" + table["experiment"]
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"experiment": st.column_config.LinkColumn(display_text=r"lb_show=(.*)"),
+                                **{k: st.column_config.NumberColumn(format="%+.3f") for k in ("effect", "95% low", "95% high")}})
+    st.caption("Every preset's latest verdicts on this server, each beside the paper's claim and its source.")
 
 st.subheader("All runs")
 c = st.columns([2, 2, 1])

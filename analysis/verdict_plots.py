@@ -1,0 +1,87 @@
+"""Plotly figures of a preset's verdict (no torch, no streamlit): arms side by side with their intervals and
+seeds as points, the random-init control beside them; for the scaling presets, the points per seed on log axes."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import stats
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+ARM, CONTROL, CHANCE = "#0072B2", "#999999", "#D55E00"
+SEEDS = "#222222"
+
+
+def mean_interval(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and its Student-t interval over seeds (the same rule as the verdict); NaN bounds for one seed."""
+    x = np.asarray(values, dtype=float)
+    m = float(x.mean()) if len(x) else float("nan")
+    if len(x) < 2:
+        return m, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return m, m - half, m + half
+
+
+def arms_figure(claim: dict[str, Any]) -> go.Figure:
+    """One claim of :func:`services.ablations.report`: per arm the mean over seeds with its 95% interval, each seed
+    as a point, and the same architecture from random initialisation (where measured); a line at chance."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    names, means, lows, highs, colours = [], [], [], [], []
+    groups = [(arm, [v for _, v in pts], ARM) for arm, pts in claim["scores"].items()]
+    for name, pts in claim.get("controls", {}).items():
+        groups.append((name, [v for _, v in pts], CONTROL))
+    for name, values, colour in groups:
+        m, lo, hi = mean_interval(values)
+        names.append(name)
+        means.append(m)
+        lows.append(m - lo if lo == lo else 0)
+        highs.append(hi - m if hi == hi else 0)
+        colours.append(colour)
+    fig.add_bar(x=names, y=means, marker_color=colours, opacity=0.55, name="mean over seeds (95% t interval)",
+                error_y={"type": "data", "symmetric": False, "array": highs, "arrayminus": lows, "thickness": 2, "width": 8},
+                hovertemplate="%{x}: %{y:.3f}<extra></extra>")
+    xs, ys, text = [], [], []
+    for name, values, _ in groups:
+        xs += [name] * len(values)
+        ys += values
+        text += [f"seed {i}" for i in range(len(values))]
+    fig.add_scatter(x=xs, y=ys, mode="markers", marker={"color": SEEDS, "size": 8, "symbol": "circle-open"}, name="one seed",
+                    text=text, hovertemplate="%{x}, %{text}: %{y:.3f}<extra></extra>")
+    if claim.get("chance") is not None:
+        fig.add_hline(y=claim["chance"], line={"color": CHANCE, "dash": "dot"}, annotation_text="chance")
+    verdict = claim.get("verdict") or {}
+    title = claim.get("label", "")
+    if verdict:
+        title += f" — {verdict['label']}"
+    fig.update_layout(template="plotly_white", title=title, height=360, yaxis_title=claim.get("label", "score"),
+                      legend={"orientation": "h", "y": -0.2}, margin={"t": 50, "b": 40}, bargap=0.45)
+    return fig
+
+
+def trend_figure(claim: dict[str, Any]) -> go.Figure:
+    """The scaling presets' points (one line per seed), log-log: held-out loss against N, or per compute budget."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    pts = claim.get("points", [])
+    if claim.get("measure") == "isoflop":
+        for c in sorted({p[1] for p in pts}):
+            row = sorted((p[2], p[3]) for p in pts if p[1] == c)
+            fig.add_scatter(x=[n for n, _ in row], y=[v for _, v in row], mode="markers", name=f"C ≈ {c:.2g} FLOPs")
+        x_title = "N (non-embedding parameters)"
+    else:
+        for seed in sorted({p[0] for p in pts}):
+            row = sorted((p[1], p[2]) for p in pts if p[0] == seed)
+            fig.add_scatter(x=[n for n, _ in row], y=[v for _, v in row], mode="lines+markers", name=f"seed {seed}")
+        x_title = "N (non-embedding parameters)"
+    verdict = claim.get("verdict") or {}
+    title = "Held-out loss against model size" + (f" — {verdict['label']}" if verdict else "")
+    fig.update_layout(template="plotly_white", title=title, height=360, xaxis_type="log", yaxis_type="log",
+                      xaxis_title=x_title, yaxis_title="held-out loss", margin={"t": 50})
+    return fig
