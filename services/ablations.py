@@ -27,7 +27,7 @@ from services import lab
 DOWNSTREAM_LABELS = {"supersense": "supersense accuracy (38 classes)", "wic": "WiC accuracy (2 classes)"}
 INTRINSIC_LABELS = {"sop_accuracy": "SOP accuracy (held-out pairs)", "nsp_accuracy": "NSP accuracy (held-out pairs)",
                     "held_out_loss": "Held-out loss", "scaling": "Scaling exponent", "isoflop": "Compute-optimal size"}
-CHANCE = {"sop_accuracy": 0.5, "nsp_accuracy": 0.5}
+CHANCE = {"sop_accuracy": 0.5, "nsp_accuracy": 0.5, "probe:pos": 0.25}
 DATA_LIMITED_TOKENS_PER_PARAMETER = 20  # Hoffmann et al. 2022 (Chinchilla): about 20 tokens per parameter is compute-optimal
 
 
@@ -139,14 +139,19 @@ def planned_flops(preset: str, base: TrainConfig, budget: str) -> tuple[int, flo
 
 
 def _measures(claim: Claim, suite: dict[str, Any] | None) -> list[str]:
+    """The measures a claim is decided on: ``downstream`` is every task of the suite and the frozen part-of-speech
+    probe every run measures anyway (a linear read-out shows what pre-training put in the vectors even where a
+    small model's fine-tuning washes it out)."""
     if claim.measure != "downstream":
         return [claim.measure]
-    return [f"downstream:{t}" for t in (suite or {}).get("tasks", [])]
+    return [f"downstream:{t}" for t in (suite or {}).get("tasks", [])] + ["probe:pos"]
 
 
 def measure_label(measure: str) -> str:
     if measure.startswith("downstream:"):
         return "Downstream: " + DOWNSTREAM_LABELS.get(measure.split(":", 1)[1], measure)
+    if measure == "probe:pos":
+        return "Frozen probe: part of speech (4 classes, chance 0.25)"
     return INTRINSIC_LABELS.get(measure, measure)
 
 
@@ -157,6 +162,8 @@ def score_of(run: dict[str, Any], measure: str, control: bool = False) -> float 
     if measure.startswith("downstream:"):
         row = (ev.get("downstream") or {}).get(measure.split(":", 1)[1]) or {}
         value = row.get("random_accuracy" if control else "accuracy")
+    elif measure == "probe:pos":
+        value = ev.get("pos_probe_random_init" if control else "pos_probe_accuracy")
     else:
         value = None if control else ev.get(measure)
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None

@@ -63,7 +63,8 @@ def _fake(group: str, arms: dict[str, list[float]], control: float = 0.1, seeds:
         ds = {"accuracy": arms[arm][rep], "correct": [1, 0]}
         if run["config"]["control"]:
             ds["random_accuracy"] = control + 0.001 * rep
-        _finish(rid, {"sop_accuracy": arms[arm][rep], "downstream": {"supersense": ds}},
+        _finish(rid, {"sop_accuracy": arms[arm][rep], "downstream": {"supersense": ds},
+                      "pos_probe_accuracy": arms[arm][rep] / 2, "pos_probe_random_init": 0.25 + 0.01 * rep},
                 (statuses or {}).get(run["name"], "finished"))
     ablations.settle(group)  # as the last worker does
     return ids
@@ -74,7 +75,8 @@ def test_a_complete_experiment_is_decided_stored_and_outlives_its_runs(lab_env: 
     rep = ablations.report("ab")
     assert rep["state"] == "complete"
     by_key = {c["key"]: c for c in rep["claims"]}
-    assert set(by_key) == {"sop", "downstream:supersense"}
+    assert set(by_key) == {"sop", "downstream:supersense", "downstream:pos"}
+    assert by_key["downstream:pos"]["chance"] == 0.25 and by_key["downstream:pos"]["verdict"]["label"] == V.AGREES
     sop = by_key["sop"]
     assert sop["verdict"]["label"] == V.AGREES and sop["verdict"]["effect"] == pytest.approx(0.30)
     assert sop["chance"] == 0.5
@@ -129,7 +131,7 @@ def test_a_preset_trains_fine_tunes_its_checkpoints_and_ends_in_a_verdict(lab_en
         assert ("random_accuracy" in ds) == r["config"]["control"]
     assert sum(r["config"]["control"] for r in runs) == 2  # one per seed: both arms are BERTs
     stored = SV.for_group("e2e")  # settled by the last worker, without a page open
-    assert {s["claim_key"] for s in stored} == {"sop", "downstream:supersense"}
+    assert {s["claim_key"] for s in stored} == {"sop", "downstream:supersense", "downstream:pos"}
     assert all(s["label"] in V.LABELS for s in stored)
 
 
