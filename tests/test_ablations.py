@@ -157,3 +157,29 @@ def test_the_lab_page_shows_a_finished_presets_verdict_and_the_results_so_far(la
     at.session_state["lb_show"] = "undecided"
     at.run()
     assert not at.exception and any(x.value.startswith("Cannot tell") for x in at.warning)
+
+
+def test_the_page_starts_a_preset_at_its_budget(lab_env: Path) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
+    for k, v in {"lb_preset": "albert", "lb_budget": "classroom", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64",
+                 "lb_name": "budgeted"}.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("views/lab.py").run()
+    assert not at.exception, at.exception
+    planned = at.dataframe[0].value
+    assert len(planned) == 6 and set(planned["steps"]) == {ablations.BUDGETS["albert"]["classroom"].steps}
+    [start] = [b for b in at.button if b.label.startswith("Start")]
+    start.click().run()
+    assert not at.exception, at.exception
+    assert not [e for e in at.error if "unexpected" in e.value]
+    frame = R.list_runs(group="budgeted")
+    assert len(frame) == 6
+    cfgs = list(frame["config"])
+    assert {c["budget"] for c in cfgs} == {"classroom"} and {c["replicate"] for c in cfgs} == {0, 1, 2}
+    assert all(c["downstream"]["tasks"] == ["supersense"] and c["batch"] == 32 for c in cfgs)
+    for rid in frame["id"]:
+        lab.cancel(int(rid))

@@ -127,21 +127,21 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
         st.caption("WordNet 3.0's 117,659 glosses (6.3 MB, Princeton's WordNet licence, `data/corpus/LICENSE-WordNet`); "
                    "2% held out for evaluation.")
     claims = ablations.CLAIMS.get(s["lb_preset"], ())
-    budget = None
+    spend = None  # the chosen budget (classroom or thorough), None for custom
     if claims:
         c = st.columns([3, 1, 5])
         c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget",
                                help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more (hours on a CPU, "
                                     "minutes on a GPU). Custom: the steps, batch and length below.")
         if (s["lb_budget"] or "custom") != "custom":
-            budget = ablations.budget_of(s["lb_preset"], s["lb_budget"])
-            s["lb_steps"], s["lb_batch"], s["lb_seq"] = budget.steps, budget.batch, budget.seq_len  # shown as the budget sets them
-            suite = budget.downstream
-            c[2].caption(f"**{budget.seeds} seeds** per arm × {budget.steps:,} steps × batch {budget.batch} × {budget.seq_len} tokens"
-                         + (f"; widths {', '.join(map(str, budget.widths))}" if budget.widths else "")
+            spend = ablations.budget_of(s["lb_preset"], s["lb_budget"])
+            s["lb_steps"], s["lb_batch"], s["lb_seq"] = spend.steps, spend.batch, spend.seq_len  # shown as the budget sets them
+            suite = spend.downstream
+            c[2].caption(f"**{spend.seeds} seeds** per arm × {spend.steps:,} steps × batch {spend.batch} × {spend.seq_len} tokens"
+                         + (f"; widths {', '.join(map(str, spend.widths))}" if spend.widths else "")
                          + (f"; then each checkpoint fine-tuned on {', '.join(suite['tasks'])} ({suite['max_train']:,} examples, "
                             f"{suite['epochs']} epochs) and the same architecture from random initialisation" if suite else "")
-                         + (f". {budget.minutes}" if budget.minutes else ""))
+                         + (f". {spend.minutes}" if spend.minutes else ""))
         else:
             c[1].number_input("Seeds", 1, lab.MAX_SEEDS, key="lb_seeds", help="A verdict needs at least 2 seeds per arm.")
     c = st.columns(5)
@@ -149,10 +149,10 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     c[1].number_input("Hidden size", 16, 512, step=16, key="lb_hidden")
     c[2].number_input("Heads", 1, 16, key="lb_heads")
     c[3].number_input("Feed-forward", 16, 2048, step=64, key="lb_ffn")
-    c[4].number_input("Sequence length", 16, 256, step=16, key="lb_seq", disabled=budget is not None)
+    c[4].number_input("Sequence length", 16, 256, step=16, key="lb_seq", disabled=spend is not None)
     c = st.columns(5)
-    c[0].number_input("Batch", 1, 128, key="lb_batch", disabled=budget is not None)
-    c[1].number_input("Steps", 1, lab.MAX_STEPS, step=100, key="lb_steps", disabled=budget is not None)
+    c[0].number_input("Batch", 1, 128, key="lb_batch", disabled=spend is not None)
+    c[1].number_input("Steps", 1, lab.MAX_STEPS, step=100, key="lb_steps", disabled=spend is not None)
     c[2].number_input("Learning rate", 1e-6, 0.5, format="%.0e", key="lb_lr")
     c[3].number_input("Seed", 0, 10**6, key="lb_seed")
     c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
@@ -162,12 +162,12 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
                          steps=s["lb_steps"], lr=s["lb_lr"], seed=s["lb_seed"], vocab=s["lb_vocab"], corpus=corpus or "wordnet")
     group = s["lb_name"] or f"{s['lb_preset']}-{dt.datetime.now():%m%d-%H%M%S}"
     try:
-        seeds = budget.seeds if budget else (s["lb_seeds"] if claims else 1)
-        if budget:
-            base = ablations.apply_budget(base, budget)
+        seeds = spend.seeds if spend else (s["lb_seeds"] if claims else 1)
+        if spend:
+            base = ablations.apply_budget(base, spend)
             st.caption("The budget sets the steps, batch and length (greyed out above); the model's shape comes from the inputs. "
                        "Pick *custom* to set them yourself.")
-        planned = [(p.name, p.config) for p in lab.plan_runs(s["lb_preset"], base, group, seeds, budget.widths if budget else None)]
+        planned = [(p.name, p.config) for p in lab.plan_runs(s["lb_preset"], base, group, seeds, spend.widths if spend else None)]
         sizes = [lab.size(cfg) for _, cfg in planned]
         budget = get_settings().lab_memory_mb
         table = pd.DataFrame([{"run": name, "objective": P.OBJECTIVES[cfg.objective], "masking": cfg.masking, "hidden": cfg.hidden,
@@ -197,8 +197,8 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
         elif not corpus:
             st.info("Upload a usable text file, or pick the WordNet corpus.")
         elif st.button(f"Start {len(planned)} run{'s' if len(planned) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
-            if budget:
-                ids = ablations.submit(s["lb_preset"], base, group, budget.name)
+            if spend:
+                ids = ablations.submit(s["lb_preset"], base, group, spend.name)
             else:
                 suite = ablations.CLASSROOM_SUITE if any(c.measure == "downstream" for c in claims) else None
                 ids = lab.submit(s["lb_preset"], base, group, seeds=seeds, downstream=suite, budget="custom" if claims else "")
