@@ -101,8 +101,11 @@ def main() -> int:
     elif args.what == "estimate":
         estimate()
     else:
-        from bench import mfu
-
+        try:
+            from bench import mfu
+        except ImportError:
+            print("bench/mfu.py is not in this checkout.", file=sys.stderr)
+            return 2
         mfu.main(["--steps", str(args.steps), "--repeats", str(args.repeats)])
     return 0
 

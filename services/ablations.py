@@ -97,13 +97,25 @@ class Budget:
 
 CLASSROOM_SUITE = {"tasks": ["supersense"], "epochs": 3, "max_train": 2000, "max_test": 500}
 THOROUGH_SUITE = {"tasks": ["supersense", "wic"], "epochs": 3, "max_train": 6000, "max_test": 1500}
+# Minutes on the reference machine (2 CPU cores, bench/verdicts.py): "measured" from the submit to the last run
+# closed, through the real queue; "estimated" from the calculator's FLOPs at the lab's measured pace.
+_MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("electra", "classroom"): "Measured here: 5.5 min",
+            ("roberta", "classroom"): "Estimated: about 7 min", ("xlnet", "classroom"): "Estimated: about 5 min",
+            ("scaling", "classroom"): "Estimated: about 2 min", ("isoflop", "classroom"): "Estimated: about 9 min",
+            ("albert", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
+            ("electra", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
+            ("roberta", "thorough"): "Estimated: about 3 h 20 min on a 2-core CPU",
+            ("xlnet", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
+            ("scaling", "thorough"): "Estimated: about 3 h 35 min on a 2-core CPU",
+            ("isoflop", "thorough"): "Estimated: about 4 h 30 min on a 2-core CPU"}
 BUDGETS: dict[str, dict[str, Budget]] = {
-    **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE),
-           "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE)} for p in ("albert", "electra", "roberta", "xlnet")},
-    "scaling": {"classroom": Budget("classroom", 2, 600, 32, 64, None, (16, 32, 64)),
-                "thorough": Budget("thorough", 3, 4000, 64, 64, None, (32, 64, 128, 256))},
-    "isoflop": {"classroom": Budget("classroom", 2, 200, 32, 64, None, (16, 32, 64)),
-                "thorough": Budget("thorough", 3, 1500, 64, 64, None, (32, 64, 128, 256))},
+    **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
+           "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
+       for p in ("albert", "electra", "roberta", "xlnet")},
+    "scaling": {"classroom": Budget("classroom", 2, 600, 32, 64, None, (16, 32, 64), _MINUTES["scaling", "classroom"]),
+                "thorough": Budget("thorough", 3, 4000, 64, 64, None, (32, 64, 128, 256), _MINUTES["scaling", "thorough"])},
+    "isoflop": {"classroom": Budget("classroom", 2, 200, 32, 64, None, (16, 32, 64), _MINUTES["isoflop", "classroom"]),
+                "thorough": Budget("thorough", 3, 1500, 64, 64, None, (32, 64, 128, 256), _MINUTES["isoflop", "thorough"])},
 }
 
 
