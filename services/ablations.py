@@ -187,14 +187,16 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
         cfg = r["config"]
         try:
             tc = TrainConfig.from_stored(cfg)
-            flops = lab.size(tc).flops_per_token * (r["tokens"] or 0)
+            z = lab.size(tc)
+            flops, per_token, non_embedding = z.flops_per_token * (r["tokens"] or 0), z.flops_per_token, z.non_embedding
             kind = hf_config(tc)[0]["model_type"]
         except ExplorerError:
-            flops, kind = float("nan"), ""
+            flops, per_token, non_embedding, kind = float("nan"), float("nan"), 0, ""
         ds = (r["evaluation"] or {}).get("downstream") or {}
         ds_seconds = sum(float(v.get("seconds", 0)) + float(v.get("random_seconds", 0)) for v in ds.values())
         rows.append({**r, "arm": cfg.get("arm", r["name"]), "replicate": int(cfg.get("replicate", 0)), "kind": kind,
-                     "flops": flops, "downstream_seconds": ds_seconds})
+                     "flops": flops, "flops_per_token": per_token, "non_embedding": non_embedding,
+                     "downstream_seconds": ds_seconds})
     return rows
 
 
@@ -308,12 +310,8 @@ def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str, V: An
     points, limited = [], []
     for r in finished:
         loss = (r["evaluation"] or {}).get("held_out_loss")
-        try:
-            tc = TrainConfig.from_stored(r["config"])
-            n = lab.size(tc).non_embedding
-        except ExplorerError:
-            continue
-        if not isinstance(loss, int | float) or not r["tokens"]:
+        n = r["non_embedding"]  # the calculator's, read once per run by _run_rows
+        if not n or not isinstance(loss, int | float) or not r["tokens"]:
             continue
         ratio = r["tokens"] / n
         if ratio < DATA_LIMITED_TOKENS_PER_PARAMETER:
@@ -321,7 +319,7 @@ def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str, V: An
         if claim.measure == "scaling":
             points.append((r["replicate"], n, float(loss)))
         else:
-            points.append((r["replicate"], round(lab.size(tc).flops_per_token * r["tokens"], -6), n, float(loss)))
+            points.append((r["replicate"], round(r["flops_per_token"] * r["tokens"], -6), n, float(loss)))
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "points": points,
                            "label": measure_label(claim.measure),
                            "data_limited": limited, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}

@@ -222,7 +222,7 @@ def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
     if preset not in PRESETS:
         raise InvalidConfig(f"Unknown preset {preset!r}.", "Use one of: " + ", ".join(PRESETS) + ".")
     check_run_name(group)
-    if not (isinstance(seeds, int) and 1 <= seeds <= MAX_SEEDS):
+    if not (type(seeds) is int and 1 <= seeds <= MAX_SEEDS):  # not isinstance: True is an int
         raise InvalidConfig(f"Seeds must be from 1 to {MAX_SEEDS}, not {seeds!r}.")
     if not 1 <= base.steps <= MAX_STEPS:
         raise InvalidConfig(f"Steps must be from 1 to {MAX_STEPS:,} here, not {base.steps:,}.",

@@ -36,6 +36,8 @@ def test_every_arm_gets_the_same_seeds_and_electra_the_same_flops_within_one_ste
     with pytest.raises(InvalidConfig):
         lab.plan_runs("albert", TINY, "g", seeds=0)
     with pytest.raises(InvalidConfig):
+        lab.plan_runs("albert", TINY, "g", seeds=True)
+    with pytest.raises(InvalidConfig):
         ablations.budget_of("albert", "lavish")
 
 
@@ -183,3 +185,18 @@ def test_the_page_starts_a_preset_at_its_budget(lab_env: Path) -> None:
     assert all(c["downstream"]["tasks"] == ["supersense"] and c["batch"] == 32 for c in cfgs)
     for rid in frame["id"]:
         lab.cancel(int(rid))
+
+
+def test_a_scaling_experiment_ends_in_a_fitted_exponent_and_flags_data_limited_runs(lab_env: Path) -> None:
+    import math
+
+    ids = lab.submit("scaling", replace(TINY, steps=100), "sc", seeds=2, widths=(32, 64, 128), start=False)
+    for rid in ids:
+        run = R.get_run(rid)
+        n = lab.size(TrainConfig.from_stored(run["config"])).non_embedding
+        R.start_run(rid)
+        R.finish_run(rid, "finished", evaluation={"held_out_loss": 9 * n ** -0.05 * math.exp(0.001 * run["config"]["replicate"])},
+                     tokens=300_000, seconds=1.0)  # 24 tokens per parameter at h32, under 20 above
+    [claim] = ablations.report("sc")["claims"]
+    assert claim["verdict"]["label"] == V.AGREES and claim["verdict"]["estimate"] == pytest.approx(0.05, abs=0.005)
+    assert {d["run"] for d in claim["data_limited"]} == {"sc-h128-s0", "sc-h128-s1", "sc-h64-s0", "sc-h64-s1"}
