@@ -33,18 +33,17 @@ class Batches:
         masked_lm = config.objective not in ("clm", "plm")
         self.static: dict[int, dict[str, Any]] | None = {} if config.masking == "static" and masked_lm else None
 
-    def _pad(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def _pad(self, rows: list[dict[str, Any]], keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """``rows``' ``keys`` (all of them by default) as tensors, each row padded to the longest."""
         width = self.c.seq_len if self.c.objective == "plm" else max(len(r["input_ids"]) for r in rows)
         out: dict[str, Any] = {}
-        for key in rows[0]:
+        for key in rows[0] if keys is None else [k for k in keys if k in rows[0]]:
             if key == "next_sentence_label":
                 out[key] = torch.tensor([r[key] for r in rows])
                 continue
             fill = self.tok.pad_token_id if key == "input_ids" else (-100 if key == "labels" else 0)
-            t = torch.full((len(rows), width), fill, dtype=torch.long)
-            for i, r in enumerate(rows):
-                t[i, : len(r[key])] = torch.tensor(r[key][:width])
-            out[key] = t
+            out[key] = torch.tensor([list(r[key][:width]) + [fill] * (width - len(r[key][:width])) for r in rows],
+                                    dtype=torch.long)
         return out
 
     def sample(self) -> dict[str, Any]:
@@ -63,12 +62,16 @@ class Batches:
         idx = [self.rng.randrange(len(self.examples)) for _ in range(self.c.batch)]
         rows = [self.examples[i] for i in idx]
         if self.static is None:
-            padded = self._pad(rows)
-            kept = {k: v for k, v in padded.items() if k in ("next_sentence_label", "token_type_ids")}
-            # XLNet's collator wants equal lengths (the sequence length); the others pad themselves.
-            ids = [row.tolist() for row in padded["input_ids"]] if self.c.objective == "plm" else [r["input_ids"] for r in rows]
-            batch = self.collator([{"input_ids": i} for i in ids])
-            batch.setdefault("attention_mask", (batch["input_ids"] != self.tok.pad_token_id).long())
+            kept = self._pad(rows, ("next_sentence_label", "token_type_ids"))
+            if self.c.objective == "plm":  # XLNet's collator wants equal lengths (the sequence length)
+                batch = self.collator([row.tolist() for row in self._pad(rows, ("input_ids",))["input_ids"]])
+                batch["attention_mask"] = (batch["input_ids"] != self.tok.pad_token_id).long()
+                return {**batch, **kept}
+            # Lists, not {"input_ids": ...} rows: the collator pads them itself, the same way, without tokenizer.pad's
+            # checks (which cost more than the rest of the batch). The mask comes from the lengths, as pad() made it.
+            lengths = torch.tensor([len(r["input_ids"]) for r in rows])
+            batch = self.collator([r["input_ids"] for r in rows])
+            batch["attention_mask"] = (torch.arange(batch["input_ids"].shape[1]) < lengths[:, None]).long()  # (B, W)
             return {**batch, **kept}
         # static: each example's mask pattern is drawn the first time it is seen and reused after (BERT's original).
         masked = []
