@@ -258,10 +258,13 @@ def report(group: str, engine: Any = None, settle_now: bool = True) -> dict[str,
     if deleted:
         out["note"] = f"{deleted} of this experiment's runs were deleted after its verdict; the stored verdict is shown."
         out["claims"] = [s["payload"] for s in stored]
-    elif state == "complete" and settle_now and not stored:  # decided once: a later read does not re-date it
-        for c in out["claims"]:
-            if c.get("verdict"):
-                stored_verdicts.store(group, preset, c["key"], c["verdict"]["label"], c, engine)
+    elif state == "complete" and settle_now:
+        # Decided once: a stored verdict is not re-dated by a later read, and one that a killed settle did not get
+        # to store is stored now (all of an experiment's verdicts go in one transaction, so that is rare).
+        have = {s["claim_key"] for s in stored}
+        todo = [(c["key"], c["verdict"]["label"], c) for c in out["claims"] if c.get("verdict") and c["key"] not in have]
+        if todo:
+            stored_verdicts.store_missing(group, preset, todo, engine)
     return out
 
 

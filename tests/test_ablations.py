@@ -100,6 +100,31 @@ def test_a_complete_experiment_is_decided_stored_and_outlives_its_runs(lab_env: 
     assert gone["state"] == "gone" and "deleted" in gone["note"] and gone["claims"]
 
 
+def test_verdicts_a_killed_settle_left_out_are_stored_later_and_concurrent_settles_store_each_once(lab_env: Path) -> None:
+    import subprocess
+    import sys
+
+    from sqlalchemy import delete
+
+    from analysis.results_db.engine import get_engine, write
+    from analysis.results_db.schema import StoredVerdict
+
+    _fake("half", {"sop": [0.80, 0.82, 0.81], "nsp": [0.50, 0.52, 0.51]})
+    first = {s["claim_key"]: s["created_at"] for s in SV.for_group("half")}
+    assert len(first) == 3
+    # as if the settling process had been killed after storing one claim (before this fix, the rest never came)
+    write(get_engine(), lambda s: s.execute(delete(StoredVerdict).where(StoredVerdict.claim_key != "sop")))
+    assert [s["claim_key"] for s in SV.for_group("half")] == ["sop"]
+    # three processes settle it at once: each claim is stored once, none of them fails, "sop" keeps its date
+    procs = [subprocess.Popen([sys.executable, "-c", "from services import ablations; ablations.settle('half')"],
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    again = SV.for_group("half")
+    assert sorted(s["claim_key"] for s in again) == sorted(first)
+    assert {s["claim_key"]: s["created_at"] for s in again}["sop"] == first["sop"]
+
+
 def test_a_cancelled_run_makes_the_experiment_partial_without_a_verdict(lab_env: Path) -> None:
     _fake("cut", {"sop": [0.8, 0.8, 0.8], "nsp": [0.5, 0.5, 0.5]}, statuses={"cut-sop-s2": "cancelled"})
     rep = ablations.report("cut")

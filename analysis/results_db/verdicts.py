@@ -38,6 +38,27 @@ def store(group: str, preset: str, claim_key: str, label: str, payload: dict[str
     write(engine, upsert)
 
 
+def store_missing(group: str, preset: str, items: list[tuple[str, str, dict[str, Any]]],
+                  engine: Engine | None = None) -> int:
+    """Store those of ``items`` (claim key, label, payload) that ``group`` has no verdict for yet, in one transaction,
+    and return how many were added. A verdict already stored keeps its date: it was decided then.
+
+    Several processes may settle one experiment at once (the worker of its last run, a page reading it): the unique
+    key (group, claim) makes the loser's transaction roll back and run again, and it then finds the winner's rows.
+    """
+    engine = _engine(engine)
+
+    def add(s) -> int:
+        have = set(s.scalars(select(StoredVerdict.claim_key).where(StoredVerdict.group == group[:100])))
+        new = [StoredVerdict(group=group[:100], preset=preset[:40], claim_key=key[:60], label=label[:40],
+                             payload=json.dumps(payload, default=str, allow_nan=True))
+               for key, label, payload in items if key[:60] not in have]
+        s.add_all(new)
+        return len(new)
+
+    return write(engine, add)
+
+
 def _row(v: StoredVerdict) -> dict[str, Any]:
     return {"group": v.group, "preset": v.preset, "claim_key": v.claim_key, "label": v.label,
             "payload": json.loads(v.payload), "created_at": v.created_at}
