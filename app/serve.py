@@ -1,14 +1,18 @@
-"""Start the Streamlit app the way `streamlit run app/streamlit_app.py` does, with the warm-up begun first.
+"""Start the Streamlit app the way `streamlit run app/streamlit_app.py` does, with the model process started first.
 
     python -m app.serve [streamlit options, e.g. --server.port 8501]
 
 `streamlit run` runs no code of ours until the first browser session opens a page, so a plain
-`streamlit run` warms the model pages only after that first visit. This entry point warms them
-in the server process before Streamlit's own command line takes over: torch and transformers are
-imported before the server listens (about 2.5 s on 2 cores; done concurrently, the imports
-would halve the speed at which the first visitors' pages are served), and the bundled model loads
-in a background thread that waits while pages are being drawn (:mod:`models.warmup`). The first
-student to open the Attention page finds the model loaded.
+`streamlit run` starts the model process (:mod:`services.runtime`) only after that first visit. This
+entry point spawns it before Streamlit's own command line takes over (a fork and exec: milliseconds).
+It imports torch and transformers and loads the bundled model on the machine's other core while this
+process imports Streamlit and serves Home, which needs neither: the web process never imports torch
+for the pages' model calls, so the server answers health and draws Home as fast as a bare Streamlit
+app, and the first student to open the Attention page finds the model loaded.
+
+With ``BFE_MODEL_PROCESS=0`` the model calls run in this process: then torch and transformers are
+imported here before the server listens, and the model loads in a background thread that waits while
+pages are being drawn (:mod:`models.warmup`).
 """
 
 from __future__ import annotations
@@ -25,11 +29,17 @@ def main(argv: list[str] | None = None) -> None:
     from streamlit.web import cli
 
     from core.errors import ExplorerError
-    from models import warmup
+    from core.settings import get_settings
+    from services import runtime
 
     try:
-        # The imports before the server listens (no page can be slowed by them); the model load in the background.
-        warmup.start(in_foreground=1)
+        warm = get_settings().warmup
+        if warm and runtime.enabled():
+            runtime.default().start()  # warms on the other core while this process starts the server
+        elif warm:
+            from models import warmup
+
+            warmup.start(in_foreground=1)  # the imports before the server listens, the model load in the background
     except ExplorerError as err:  # a bad BFE_* setting: the pages show it too
         print(f"Not warming up: {err}", file=sys.stderr)
     sys.argv = ["streamlit", "run", str(ROOT / "app" / "streamlit_app.py"), *(sys.argv[1:] if argv is None else argv)]

@@ -39,6 +39,7 @@ with ui.page_run():
     ui.presentation_mode()
     with ui.friendly_errors():
         page.run()
+    ui.restart_notice()
     ui.pack_notice()
     # After the page, so the memory figure includes a model the page has just loaded.
     with ui.friendly_errors():

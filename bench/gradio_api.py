@@ -43,7 +43,7 @@ def main() -> None:
     from gradio_client import Client
 
     from app import gradio_app as G
-    from tests.test_browser import _free_port
+    from tests.support import free_port as _free_port
     from tests.tiny import build_all
 
     models = tempfile.mkdtemp()

@@ -67,6 +67,11 @@ class AttentionUnavailable(ExplorerError, RuntimeError):
     """A model returned no attention weights (it was loaded without eager attention)."""
 
 
+class ModelProcessFailed(ExplorerError, RuntimeError):
+    """The model process stopped (a crash, out of memory, killed) and a restart did not bring the call back, or it
+    raised an error that cannot be carried back as itself."""
+
+
 class InvalidSetting(ExplorerError, ValueError):
     """A setting read from the environment has a value we cannot use."""
 

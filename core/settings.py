@@ -52,6 +52,11 @@ SETTINGS: tuple[Setting, ...] = (
             "background, so the first visit to a model page does not wait, and start the labs' queue supervisor "
             "(queued runs resume after a restart without anyone opening the page); `0`: load on first use, and "
             "queued runs start only when a run is submitted or finishes."),
+    Setting("model_process", "BFE_MODEL_PROCESS", "1",
+            "Streamlit app: `1`: the pages' model calls run in a model process of their own, started with the "
+            "server (torch is never imported by the web process, so pages are served at full speed while the model "
+            "warms, and a model that crashes or runs out of memory takes no session down: the process is restarted); "
+            "`0`: they run in the web process."),
     Setting("lab_concurrency", "BFE_LAB_CONCURRENCY", "1",
             "Pre-training lab: how many training runs one server runs at once (each in its own background "
             "process); the rest wait in the queue with their position shown."),
@@ -80,6 +85,7 @@ class Settings:
     model_concurrency: int = 2
     page_concurrency: int = 4
     warmup: bool = True
+    model_process: bool = True
     lab_concurrency: int = 1
     lab_memory_mb: int = 4096
 
@@ -142,6 +148,9 @@ def get_settings() -> Settings:
     warmup = raw["warmup"].lower()
     if warmup not in ("1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_WARMUP={raw['warmup'][:30]!r} is not understood.", "Use 1 or 0.")
+    model_process = raw["model_process"].lower()
+    if model_process not in ("1", "0", "true", "false"):
+        raise InvalidSetting(f"BFE_MODEL_PROCESS={raw['model_process'][:30]!r} is not understood.", "Use 1 or 0.")
     database_url = raw["database_url"]
     if database_url.startswith("sqlite:///~"):
         database_url = "sqlite:///" + str(Path(database_url[len("sqlite:///"):]).expanduser())
@@ -156,6 +165,7 @@ def get_settings() -> Settings:
         model_concurrency=model_concurrency,
         page_concurrency=page_concurrency,
         warmup=warmup in ("1", "true"),
+        model_process=model_process in ("1", "true"),
         lab_concurrency=lab_concurrency,
         lab_memory_mb=lab_memory_mb,
     )

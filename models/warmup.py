@@ -42,16 +42,18 @@ class Warmup:
         return self.state == "running"
 
 
+def import_heavy() -> None:
+    """Import torch and transformers, and the transformers modules the model pages use first."""
+    import torch  # noqa: F401
+    import transformers
+
+    # transformers imports lazily: name the classes so their modules (the bulk of the cost) load now.
+    for name in ("AutoModel", "AutoTokenizer", "PreTrainedTokenizerFast", "BertModel", "BertForMaskedLM"):
+        getattr(transformers, name)
+
+
 def default_steps(model_id: str) -> list[tuple[str, Callable[[], object]]]:
     """What the Attention page (the first model page a class opens) needs, in order."""
-
-    def imports() -> None:
-        import torch  # noqa: F401
-        import transformers
-
-        # transformers imports lazily: name the classes so their modules (the bulk of the cost) load now.
-        for name in ("AutoModel", "AutoTokenizer", "PreTrainedTokenizerFast", "BertModel", "BertForMaskedLM"):
-            getattr(transformers, name)
 
     def load() -> None:
         from models.attention import extract_attention
@@ -60,7 +62,7 @@ def default_steps(model_id: str) -> list[tuple[str, Callable[[], object]]]:
         # attentions=True: the same cache key the Attention page asks for; one short run warms the kernels.
         extract_attention(load_model(model_id, attentions=True), "Warming up.")
 
-    return [("importing torch and transformers", imports), (f"loading {model_id}", load)]
+    return [("importing torch and transformers", import_heavy), (f"loading {model_id}", load)]
 
 
 _warmup = Warmup()

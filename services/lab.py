@@ -414,11 +414,13 @@ def supervise(interval: float = 5.0) -> bool:
 
     def loop() -> None:
         while True:
+            # Sleep first: the supervisor starts right after a server's first page run, while the browser is still
+            # painting it; its first look at the database (which may seed it) waits until that is done.
+            time.sleep(interval)
             try:
                 dispatch()
             except Exception as err:  # a database or disk outage must not end the supervisor; it tries again
                 log.warning("lab supervisor: %s", err)
-            time.sleep(interval)
 
     _supervisor = threading.Thread(target=loop, daemon=True, name="lab-supervisor")
     _supervisor.start()

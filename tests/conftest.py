@@ -39,6 +39,9 @@ def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(locate, "_hub_failed_at", None)
     # No background warm-up racing the tests' own loads (tests/test_speed.py turns it on where it is tested).
     monkeypatch.setenv("BFE_WARMUP", "0")
+    # AppTests run the pages' model calls in the test process (tests/test_runtime.py covers the model process, and
+    # the browser tests' servers run with it, as the README starts them).
+    monkeypatch.setenv("BFE_MODEL_PROCESS", "0")
     monkeypatch.setattr(gate, "_instances", {})
     warmup.reset()
     # Pages cache what they read (model availability for 30 s, inspections, results): a page test must not see

@@ -46,6 +46,7 @@ def start_server(env: dict[str, str], port: int) -> subprocess.Popen:
 @contextmanager
 def running_app(tiny_dir: Path) -> Iterator[str]:
     env = {**os.environ, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1"}
+    env.pop("BFE_MODEL_PROCESS", None)  # as the README starts it: the pages' model calls in the model process
     port = free_port()
     proc = start_server(env, port)
     try:

@@ -16,7 +16,7 @@ read it from there, not from this package.
 """
 
 from app.ui.caches import STATUS_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint, model_cache
-from app.ui.calls import _run_abandoned, await_warmup, model_call, page_run, start_warmup
+from app.ui.calls import _run_abandoned, await_warmup, model_call, page_run, restart_notice, start_warmup
 from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
 from app.ui.errors import friendly_errors, log, show_error
 from app.ui.pickers import (
@@ -61,6 +61,7 @@ __all__ = [
     "page_run",
     "picker_values",
     "presentation_mode",
+    "restart_notice",
     "restore_url_state",
     "save_url_state",
     "show_error",

@@ -39,12 +39,39 @@ def model_call(fn: Any, *args: Any) -> Any:
     """``fn(*args)`` through the process's model queue (``BFE_MODEL_CONCURRENCY`` at once, identical
     calls in flight computed once). A session that leaves while waiting gives its place up.
 
-    ``fn`` is a named function (its module, name and the arguments are the identity of the call).
+    ``fn`` is a named function (its module, name and the arguments are the identity of the call). With
+    ``BFE_MODEL_PROCESS=1`` (the default) a ``models.*`` function runs in the model process
+    (:mod:`services.runtime`); if that process dies during the call it is restarted, the call runs once more, and
+    the page says so.
     """
     from models.gate import default_gate
+    from services import runtime
 
-    return default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), lambda: fn(*args),
-                              cancelled=_run_abandoned)
+    restarts: list[int | None] = []
+    if runtime.enabled() and runtime.routable(fn):
+        rt = runtime.default()
+
+        def work() -> Any:
+            return rt.call(fn, *args, on_restart=restarts.append)
+    else:
+
+        def work() -> Any:
+            return fn(*args)
+
+    out = default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), work, cancelled=_run_abandoned)
+    if restarts:  # shown after the page (this may run inside a cached function, whose elements are replayed)
+        st.session_state["_bfe_model_restart"] = (
+            f"The model process stopped (exit code {restarts[0]}) while working on this page; it was restarted and "
+            "the request ran again.")
+    return out
+
+
+def restart_notice() -> None:
+    """After a page: say so if its model process had to be restarted during this run."""
+    note = st.session_state.pop("_bfe_model_restart", None)
+    if note:
+        st.toast(note, icon=":material/restart_alt:")
+        st.warning(note, icon=":material/restart_alt:")
 
 
 @contextmanager
@@ -66,16 +93,27 @@ def page_run() -> Iterator[None]:
 
 
 def start_warmup() -> None:
-    """Start the server's background work, once per process (``BFE_WARMUP=0`` turns it off): warming the model pages,
-    and the lab queue's supervisor, which starts queued runs after a restart and frees a dead worker's slot."""
+    """Start the server's background work, once per process (``BFE_WARMUP=0`` turns it off): the model process (or,
+    with ``BFE_MODEL_PROCESS=0``, the warm-up in this process), and the lab queue's supervisor, which starts queued
+    runs after a restart and frees a dead worker's slot. ``python -m app.serve`` has started the model process
+    already; a plain ``streamlit run`` starts it here, after the first page is drawn."""
     from core.settings import get_settings
     from models import warmup
-    from services import lab
+    from services import lab, runtime
 
     with suppress(ExplorerError):  # a bad BFE_* setting, which the page has already shown
-        warmup.start()
+        if runtime.enabled():
+            if get_settings().warmup:
+                rt = runtime.default()
+                rt.start()
+                rt.go()  # a page has been drawn: the model process may load the model now
+        else:
+            warmup.start()
         if get_settings().warmup:
             lab.supervise()
+
+
+WARMUP_WAIT_S = 300.0
 
 
 def await_warmup(model_ids: list[str]) -> None:
@@ -83,6 +121,11 @@ def await_warmup(model_ids: list[str]) -> None:
 
     A warm-up that failed is reported here (the page then tries the load itself and shows its error).
     """
+    from services import runtime
+
+    if runtime.enabled():
+        _await_model_process(model_ids)
+        return
     from models import warmup
 
     w = warmup.current()
@@ -90,7 +133,28 @@ def await_warmup(model_ids: list[str]) -> None:
         return
     if w.busy:
         with st.spinner(f"Getting the model ready: the server has just started ({w.step})…"):
-            w.wait(timeout=300)
+            w.wait(timeout=WARMUP_WAIT_S)
     if w.state == "failed" and w.error is not None:
         st.warning(f"Preparing **{w.model_id}** in the background failed ({type(w.error).__name__}: "
                    f"{str(w.error)[:300]}); trying again now.", icon=":material/warning:")
+
+
+def _await_model_process(model_ids: list[str]) -> None:
+    import time
+
+    from core import registry
+    from services import runtime
+
+    rt = runtime.default()
+    if rt is None or not rt.alive() or registry.bundled_id() not in model_ids:
+        return
+    status = rt.status()
+    if status.state in ("starting", "running"):
+        with st.spinner(f"Getting the model ready: the server has just started ({status.step or 'starting'})…"):
+            deadline = time.monotonic() + WARMUP_WAIT_S
+            while status.state in ("starting", "running") and time.monotonic() < deadline and not _run_abandoned():
+                time.sleep(0.05)
+                status = rt.status()
+    if status.state == "failed" and status.error:
+        st.warning(f"Preparing **{status.model_id}** in the background failed ({status.error}); trying again now.",
+                   icon=":material/warning:")

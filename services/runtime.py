@@ -1,0 +1,406 @@
+"""The model process: the Streamlit pages' model calls run in a process of their own, which imports torch and
+transformers and warms the bundled model while the web process starts and serves pages.
+
+Why a process: the web process needs neither torch nor transformers to draw Home, and importing them there costs
+about 3.4 s of one core with the GIL held, which either delays the server's start (imported before it listens) or
+halves the speed of the first pages (imported while they are drawn). In a process of its own that work runs on the
+machine's other core while the web process starts, so Home is served as by a bare Streamlit app, and the model is
+ready a few seconds later. A model that crashes or runs out of memory kills this process only: the next call
+restarts it and runs again once (the page says so).
+
+The cost is moving results between the processes: each call's arguments and result are pickled over a Unix socket
+(an attention tensor of a 6-layer model at 512 tokens, 75 MB in float32, moves in about 0.1 s here:
+``bench/startup.py --transfer``); pages cache what they get, so a second view of the same input does not move it
+again.
+
+- :class:`Runtime`: the client the web process holds (one per process, :func:`default`): :meth:`Runtime.start` spawns
+  ``python -m services.runtime`` (it binds its socket before any heavy import, so its status answers at once),
+  :meth:`Runtime.call` runs ``models.<module>.<function>(*args)`` there, :meth:`Runtime.status` says how the warm-up
+  goes. The socket is private to this user (mode 0600 in a 0700 folder) and every connection proves a random key
+  (``multiprocessing.connection``'s HMAC handshake); only public functions of ``models.*`` modules can be called.
+- :func:`serve`: the process itself. It exits when its parent does (Linux's parent-death signal, and a watchdog for
+  other systems), so stopping the server (SIGTERM, a container stop) leaves no process behind.
+
+The library's functions are unchanged: the Gradio app, the benches and the tests call them in their own process;
+``BFE_MODEL_PROCESS=0`` runs the pages' calls in the web process too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Connection, Listener
+from pathlib import Path
+from typing import Any
+
+from core.errors import ExplorerError, ModelProcessFailed
+
+log = logging.getLogger("bert_family_explorer")
+
+KEY_ENV = "BFE_RUNTIME_KEY"
+CALLABLE_PREFIX = "models."
+CONNECT_TIMEOUT_S = 30.0  # a fresh process binds its socket within about 0.3 s; an overloaded machine gets slack
+ROOT = Path(__file__).resolve().parent.parent
+GO_TIMEOUT_S = 20.0  # the model loads this long after the imports if no page has been drawn by then
+AFTER_GO_S = 1.0  # after the web process's first page run: the browser paints it meanwhile
+
+
+@dataclass(frozen=True)
+class Status:
+    """The model process's state: ``state`` is ``starting`` (no answer yet), ``idle`` (no warm-up asked), ``running``
+    (warming: ``step``), ``ready``, ``failed`` (``error``) or ``down`` (not running)."""
+
+    state: str
+    step: str = ""
+    seconds: float = 0.0
+    error: str = ""
+    model_id: str = ""
+    pid: int = 0
+    cache_bytes: int = 0
+    cache_budget: int = 0
+    models_loaded: int = 0
+    restarts: int = 0
+
+
+class _Carried(Exception):
+    """Placeholder while an exception travels: see :func:`_pack_error`."""
+
+
+def _pack_error(err: BaseException) -> tuple[str, str, tuple[Any, ...], dict[str, Any], str]:
+    """An exception as (module, class, args, attributes, text): many of ours take other arguments than their
+    ``args`` (``UnknownModel(model_id, suggestions)``), so pickle's ``cls(*args)`` would fail to rebuild them."""
+    attrs = {k: v for k, v in vars(err).items() if isinstance(v, str | int | float | bool | list | tuple | type(None))}
+    return type(err).__module__, type(err).__qualname__, tuple(a for a in err.args if isinstance(a, str | int | float)), attrs, str(err)
+
+
+def _unpack_error(packed: tuple[str, str, tuple[Any, ...], dict[str, Any], str]) -> BaseException:
+    """The exception again, as its own class where this process has that class loaded without importing anything
+    heavy (our ``core.errors``, Python's built-ins), else as :class:`~core.errors.ModelProcessFailed`."""
+    module, name, args, attrs, text = packed
+    cls = getattr(sys.modules.get(module), name, None) if module in ("builtins", "core.errors") else None
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        err = cls.__new__(cls)
+        err.args = args
+        for k, v in attrs.items():
+            setattr(err, k, v)
+        return err
+    return ModelProcessFailed(f"The model process failed: {name}: {text[:500]}")
+
+
+def _resolve(module: str, name: str) -> Any:
+    """``models.<module>.<name>``, a public function, or :class:`~core.errors.ModelProcessFailed`."""
+    if not module.startswith(CALLABLE_PREFIX) or "__" in module or name.startswith("_") or "." in name:
+        raise ModelProcessFailed(f"{module}.{name} is not a model function the pages may call.")
+    fn = getattr(importlib.import_module(module), name, None)
+    if not callable(fn):
+        raise ModelProcessFailed(f"{module}.{name} is not a function.")
+    return fn
+
+
+def routable(fn: Any) -> bool:
+    """Whether ``fn`` can run in the model process: a public module-level function of ``models.*``."""
+    module, name = getattr(fn, "__module__", "") or "", getattr(fn, "__qualname__", "") or ""
+    return module.startswith(CALLABLE_PREFIX) and not name.startswith("_") and "." not in name and "<" not in name
+
+
+# --- the client (the web process) -------------------------------------------------------------------------------
+
+
+class Runtime:
+    """The web process's handle on its model process. Thread-safe; every call opens its own connection."""
+
+    def __init__(self, warm: bool = True, command: list[str] | None = None) -> None:
+        self.warm = warm
+        self.command = command or [sys.executable, "-m", "services.runtime"]
+        self.key = secrets.token_bytes(32)
+        self._dir = Path(tempfile.mkdtemp(prefix="bfe-runtime-"))  # mode 0700
+        self.address = str(self._dir / "socket")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+        self.started_at = 0.0
+        self._went = False
+        self._lock = threading.Lock()
+
+    # lifecycle
+    def start(self) -> int | None:
+        """Spawn the process unless it runs (returns at once: it warms up on its own). Returns the exit code of a
+        process that had died and was replaced, else None."""
+        with self._lock:
+            if self.proc is not None and self.proc.poll() is None:
+                return None
+            replaced = None if self.proc is None else self.proc.returncode
+            if self.proc is not None:
+                self.restarts += 1
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.address)
+            env = {**os.environ, KEY_ENV: self.key.hex(), "PYTHONPATH": os.pathsep.join(
+                p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+            self.proc = subprocess.Popen([*self.command, self.address, str(os.getpid()), "1" if self.warm else "0"],
+                                         env=env, cwd=str(ROOT), stdin=subprocess.DEVNULL)
+            self.started_at = time.monotonic()
+            return replaced
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after ``timeout``) and wait for it."""
+        with self._lock:
+            proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def _connect(self, deadline: float) -> Connection:
+        while True:
+            try:
+                return Client(self.address, family="AF_UNIX", authkey=self.key)
+            except (FileNotFoundError, ConnectionRefusedError):
+                if not self.alive() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def _ask(self, message: tuple[Any, ...], timeout: float | None, wait_for_socket: bool = True) -> Any:
+        deadline = time.monotonic() + (CONNECT_TIMEOUT_S if timeout is None else timeout)
+        with self._connect(deadline if wait_for_socket else 0.0) as conn:
+            conn.send(message)
+            while not conn.poll(0.5):  # a call may take minutes; a dead process must not hang the page
+                if not self.alive():
+                    raise EOFError("the model process exited")
+                if timeout is not None and time.monotonic() > deadline:
+                    raise TimeoutError("the model process did not answer")
+            kind, value = conn.recv()
+        if kind == "error":
+            raise _unpack_error(value)
+        return value
+
+    def go(self) -> None:
+        """Tell the process that the web process has drawn its first page: the warm-up may load the model now
+        (in the background; once per process)."""
+        if self._went or not self.alive():
+            return
+        self._went = True
+
+        def send() -> None:
+            with contextlib.suppress(OSError, EOFError, TimeoutError, ExplorerError):
+                self._ask(("go",), 10.0)
+
+        threading.Thread(target=send, name="bfe-runtime-go", daemon=True).start()
+
+    def status(self, timeout: float = 1.0) -> Status:
+        """How the process is: never raises, and does not wait for a process that has not bound its socket yet
+        (``down`` or ``starting`` when it cannot be asked; the sidebar of every page asks)."""
+        if not self.alive():
+            code = None if self.proc is None else self.proc.returncode
+            return Status("down", error="" if code is None else f"exit code {code}", restarts=self.restarts)
+        try:
+            out = self._ask(("status",), timeout, wait_for_socket=False)
+        except (OSError, EOFError, TimeoutError, ExplorerError):
+            return Status("starting", pid=self.proc.pid if self.proc else 0, restarts=self.restarts)
+        return Status(**out, restarts=self.restarts)
+
+    def call(self, fn: Any, *args: Any, on_restart: Any = None) -> Any:
+        """``fn(*args)`` in the model process (started if needed). A process that had died since the last call, or
+        dies during this one, is restarted, ``on_restart(exit_code)`` is called, and the call runs (once more); a
+        second death raises :class:`~core.errors.ModelProcessFailed`. Errors ``fn`` raises come back as themselves."""
+        if not routable(fn):
+            raise ModelProcessFailed(f"{getattr(fn, '__qualname__', fn)!r} cannot run in the model process.")
+        message = ("call", fn.__module__, fn.__qualname__, args)
+        for attempt in (1, 2):
+            replaced = self.start()
+            if replaced is not None and on_restart is not None:
+                on_restart(replaced)
+            try:
+                return self._ask(message, None)
+            except (OSError, EOFError) as err:
+                code = self._reap()
+                log.warning("model process stopped (exit code %s) during %s: %s", code, fn.__qualname__, err)
+                if attempt == 2:
+                    raise ModelProcessFailed(f"The model process stopped twice (exit code {code}) while running "
+                                             f"{fn.__qualname__}.", "It may have run out of memory: try a shorter "
+                                             "input or a smaller model.") from None
+        raise AssertionError("unreachable")
+
+    def _reap(self) -> int | None:
+        """After a failed exchange: the process's exit code (one alive but not answering is killed first)."""
+        proc = self.proc
+        if proc is None:
+            return None
+        try:
+            return proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+
+_default: Runtime | None = None
+_default_lock = threading.Lock()
+
+
+def default(create: bool = True) -> Runtime | None:
+    """This process's runtime (created, not started, on first use unless ``create`` is False)."""
+    global _default
+    with _default_lock:
+        if _default is None and create:
+            from core.settings import get_settings
+
+            _default = Runtime(warm=get_settings().warmup)
+            import atexit
+
+            atexit.register(_default.stop)
+        return _default
+
+
+def enabled() -> bool:
+    """Whether the pages' model calls go to the model process (``BFE_MODEL_PROCESS``; a bad setting: no)."""
+    from core.settings import get_settings
+
+    try:
+        return get_settings().model_process
+    except ExplorerError:
+        return False
+
+
+# --- the model process ------------------------------------------------------------------------------------------
+
+
+def _die_with_parent(parent: int) -> None:
+    """Exit within half a second of the web process, however it ended (SIGTERM, ``kill -9``, a crash).
+
+    Not Linux's parent-death signal: it fires when the *thread* that spawned the child ends, and a restart is spawned
+    from a page's script thread, which ends with the page run."""
+    if os.getppid() != parent:  # it died before this ran
+        os._exit(0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="bfe-runtime-watchdog", daemon=True).start()
+
+
+_imported = threading.Event()
+_go = threading.Event()
+
+
+def _import_heavy() -> None:
+    """torch and transformers, before any call runs: transformers' lazy modules are not safe to import from two
+    threads at once (a call racing the warm-up saw ``transformers`` without ``AutoModel``)."""
+    try:
+        from models.warmup import import_heavy
+
+        import_heavy()
+    finally:
+        _imported.set()
+
+
+def _status() -> dict[str, Any]:
+    out: dict[str, Any] = {"state": "idle", "pid": os.getpid()}
+    if not _imported.is_set():
+        return {**out, "state": "running", "step": "importing torch and transformers"}
+    warmup = sys.modules.get("models.warmup")
+    if warmup is not None:
+        w = warmup.current()
+        out.update(state=w.state, step=w.step, seconds=round(w.seconds, 2), model_id=w.model_id,
+                   error="" if w.error is None else f"{type(w.error).__name__}: {str(w.error)[:300]}")
+    loader = sys.modules.get("models.loader")
+    if loader is not None:
+        info = loader.default_cache().info()
+        out.update(cache_bytes=info.total_bytes, cache_budget=info.budget_bytes, models_loaded=len(info.entries))
+    return out
+
+
+def _handle(conn: Connection) -> None:
+    with conn:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            if message[0] == "go":
+                _go.set()
+                reply: tuple[str, Any] = ("ok", None)
+            elif message[0] == "status":
+                reply = ("ok", _status())
+            elif message[0] == "call":
+                _, module, name, args = message
+                _go.set()  # a page needs a model now: the warm-up need not hold back its load any longer
+                _imported.wait()
+                reply = ("ok", _resolve(module, name)(*args))
+            else:
+                reply = ("error", _pack_error(ModelProcessFailed(f"Unknown request {str(message[0])[:40]!r}.")))
+        except Exception as err:  # carried back to the page that asked; never kills the process
+            reply = ("error", _pack_error(err))
+        try:
+            conn.send(reply)
+        except (OSError, EOFError):  # the asking page went away
+            pass
+        except Exception as err:  # a result that does not pickle
+            conn.send(("error", _pack_error(ModelProcessFailed(f"The result of {message[2]} could not be sent: {err}"))))
+
+
+def serve(address: str, parent: int, warm: bool) -> None:
+    """Run the model process: bind ``address`` first (so a status answers at once), then warm up in the
+    background and answer each connection in a thread of its own until the parent exits."""
+    _die_with_parent(parent)
+    key = bytes.fromhex(os.environ.pop(KEY_ENV))
+    old = os.umask(0o177)
+    try:
+        listener = Listener(address, family="AF_UNIX", authkey=key)
+    finally:
+        os.umask(old)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+
+    def imports() -> None:
+        # At the normal priority: a lower one (nice 10, 19, SCHED_IDLE for this thread) made no difference to Home
+        # that bench/startup.py could measure, and the helper threads torch and transformers start while they are
+        # imported would inherit it.
+        try:
+            _import_heavy()
+        except Exception as err:  # a broken install: each call then reports its own import error
+            log.warning("importing torch and transformers failed: %s", err)
+
+    def warm_up() -> None:
+        # The model's load and first run use every core: wait until the web process has drawn its first page (it
+        # says "go") and the browser has had a moment to paint it, or GO_TIMEOUT_S when nobody visits.
+        _imported.wait()
+        if _go.wait(GO_TIMEOUT_S):
+            time.sleep(AFTER_GO_S)
+        from models import warmup
+
+        try:
+            warmup.start()  # the bundled model, in a thread (its import step is done)
+        except ExplorerError as err:  # a bad setting: shown by the page that needs the model
+            log.warning("not warming up: %s", err)
+
+    threading.Thread(target=imports, name="bfe-runtime-imports", daemon=True).start()
+    if warm:
+        threading.Thread(target=warm_up, name="bfe-runtime-warm", daemon=True).start()
+    while True:
+        try:
+            conn = listener.accept()
+        except Exception as err:  # a client that failed the handshake (AuthenticationError), or went away
+            log.debug("model process: refused a connection: %s", err)
+            continue
+        threading.Thread(target=_handle, args=(conn,), name="bfe-runtime-call", daemon=True).start()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="model process: %(message)s")
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1")
