@@ -261,3 +261,12 @@ def _check_attentions(model: Any, tokenizer: Any, dev: torch.device, mid: str) -
         raise AttentionUnavailable(
             f"{mid} returned no usable attention weights (got {shape}, wanted {layers} x (1, {heads}, {t}, {t})).",
             "Load it with attentions=True so eager attention is used.")
+
+
+def load_summary(model_id: str) -> dict[str, Any]:
+    """Load ``model_id`` into the process-wide cache with its attention weights checked (as the Attention page
+    loads it) and say what was loaded: ``source``, ``seconds``, ``nbytes``, ``device``, ``dtype``. A model id in,
+    plain values out: the Models page calls it in the model process."""
+    lm = load(model_id, attentions=True)
+    return {"source": lm.source.describe(), "seconds": lm.load_seconds, "nbytes": lm.nbytes, "device": str(lm.device),
+            "dtype": str(lm.dtype).replace("torch.", "")}

@@ -180,6 +180,19 @@ def side_by_side(models: list[str], text: str, top_k: int = 5, mode: str = "inde
 ACTIONS = ("kept", "mask", "random", "same")  # not chosen; chosen → [MASK] (80%); → random token (10%); → unchanged (10%)
 
 
+def word_tokens(model: Any, text: str, vocab_size: int = 2000) -> tuple[list[str], list[int | None], list[str]]:
+    """``text`` through ``model``'s tokenizer (a masked LM): its tokens, each token's word index (None for special
+    tokens), and the alphabetic entries among the first ``vocab_size`` of the vocabulary (the masking recipe's
+    random replacements). A model id in, plain lists out: the pages call it in the model process."""
+    check_text_length(text, "sentence")
+    tok = _load(model, "masked-lm").tokenizer
+    enc = tok(text)
+    tokens = tok.convert_ids_to_tokens(enc["input_ids"])
+    words = [None if i in tok.all_special_ids else w for i, w in zip(enc["input_ids"], enc.word_ids(), strict=True)]
+    vocab = [t for t in list(tok.get_vocab())[:vocab_size] if t.isalpha()]
+    return tokens, words, vocab
+
+
 def mask_pattern(words: list[int | None], rng: random.Random, rate: float = 0.15, whole_word: bool = False) -> list[str]:
     """BERT's recipe (create_pretraining_data.py) for one sequence: pick round(15%) of the positions
     (whole words together with ``whole_word``; ``None`` = special token, never picked), then 80%

@@ -203,6 +203,12 @@ def xlnet_tokens(tokenizer: Any, text: str) -> tuple[list[int], list[str]]:
     return ids, toks
 
 
+def tokens_for(model_id: str, text: str) -> tuple[list[int], list[str]]:
+    """:func:`xlnet_tokens` with ``model_id``'s tokenizer (a model id in, plain lists out: the pages call it in the
+    model process)."""
+    return xlnet_tokens(_lm(model_id).tokenizer, text)
+
+
 def _lm(model: Any):
     from models.loader import LoadedModel, load
 

@@ -17,9 +17,10 @@ again.
   ``python -m services.runtime`` (it binds its socket before any heavy import, so its status answers at once),
   :meth:`Runtime.call` runs ``models.<module>.<function>(*args)`` there, :meth:`Runtime.status` says how the warm-up
   goes. The socket is private to this user (mode 0600 in a 0700 folder) and every connection proves a random key
-  (``multiprocessing.connection``'s HMAC handshake); only public functions of ``models.*`` modules can be called.
-- :func:`serve`: the process itself. It exits when its parent does (Linux's parent-death signal, and a watchdog for
-  other systems), so stopping the server (SIGTERM, a container stop) leaves no process behind.
+  (``multiprocessing.connection``'s HMAC handshake); only the read-only model functions in :data:`ROUTED` can be
+  called.
+- :func:`serve`: the process itself. It exits within half a second of its parent (a watchdog), however the parent
+  ended, so stopping the server (SIGTERM, a container stop, ``kill -9``) leaves no process behind.
 
 The library's functions are unchanged: the Gradio app, the benches and the tests call them in their own process;
 ``BFE_MODEL_PROCESS=0`` runs the pages' calls in the web process too.
@@ -32,6 +33,7 @@ import importlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +41,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.connection import Client, Connection, Listener, answer_challenge, deliver_challenge
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +74,6 @@ class Status:
     restarts: int = 0
 
 
-class _Carried(Exception):
-    """Placeholder while an exception travels: see :func:`_pack_error`."""
-
-
 def _pack_error(err: BaseException) -> tuple[str, str, tuple[Any, ...], dict[str, Any], str]:
     """An exception as (module, class, args, attributes, text): many of ours take other arguments than their
     ``args`` (``UnknownModel(model_id, suggestions)``), so pickle's ``cls(*args)`` would fail to rebuild them."""
@@ -97,75 +95,108 @@ def _unpack_error(packed: tuple[str, str, tuple[Any, ...], dict[str, Any], str])
     return ModelProcessFailed(f"The model process failed: {name}: {text[:500]}")
 
 
+# What the pages may run in the model process: read-only model functions of the library that take model ids and
+# plain values and return plain values (numpy arrays, dataclasses, pandas frames: nothing that needs torch to
+# unpickle). Checked on both sides: the client runs anything else in its own process, the server refuses it.
+ROUTED: dict[str, frozenset[str]] = {
+    "models.attention": frozenset({"extract_attention", "query_key"}),
+    "models.representations": frozenset({"hidden_states", "nearest_contexts"}),
+    "models.attribution": frozenset({"similarity", "fill_mask", "sentence_relation", "replaced_token"}),
+    "models.objectives": frozenset({"side_by_side", "pseudo_log_likelihood", "sentence_relation", "electra_round",
+                                    "discriminate", "generate", "bert_generate", "word_tokens"}),
+    "models.permutation": frozenset({"predict_last_k", "self_check", "new_york", "segment_recurrence", "tokens_for"}),
+    "models.loader": frozenset({"load_summary"}),
+}
+
+
 def _resolve(module: str, name: str) -> Any:
-    """``models.<module>.<name>``, a public function, or :class:`~core.errors.ModelProcessFailed`."""
-    if not module.startswith(CALLABLE_PREFIX) or "__" in module or name.startswith("_") or "." in name:
-        raise ModelProcessFailed(f"{module}.{name} is not a model function the pages may call.")
-    fn = getattr(importlib.import_module(module), name, None)
-    if not callable(fn):
-        raise ModelProcessFailed(f"{module}.{name} is not a function.")
-    return fn
+    """The routed function ``module.name`` (:data:`ROUTED`), or :class:`~core.errors.ModelProcessFailed`."""
+    if name not in ROUTED.get(module, ()):
+        raise ModelProcessFailed(f"{str(module)[:80]}.{str(name)[:80]} is not a model function the pages may call.")
+    return getattr(importlib.import_module(module), name)
 
 
 def routable(fn: Any) -> bool:
-    """Whether ``fn`` can run in the model process: a public module-level function of ``models.*``."""
-    module, name = getattr(fn, "__module__", "") or "", getattr(fn, "__qualname__", "") or ""
-    return module.startswith(CALLABLE_PREFIX) and not name.startswith("_") and "." not in name and "<" not in name
+    """Whether ``fn`` runs in the model process: one of :data:`ROUTED`."""
+    return getattr(fn, "__qualname__", None) in ROUTED.get(getattr(fn, "__module__", None) or "", ())
+
+
+class _Remote(Exception):
+    """The model process answered with an error (as opposed to the exchange failing)."""
+
+    def __init__(self, packed: tuple[str, str, tuple[Any, ...], dict[str, Any], str]) -> None:
+        super().__init__(packed[4])
+        self.packed = packed
 
 
 # --- the client (the web process) -------------------------------------------------------------------------------
 
 
 class Runtime:
-    """The web process's handle on its model process. Thread-safe; every call opens its own connection."""
+    """The web process's handle on its model process. Thread-safe; every request opens its own connection.
+
+    A process that dies is replaced on demand, by the next call (never by a page that only looks at the status),
+    and a replacement does not warm up: after a crash the call that needs the model loads it, and nothing else
+    competes with it for memory.
+    """
 
     def __init__(self, warm: bool = True, command: list[str] | None = None) -> None:
         self.warm = warm
         self.command = command or [sys.executable, "-m", "services.runtime"]
         self.key = secrets.token_bytes(32)
-        self._dir = Path(tempfile.mkdtemp(prefix="bfe-runtime-"))  # mode 0700
-        self.address = str(self._dir / "socket")
+        self._dir = Path(tempfile.mkdtemp(prefix="bfe-rt-"))  # mode 0700; short: a socket path has 107 bytes at most
+        self.address = str(self._dir / "s")
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self.started_at = 0.0
-        self._went = False
+        self._went: int | None = None  # the pid of the process told "go"
         self._lock = threading.Lock()
+        self._status = Status("down")
+        self._poller: threading.Thread | None = None
 
     # lifecycle
-    def start(self) -> int | None:
-        """Spawn the process unless it runs (returns at once: it warms up on its own). Returns the exit code of a
-        process that had died and was replaced, else None."""
+    def start(self, dead: subprocess.Popen[bytes] | None = None) -> bool:
+        """Spawn the process if there is none yet, or replace ``dead`` (a process this caller saw die) if it is
+        still the current one. Returns True when this call replaced a dead process. Returns at once: the process
+        warms up on its own."""
         with self._lock:
-            if self.proc is not None and self.proc.poll() is None:
-                return None
-            replaced = None if self.proc is None else self.proc.returncode
-            if self.proc is not None:
+            if self.proc is not None and (dead is None or self.proc is not dead):
+                return False
+            replaced = self.proc is not None
+            if replaced:
                 self.restarts += 1
+            self._dir.mkdir(mode=0o700, exist_ok=True)  # a tmp cleaner may have removed it from a long-lived server
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.address)
             env = {**os.environ, KEY_ENV: self.key.hex(), "PYTHONPATH": os.pathsep.join(
                 p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-            self.proc = subprocess.Popen([*self.command, self.address, str(os.getpid()), "1" if self.warm else "0"],
+            warm = self.warm and not replaced
+            self.proc = subprocess.Popen([*self.command, self.address, str(os.getpid()), "1" if warm else "0"],
                                          env=env, cwd=str(ROOT), stdin=subprocess.DEVNULL)
             self.started_at = time.monotonic()
+            if self._poller is None:
+                self._poller = threading.Thread(target=self._poll, name="bfe-runtime-status", daemon=True)
+                self._poller.start()
             return replaced
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        proc = self.proc
+        return proc is not None and proc.poll() is None
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after ``timeout``) and wait for it."""
+        """Stop the process (SIGTERM, then SIGKILL after ``timeout``), wait for it, remove its socket's folder."""
         with self._lock:
             proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
+    # requests
     def _connect(self, deadline: float) -> Connection:
         while True:
             try:
@@ -176,6 +207,8 @@ class Runtime:
                 time.sleep(0.02)
 
     def _ask(self, message: tuple[Any, ...], timeout: float | None, wait_for_socket: bool = True) -> Any:
+        """Send ``message``, return the answer. Raises :class:`_Remote` for an error the process answered with,
+        and OSError, EOFError or TimeoutError when the exchange itself fails."""
         deadline = time.monotonic() + (CONNECT_TIMEOUT_S if timeout is None else timeout)
         with self._connect(deadline if wait_for_socket else 0.0) as conn:
             conn.send(message)
@@ -186,59 +219,96 @@ class Runtime:
                     raise TimeoutError("the model process did not answer")
             kind, value = conn.recv()
         if kind == "error":
-            raise _unpack_error(value)
+            raise _Remote(value)
         return value
 
+    def request(self, message: tuple[Any, ...], timeout: float = 10.0) -> Any:
+        """A small request (``cache_info``, ``cache_clear``) to a running process; errors come back as themselves,
+        a process that is not running raises :class:`~core.errors.ModelProcessFailed`."""
+        try:
+            return self._ask(message, timeout)
+        except _Remote as err:
+            raise _unpack_error(err.packed) from None
+        except (OSError, EOFError, TimeoutError) as err:
+            raise ModelProcessFailed(f"The model process is not answering ({type(err).__name__}).",
+                                     "It starts with the server; reload the page in a few seconds.") from None
+
     def go(self) -> None:
-        """Tell the process that the web process has drawn its first page: the warm-up may load the model now
+        """Tell the process that the web process has drawn its first page: its warm-up may load the model now
         (in the background; once per process)."""
-        if self._went or not self.alive():
+        proc = self.proc
+        if proc is None or proc.poll() is not None or self._went == proc.pid:
             return
-        self._went = True
+        self._went = proc.pid
 
         def send() -> None:
-            with contextlib.suppress(OSError, EOFError, TimeoutError, ExplorerError):
+            with contextlib.suppress(Exception):
                 self._ask(("go",), 10.0)
 
         threading.Thread(target=send, name="bfe-runtime-go", daemon=True).start()
 
-    def status(self, timeout: float = 1.0) -> Status:
-        """How the process is: never raises, and does not wait for a process that has not bound its socket yet
-        (``down`` or ``starting`` when it cannot be asked; the sidebar of every page asks)."""
+    def _poll(self) -> None:
+        """Keep :meth:`status` current, twice a second while a process runs (pages read it; they never wait)."""
+        while True:
+            self._status = self.ask_status()
+            time.sleep(0.5 if self.alive() else 2.0)
+
+    def ask_status(self, timeout: float = 1.0) -> Status:
+        """Ask the process how it is (one round trip; never raises)."""
         if not self.alive():
             code = None if self.proc is None else self.proc.returncode
             return Status("down", error="" if code is None else f"exit code {code}", restarts=self.restarts)
         try:
             out = self._ask(("status",), timeout, wait_for_socket=False)
-        except (OSError, EOFError, TimeoutError, ExplorerError):
+        except Exception:  # not bound yet, busy past the timeout, or answering with an error
             return Status("starting", pid=self.proc.pid if self.proc else 0, restarts=self.restarts)
         return Status(**out, restarts=self.restarts)
 
+    def status(self) -> Status:
+        """The latest status the background poller saw (at most half a second old; never blocks)."""
+        if not self.alive():
+            return Status("down", restarts=self.restarts)
+        return self._status if self._status.pid == (self.proc.pid if self.proc else -1) else Status(
+            "starting", pid=self.proc.pid if self.proc else 0, restarts=self.restarts)
+
     def call(self, fn: Any, *args: Any, on_restart: Any = None) -> Any:
         """``fn(*args)`` in the model process (started if needed). A process that had died since the last call, or
-        dies during this one, is restarted, ``on_restart(exit_code)`` is called, and the call runs (once more); a
-        second death raises :class:`~core.errors.ModelProcessFailed`. Errors ``fn`` raises come back as themselves."""
+        dies during this one, is replaced, ``on_restart(exit_code)`` is called, and the call runs (once more); a
+        second death raises :class:`~core.errors.ModelProcessFailed`. Errors ``fn`` raises come back as themselves
+        (and never count as a death)."""
         if not routable(fn):
             raise ModelProcessFailed(f"{getattr(fn, '__qualname__', fn)!r} cannot run in the model process.")
         message = ("call", fn.__module__, fn.__qualname__, args)
+        told = False
         for attempt in (1, 2):
-            replaced = self.start()
-            if replaced is not None and on_restart is not None:
-                on_restart(replaced)
+            self.start()  # the first process (a no-op once there is one)
+            proc = self.proc
+            if proc is not None and proc.poll() is not None:  # it died while idle: replace it, and say so
+                self.start(dead=proc)
+                if on_restart is not None and not told:
+                    on_restart(proc.returncode)
+                    told = True
+                proc = self.proc
             try:
                 return self._ask(message, None)
+            except _Remote as err:
+                raise _unpack_error(err.packed) from None
             except (OSError, EOFError) as err:
-                code = self._reap()
+                code = self._reap(proc)
                 log.warning("model process stopped (exit code %s) during %s: %s", code, fn.__qualname__, err)
                 if attempt == 2:
                     raise ModelProcessFailed(f"The model process stopped twice (exit code {code}) while running "
                                              f"{fn.__qualname__}.", "It may have run out of memory: try a shorter "
                                              "input or a smaller model.") from None
+                self.start(dead=proc)
+                if on_restart is not None and not told:
+                    on_restart(code)
+                    told = True
         raise AssertionError("unreachable")
 
-    def _reap(self) -> int | None:
-        """After a failed exchange: the process's exit code (one alive but not answering is killed first)."""
-        proc = self.proc
+    @staticmethod
+    def _reap(proc: subprocess.Popen[bytes] | None) -> int | None:
+        """After a failed exchange with ``proc``: its exit code (alive but not answering: it is killed first)."""
         if proc is None:
             return None
         try:
@@ -326,33 +396,50 @@ def _status() -> dict[str, Any]:
     return out
 
 
-def _handle(conn: Connection) -> None:
+def _handle(conn: Connection, key: bytes) -> None:
     with conn:
-        try:
+        try:  # the handshake here, not in the accept loop: a slow client holds up nobody else
+            deliver_challenge(conn, key)
+            answer_challenge(conn, key)
             message = conn.recv()
-        except (EOFError, OSError):
+        except Exception as err:  # a wrong key (AuthenticationError), or a client that went away
+            log.debug("model process: refused a connection: %s", err)
             return
         try:
-            if message[0] == "go":
+            kind = message[0]
+            if kind == "go":
                 _go.set()
                 reply: tuple[str, Any] = ("ok", None)
-            elif message[0] == "status":
+            elif kind == "status":
                 reply = ("ok", _status())
-            elif message[0] == "call":
+            elif kind == "cache_info":
+                from models.loader import default_cache
+
+                reply = ("ok", default_cache().info())
+            elif kind == "cache_clear":
+                from models.loader import default_cache
+
+                default_cache().clear()
+                reply = ("ok", None)
+            elif kind == "call":
                 _, module, name, args = message
+                fn = _resolve(module, name)  # refused before anything is imported or loaded
                 _go.set()  # a page needs a model now: the warm-up need not hold back its load any longer
                 _imported.wait()
-                reply = ("ok", _resolve(module, name)(*args))
+                reply = ("ok", fn(*args))
             else:
-                reply = ("error", _pack_error(ModelProcessFailed(f"Unknown request {str(message[0])[:40]!r}.")))
-        except Exception as err:  # carried back to the page that asked; never kills the process
+                raise ModelProcessFailed(f"Unknown request {str(kind)[:40]!r}.")
+        except BaseException as err:  # carried back to the page that asked (SystemExit too); never ends the process
+            if not isinstance(err, ExplorerError):
+                log.exception("model process: %s failed", str(message[:3])[:200])
             reply = ("error", _pack_error(err))
         try:
             conn.send(reply)
         except (OSError, EOFError):  # the asking page went away
             pass
         except Exception as err:  # a result that does not pickle
-            conn.send(("error", _pack_error(ModelProcessFailed(f"The result of {message[2]} could not be sent: {err}"))))
+            with contextlib.suppress(Exception):
+                conn.send(("error", _pack_error(ModelProcessFailed(f"The result could not be sent back: {err}"))))
 
 
 def serve(address: str, parent: int, warm: bool) -> None:
@@ -362,10 +449,13 @@ def serve(address: str, parent: int, warm: bool) -> None:
     key = bytes.fromhex(os.environ.pop(KEY_ENV))
     old = os.umask(0o177)
     try:
-        listener = Listener(address, family="AF_UNIX", authkey=key)
+        # No authkey here: each handler thread does the handshake (:func:`_handle`). A backlog for a class's worth
+        # of pages asking at once.
+        listener = Listener(address, family="AF_UNIX", backlog=64)
     finally:
         os.umask(old)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal: the server stops us (no traceback here)
 
     def imports() -> None:
         # At the normal priority: a lower one (nice 10, 19, SCHED_IDLE for this thread) made no difference to Home
@@ -395,10 +485,10 @@ def serve(address: str, parent: int, warm: bool) -> None:
     while True:
         try:
             conn = listener.accept()
-        except Exception as err:  # a client that failed the handshake (AuthenticationError), or went away
-            log.debug("model process: refused a connection: %s", err)
+        except OSError as err:  # a client that went away
+            log.debug("model process: accept failed: %s", err)
             continue
-        threading.Thread(target=_handle, args=(conn,), name="bfe-runtime-call", daemon=True).start()
+        threading.Thread(target=_handle, args=(conn, key), name="bfe-runtime-call", daemon=True).start()
 
 
 if __name__ == "__main__":

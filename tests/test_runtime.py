@@ -49,7 +49,8 @@ def test_a_call_runs_in_the_model_process_and_returns_what_the_library_returns(m
     here = extract_attention(TINY_BERT, "The cat sat on the mat.")
     there = model_process.call(extract_attention, TINY_BERT, "The cat sat on the mat.")
     assert there.tokens == here.tokens and np.allclose(there.weights, here.weights, atol=1e-6)
-    assert model_process.proc is not None and model_process.status().models_loaded == 1
+    assert model_process.proc is not None and model_process.ask_status().models_loaded == 1
+    assert wait_for(lambda: model_process.status().models_loaded == 1, timeout=5)  # the poller's copy, for pages
     # the library's own errors come back as themselves, with their attributes
     with pytest.raises(UnknownModel) as err:
         model_process.call(extract_attention, "bert-base-uncasd", "x")
@@ -59,13 +60,44 @@ def test_a_call_runs_in_the_model_process_and_returns_what_the_library_returns(m
         assert not runtime.routable(fn)
         with pytest.raises(ModelProcessFailed):
             model_process.call(fn)
-    with pytest.raises(ModelProcessFailed):
-        runtime._resolve("os", "system")
+    for module, name in (("os", "system"), ("models.training", "atomic_save"), ("models.fetch", "main"),
+                         ("models.attention", "__builtins__")):
+        with pytest.raises(ModelProcessFailed):
+            runtime._resolve(module, name)
     # a client without the key is refused, and the process keeps serving
     with pytest.raises(Exception):  # noqa: B017 (multiprocessing's AuthenticationError or a closed pipe)
         Client(model_process.address, family="AF_UNIX", authkey=b"wrong").send(("status",))
-    assert model_process.status().state in ("idle", "ready")
+    assert model_process.ask_status().state in ("idle", "ready")
     assert oct(Path(model_process.address).parent.stat().st_mode)[-3:] == "700"
+
+
+FAKE_SERVER = """
+import sys
+from multiprocessing.connection import Listener, answer_challenge, deliver_challenge
+from services.runtime import KEY_ENV, _pack_error
+import os
+key = bytes.fromhex(os.environ[KEY_ENV])
+listener = Listener(sys.argv[1], family="AF_UNIX")
+while True:
+    conn = listener.accept()
+    deliver_challenge(conn, key); answer_challenge(conn, key)
+    conn.recv()
+    conn.send(("error", _pack_error(FileNotFoundError(2, "No such file: corpus.gz"))))
+"""
+
+
+def test_an_os_error_raised_by_the_function_is_not_taken_for_a_dead_process() -> None:
+    from models.attention import extract_attention
+
+    rt = runtime.Runtime(warm=False, command=[sys.executable, "-c", FAKE_SERVER])
+    try:
+        pid = rt.proc.pid if rt.start() or rt.proc else 0
+        with pytest.raises(FileNotFoundError, match="corpus.gz"):
+            rt.call(extract_attention, TINY_BERT, "x")
+        assert rt.restarts == 0 and rt.alive() and rt.proc.pid == pid
+    finally:
+        rt.stop()
+    assert not Path(rt.address).parent.exists()  # its socket's folder is removed with it
 
 
 def test_a_process_that_dies_during_a_call_is_restarted_and_the_call_runs_again(model_process: runtime.Runtime) -> None:

@@ -16,7 +16,16 @@ read it from there, not from this package.
 """
 
 from app.ui.caches import STATUS_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint, model_cache
-from app.ui.calls import _run_abandoned, await_warmup, model_call, page_run, restart_notice, start_warmup
+from app.ui.calls import (
+    _run_abandoned,
+    await_warmup,
+    free_model_memory,
+    loaded_models,
+    model_call,
+    page_run,
+    restart_notice,
+    start_warmup,
+)
 from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
 from app.ui.errors import friendly_errors, log, show_error
 from app.ui.pickers import (
@@ -47,8 +56,10 @@ __all__ = [
     "device_label",
     "download_buttons",
     "explain_missing",
+    "free_model_memory",
     "friendly_errors",
     "inspect_checkpoint",
+    "loaded_models",
     "local_viewer",
     "log",
     "model_cache",

@@ -4,6 +4,7 @@ waits for a page slot, and the background warm-up is started and awaited here.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import streamlit as st
 
 from core.errors import ExplorerError
+
+log = logging.getLogger("bert_family_explorer")
 
 
 def _freeze(value: Any) -> Any:
@@ -54,6 +57,9 @@ def model_call(fn: Any, *args: Any) -> Any:
         def work() -> Any:
             return rt.call(fn, *args, on_restart=restarts.append)
     else:
+        if runtime.enabled():
+            log.info("model call %s.%s runs in the web process (not routed to the model process)", fn.__module__,
+                     fn.__qualname__)
 
         def work() -> Any:
             return fn(*args)
@@ -64,6 +70,36 @@ def model_call(fn: Any, *args: Any) -> Any:
             f"The model process stopped (exit code {restarts[0]}) while working on this page; it was restarted and "
             "the request ran again.")
     return out
+
+
+def loaded_models() -> Any:
+    """What the model cache holds (``models.cache.CacheInfo``): the model process's, or this process's with
+    ``BFE_MODEL_PROCESS=0``. Raises :class:`~core.errors.ModelProcessFailed` when the model process does not answer."""
+    from services import runtime
+
+    if not runtime.enabled():
+        from app.ui.caches import model_cache
+
+        return model_cache().info()
+    rt = runtime.default()
+    if not rt.alive():
+        from core.settings import get_settings
+        from models.cache import CacheInfo
+
+        return CacheInfo((), 0, get_settings().cache_bytes, 0)
+    return rt.request(("cache_info",))
+
+
+def free_model_memory() -> None:
+    """Empty the model cache (the model process's, or this process's with ``BFE_MODEL_PROCESS=0``)."""
+    from services import runtime
+
+    if not runtime.enabled():
+        from app.ui.caches import model_cache
+
+        model_cache().clear()
+    elif runtime.default().alive():
+        runtime.default().request(("cache_clear",))
 
 
 def restart_notice() -> None:
@@ -105,7 +141,8 @@ def start_warmup() -> None:
         if runtime.enabled():
             if get_settings().warmup:
                 rt = runtime.default()
-                rt.start()
+                if rt.proc is None:  # once: a process that died later is replaced by the next call, not here
+                    rt.start()
                 rt.go()  # a page has been drawn: the model process may load the model now
         else:
             warmup.start()

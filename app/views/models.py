@@ -9,6 +9,7 @@ import streamlit as st
 
 from app import ui
 from core import registry
+from core.errors import ExplorerError
 from core.settings import SETTINGS, get_settings
 
 st.title("Models & availability")
@@ -40,24 +41,28 @@ model_id = col1.selectbox("Model", loadable, index=loadable.index(registry.bundl
 col2.write("")
 if col2.button("Load it", key="models_load", type="primary"):
     with ui.friendly_errors(), st.spinner(f"Loading {model_id} ..."):
-        from models.loader import load
+        from models.loader import load_summary
 
-        lm = load(model_id, attentions=True, cache=ui.model_cache())
-        st.success(f"{model_id} loaded from {lm.source.describe()} in {lm.load_seconds:.2f} s: "
-                   f"{lm.nbytes / 2**20:,.1f} MB on {lm.device} ({str(lm.dtype).replace('torch.', '')}), "
-                   "attention weights checked.")
+        done = ui.model_call(load_summary, model_id)
+        st.success(f"{model_id} loaded from {done['source']} in {done['seconds']:.2f} s: "
+                   f"{done['nbytes'] / 2**20:,.1f} MB on {done['device']} ({done['dtype']}), attention weights checked.")
 
-info = ui.model_cache().info()
+try:
+    info = ui.loaded_models()
+except ExplorerError as err:
+    ui.show_error(err)
+    st.stop()
 st.subheader("Loaded now")
 if info.entries:
     st.dataframe(pd.DataFrame([{
         "model": e.model_id, "head": e.task, "attention": e.attn_implementation, "device": e.device,
         "dtype": e.dtype, "MB": round(e.nbytes / 2**20, 1)} for e in info.entries]), hide_index=True)
     if st.button("Free model memory", key="models_clear"):
-        ui.model_cache().clear()
+        with ui.friendly_errors():
+            ui.free_model_memory()
         st.rerun()
 else:
-    st.caption("No model is loaded in this server process.")
+    st.caption("No model is loaded on this server.")
 st.caption(f"{info.total_bytes / 2**20:,.0f} MB of a {info.budget_bytes / 2**20:,.0f} MB budget "
            f"(BFE_MODEL_CACHE_MB); {info.evictions} eviction(s) so far.")
 

@@ -108,16 +108,13 @@ with tabs[1]:
     else:
         tokens, words, vocab = [], [], ["the", "cat", "blue", "ran", "of", "house"]
         try:
-            from models.loader import load
-
-            tok = load("bert-base-uncased", task="masked-lm").tokenizer if ui.model_ready("bert-base-uncased") else None
+            tokenized = (ui.model_call(O.word_tokens, "bert-base-uncased", s["ob_rtext"])
+                         if ui.model_ready("bert-base-uncased") else None)
         except ExplorerError:
-            tok = None
-        if tok is not None:
-            enc = tok(s["ob_rtext"])
-            tokens = tok.convert_ids_to_tokens(enc["input_ids"])
-            words = [None if i in tok.all_special_ids else w for i, w in zip(enc["input_ids"], enc.word_ids(), strict=True)]
-            vocab = [t for t in list(tok.get_vocab())[:2000] if t.isalpha()] or vocab
+            tokenized = None
+        if tokenized is not None:
+            tokens, words = tokenized[0], tokenized[1]
+            vocab = tokenized[2] or vocab
         else:
             tokens, words = ["[CLS]", *words_text, "[SEP]"], [None, *range(len(words_text)), None]
             st.caption("BERT's tokenizer is not on this machine: the recipe runs on words.")

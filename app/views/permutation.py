@@ -23,29 +23,14 @@ ALLOWED = {"pm_model": ui.picker_values(XLNETS), "pm_model_other": ui.valid_mode
            "pm_seg": (1, 64), "pm_mem": (0, 64)}
 
 
-@st.cache_resource(show_spinner="Loading XLNet…")
-def xlnet_lm(model_id: str):
-    from models.loader import load
-
-    return load(model_id, task="xlnet-lm")
-
-
-def _predict(model_id: str, text: str, order: tuple, k: int) -> list:
-    return P.predict_last_k(xlnet_lm(model_id), text, list(order), k, top_k=5)
-
-
-def _check(model_id: str, text: str, order: tuple, target: int) -> P.SelfCheck:
-    return P.self_check(xlnet_lm(model_id), text, list(order), target)
-
-
 @st.cache_data(show_spinner="Predicting…", max_entries=32)
 def predictions(model_id: str, text: str, order: tuple, k: int) -> list:
-    return ui.model_call(_predict, model_id, text, order, k)
+    return ui.model_call(P.predict_last_k, model_id, text, list(order), k, 5)
 
 
 @st.cache_data(show_spinner="Checking…", max_entries=32)
 def checked(model_id: str, text: str, order: tuple, target: int) -> P.SelfCheck:
-    return ui.model_call(_check, model_id, text, order, target)
+    return ui.model_call(P.self_check, model_id, text, list(order), target)
 
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
@@ -63,7 +48,7 @@ c[1].text_input("Sentence", key="pm_text", max_chars=400)
 tokens, ids = None, None
 try:
     if have_xlnet:
-        ids, tokens = P.xlnet_tokens(xlnet_lm(xlnet_id).tokenizer, s["pm_text"])
+        ids, tokens = ui.model_call(P.tokens_for, xlnet_id, s["pm_text"])
     else:
         words = s["pm_text"].split()
         if not words:
@@ -161,7 +146,7 @@ else:
     c[1].text_input("First word", key="pm_first")
     c[2].text_input("Second word", key="pm_second")
     try:
-        ny = P.new_york(BERT, xlnet_lm(xlnet_id), s["pm_ny"], s["pm_first"], s["pm_second"])
+        ny = ui.model_call(P.new_york, BERT, xlnet_id, s["pm_ny"], s["pm_first"], s["pm_second"])
         st.dataframe(pd.DataFrame([
             {"model": "BERT (both masked, independent)", "log p(first)": ny["bert_first"], "log p(second)": ny["bert_second"],
              "log p(pair)": ny["bert_pair"]},
@@ -181,7 +166,7 @@ else:
     c[0].number_input("Segment length (tokens)", 1, 64, key="pm_seg")
     c[1].number_input("Memory length (0 = vanilla, fixed context)", 0, 64, key="pm_mem")
     try:
-        segs = P.segment_recurrence(xlnet_id, s["pm_par"], s["pm_seg"], s["pm_mem"])
+        segs = ui.model_call(P.segment_recurrence, xlnet_id, s["pm_par"], s["pm_seg"], s["pm_mem"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
