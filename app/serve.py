@@ -4,11 +4,11 @@
 
 `streamlit run` runs no code of ours until the first browser session opens a page, so a plain
 `streamlit run` starts the model process (:mod:`services.runtime`) only after that first visit. This
-entry point spawns it before Streamlit's own command line takes over (a fork and exec: milliseconds).
-It imports torch and transformers and loads the bundled model on the machine's other core while this
-process imports Streamlit and serves Home, which needs neither: the web process never imports torch
-for the pages' model calls, so the server answers health and draws Home as fast as a bare Streamlit
-app, and the first student to open the Attention page finds the model loaded.
+entry point spawns it before Streamlit's own command line takes over (a fork and exec: milliseconds);
+it binds its socket and waits. Once the first page is drawn (or a page asks for a model) it imports
+torch and transformers and loads the bundled model on a core of its own. The web process never
+imports torch for the pages' model calls, so the server answers health and draws Home as fast as a
+bare Streamlit app, and a student opening the Attention page a few seconds later finds the model loaded.
 
 With ``BFE_MODEL_PROCESS=0`` the model calls run in this process: then torch and transformers are
 imported here before the server listens, and the model loads in a background thread that waits while
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         warm = get_settings().warmup
         if warm and runtime.enabled():
-            runtime.default().start()  # warms on the other core while this process starts the server
+            runtime.default().start()  # it warms up once this process has drawn its first page
         elif warm:
             from models import warmup
 

@@ -1,17 +1,17 @@
 """The model process: the Streamlit pages' model calls run in a process of their own, which imports torch and
-transformers and warms the bundled model while the web process starts and serves pages.
+transformers and warms the bundled model once the web process has drawn its first page.
 
 Why a process: the web process needs neither torch nor transformers to draw Home, and importing them there costs
 about 3.4 s of one core with the GIL held, which either delays the server's start (imported before it listens) or
-halves the speed of the first pages (imported while they are drawn). In a process of its own that work runs on the
-machine's other core while the web process starts, so Home is served as by a bare Streamlit app, and the model is
-ready a few seconds later. A model that crashes or runs out of memory kills this process only: the next call
-restarts it and runs again once (the page says so).
+halves the speed of the first pages (imported while they are drawn). In a process of its own that work waits until
+the first page is drawn (or a page asks for a model), then runs on a core of its own: Home is served as by a bare
+Streamlit app, and the model is ready about 4.5 s later. A model that crashes or runs out of memory kills this
+process only: the next call restarts it and runs again once (the page says so).
 
 The cost is moving results between the processes: each call's arguments and result are pickled over a Unix socket
-(an attention tensor of a 6-layer model at 512 tokens, 75 MB in float32, moves in about 0.1 s here:
-``bench/startup.py --transfer``); pages cache what they get, so a second view of the same input does not move it
-again.
+(an attention tensor of a 6-layer model at 512 tokens, 72 MB in float32, moves in about 0.18 s here, against 0.11 s
+to compute it: ``bench/startup.py --transfer``); pages cache what they get, so a second view of the same input does
+not move it again.
 
 - :class:`Runtime`: the client the web process holds (one per process, :func:`default`): :meth:`Runtime.start` spawns
   ``python -m services.runtime`` (it binds its socket before any heavy import, so its status answers at once),
@@ -53,8 +53,8 @@ KEY_ENV = "BFE_RUNTIME_KEY"
 CALLABLE_PREFIX = "models."
 CONNECT_TIMEOUT_S = 30.0  # a fresh process binds its socket within about 0.3 s; an overloaded machine gets slack
 ROOT = Path(__file__).resolve().parent.parent
-GO_TIMEOUT_S = 20.0  # the model loads this long after the imports if no page has been drawn by then
-AFTER_GO_S = 1.0  # after the web process's first page run: the browser paints it meanwhile
+GO_TIMEOUT_S = 20.0  # a warming process starts this long after it was spawned if no page has been drawn by then
+AFTER_GO_S = 0.5  # after the web process's first page run: the browser paints it meanwhile
 
 
 @dataclass(frozen=True)
@@ -233,17 +233,17 @@ class Runtime:
             raise ModelProcessFailed(f"The model process is not answering ({type(err).__name__}).",
                                      "It starts with the server; reload the page in a few seconds.") from None
 
-    def go(self) -> None:
-        """Tell the process that the web process has drawn its first page: its warm-up may load the model now
-        (in the background; once per process)."""
+    def go(self, now: bool = False) -> None:
+        """Tell the process that the web process has drawn its first page (once per process): it may import torch
+        and load the model. ``now``: a page is waiting for the model, so it starts at once (every time asked)."""
         proc = self.proc
-        if proc is None or proc.poll() is not None or self._went == proc.pid:
+        if proc is None or proc.poll() is not None or (self._went == proc.pid and not now):
             return
         self._went = proc.pid
 
         def send() -> None:
             with contextlib.suppress(Exception):
-                self._ask(("go",), 10.0)
+                self._ask(("now" if now else "go",), 10.0)
 
         threading.Thread(target=send, name="bfe-runtime-go", daemon=True).start()
 
@@ -367,6 +367,7 @@ def _die_with_parent(parent: int) -> None:
 
 _imported = threading.Event()
 _go = threading.Event()
+_called = threading.Event()
 
 
 def _import_heavy() -> None:
@@ -383,7 +384,8 @@ def _import_heavy() -> None:
 def _status() -> dict[str, Any]:
     out: dict[str, Any] = {"state": "idle", "pid": os.getpid()}
     if not _imported.is_set():
-        return {**out, "state": "running", "step": "importing torch and transformers"}
+        return {**out, "state": "running", "step": "importing torch and transformers" if _go.is_set() else
+                "waiting for the first page to be drawn"}
     warmup = sys.modules.get("models.warmup")
     if warmup is not None:
         w = warmup.current()
@@ -407,7 +409,9 @@ def _handle(conn: Connection, key: bytes) -> None:
             return
         try:
             kind = message[0]
-            if kind == "go":
+            if kind in ("go", "now"):
+                if kind == "now":
+                    _called.set()
                 _go.set()
                 reply: tuple[str, Any] = ("ok", None)
             elif kind == "status":
@@ -424,7 +428,8 @@ def _handle(conn: Connection, key: bytes) -> None:
             elif kind == "call":
                 _, module, name, args = message
                 fn = _resolve(module, name)  # refused before anything is imported or loaded
-                _go.set()  # a page needs a model now: the warm-up need not hold back its load any longer
+                _called.set()  # a page needs a model now: the warm-up holds back no longer
+                _go.set()
                 _imported.wait()
                 reply = ("ok", fn(*args))
             else:
@@ -458,20 +463,20 @@ def serve(address: str, parent: int, warm: bool) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal: the server stops us (no traceback here)
 
     def imports() -> None:
-        # At the normal priority: a lower one (nice 10, 19, SCHED_IDLE for this thread) made no difference to Home
-        # that bench/startup.py could measure, and the helper threads torch and transformers start while they are
-        # imported would inherit it.
+        # Importing torch and transformers takes about 3.4 s of a core; done while the web process serves its first
+        # page (and a browser on the same machine paints it) it slowed Home by 0.3-0.5 s. So a warming process waits
+        # until the web process has drawn its first page (it says "go") and the browser has had a moment to paint
+        # it, or until a page calls a model, or GO_TIMEOUT_S when nobody visits. (A lower CPU priority for this
+        # thread, nice 10 or 19 or SCHED_IDLE, made no difference that bench/startup.py could measure.)
+        if warm and _go.wait(GO_TIMEOUT_S) and not _called.is_set():
+            time.sleep(AFTER_GO_S)
         try:
             _import_heavy()
         except Exception as err:  # a broken install: each call then reports its own import error
             log.warning("importing torch and transformers failed: %s", err)
 
     def warm_up() -> None:
-        # The model's load and first run use every core: wait until the web process has drawn its first page (it
-        # says "go") and the browser has had a moment to paint it, or GO_TIMEOUT_S when nobody visits.
         _imported.wait()
-        if _go.wait(GO_TIMEOUT_S):
-            time.sleep(AFTER_GO_S)
         from models import warmup
 
         try:

@@ -91,8 +91,9 @@ def test_an_os_error_raised_by_the_function_is_not_taken_for_a_dead_process() ->
 
     rt = runtime.Runtime(warm=False, command=[sys.executable, "-c", FAKE_SERVER])
     try:
-        pid = rt.proc.pid if rt.start() or rt.proc else 0
-        with pytest.raises(FileNotFoundError, match="corpus.gz"):
+        rt.start()
+        pid = rt.proc.pid
+        with pytest.raises(FileNotFoundError, match=r"corpus\.gz"):
             rt.call(extract_attention, TINY_BERT, "x")
         assert rt.restarts == 0 and rt.alive() and rt.proc.pid == pid
     finally:

@@ -187,6 +187,7 @@ def _await_model_process(model_ids: list[str]) -> None:
         return
     status = rt.status()
     if status.state in ("starting", "running"):
+        rt.go(now=True)  # a page needs the model: the process stops waiting for the first page to be painted
         with st.spinner(f"Getting the model ready: the server has just started ({status.step or 'starting'})…"):
             deadline = time.monotonic() + WARMUP_WAIT_S
             while status.state in ("starting", "running") and time.monotonic() < deadline and not _run_abandoned():
