@@ -63,6 +63,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lab_memory_mb", "BFE_LAB_MEMORY_MB", "4096",
             "Pre-training lab: the most memory (MB) one run may need, as the memory calculator predicts it "
             "before the run starts; a larger configuration is refused."),
+    Setting("pack_budget_mb", "BFE_PACK_BUDGET_MB", "256",
+            "Saved presentation packs (links): the most megabytes they may take in the database, all of them "
+            "together (at least 16; the newest 1,000 are kept as well). Past it, the packs nobody opened in the "
+            "last hour go first, the biggest saver's oldest first, so a flood of saves evicts itself before a "
+            "teacher's link."),
     Setting("max_params", "BFE_MAX_PARAMS", "1000000000",
             "Largest model (parameters) that may be loaded; a checkpoint is measured from its config and tensor "
             "headers before any weights are read. The default (10^9, about 4 GB in fp32) suits a 16 GB CPU Space."),
@@ -88,6 +93,7 @@ class Settings:
     model_process: bool = True
     lab_concurrency: int = 1
     lab_memory_mb: int = 4096
+    pack_budget_mb: int = 256
 
     @property
     def cache_bytes(self) -> int:
@@ -145,6 +151,10 @@ def get_settings() -> Settings:
     page_concurrency = _count(raw, "page_concurrency", "BFE_PAGE_CONCURRENCY", 256, 4)
     lab_concurrency = _count(raw, "lab_concurrency", "BFE_LAB_CONCURRENCY", 64, 1)
     lab_memory_mb = _count(raw, "lab_memory_mb", "BFE_LAB_MEMORY_MB", 10**7, 4096)
+    pack_budget_mb = _count(raw, "pack_budget_mb", "BFE_PACK_BUDGET_MB", 10**7, 256)
+    if pack_budget_mb < 16:
+        raise InvalidSetting(f"BFE_PACK_BUDGET_MB={pack_budget_mb} is below 16: one saved pack may take 8 MB.",
+                             "Use 16 or more (the default is 256).")
     warmup = raw["warmup"].lower()
     if warmup not in ("1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_WARMUP={raw['warmup'][:30]!r} is not understood.", "Use 1 or 0.")
@@ -168,4 +178,5 @@ def get_settings() -> Settings:
         model_process=model_process in ("1", "true"),
         lab_concurrency=lab_concurrency,
         lab_memory_mb=lab_memory_mb,
+        pack_budget_mb=pack_budget_mb,
     )

@@ -138,3 +138,16 @@ def test_a_pack_saved_as_a_link_reopens_in_another_browser() -> None:
     bad.query_params["saved"] = "no-such-pack-token-here"
     bad.run()
     assert not bad.exception and any("No saved pack" in e.value for e in bad.error)
+
+
+def test_a_browser_that_saves_too_fast_is_told_to_wait() -> None:
+    from analysis.results_db import packs
+
+    at = app()
+    at.button(key="home_chart_plot_pack").click().run()
+    at.switch_page("views/pack.py").run()
+    for _ in range(packs.SAVES_PER_MINUTE):
+        at.button(key="pack_save").click().run()
+        assert not at.exception and not at.error
+    at.button(key="pack_save").click().run()
+    assert not at.exception and any("last minute" in e.value and "Wait a minute" in e.value for e in at.error)

@@ -43,7 +43,7 @@ from analysis.results_db.engine import (
     session,
     write,
 )
-from analysis.results_db.packs import MAX_SAVED_PACKS, PackNotFound, load_pack, save_pack
+from analysis.results_db.packs import MAX_SAVED_PACKS, PackNotFound, PackRateLimited, load_pack, save_pack
 from analysis.results_db.queries import USER_MARK, catalog_frame, citation, data_version, results_frame
 from analysis.results_db.schema import SCHEMA_VERSION, SETTINGS, SPLITS, Base, Meta, Metric, Model, Result, SavedPack, Source, Task, TrainingRun
 from analysis.results_db.seeding import DATA_DIR, MIGRATIONS, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
@@ -70,6 +70,7 @@ __all__ = [
     "Metric",
     "Model",
     "PackNotFound",
+    "PackRateLimited",
     "Result",
     "SavedPack",
     "SeedReport",

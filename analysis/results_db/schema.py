@@ -29,7 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 4  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts
+SCHEMA_VERSION = 5  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts;
+# 5: bfe_packs' size, saver and last opening (the byte budget and its eviction order)
 SPLITS = ("dev", "test", "unspecified")
 SETTINGS = ("single", "ensemble")
 
@@ -150,6 +151,9 @@ class SavedPack(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, index=True,
                                                     default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
+    nbytes: Mapped[int] = mapped_column(default=0)  # len(data), kept so the budget is a sum, not a scan
+    saver: Mapped[str] = mapped_column(String(64), default="", index=True)  # the browser session that saved it
+    opened_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)  # last opened by its link
 
 
 class StoredVerdict(Base):

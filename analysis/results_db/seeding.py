@@ -36,7 +36,22 @@ MIGRATIONS: dict[int, Any] = {
     2: lambda s: None,  # bfe_packs is a new table: create_all made it; no existing row changes
     3: lambda s: None,  # bfe_runs, likewise
     4: lambda s: None,  # bfe_verdicts, likewise
+    5: lambda s: _pack_columns(s),
 }
+
+
+def _pack_columns(s: Any) -> None:
+    """bfe_packs gains nbytes (filled from its data), saver and opened_at. Idempotent: a bfe_packs that create_all
+    has just made (an older database without the table) has them already."""
+    from sqlalchemy import inspect, text
+
+    have = {c["name"] for c in inspect(s.connection()).get_columns("bfe_packs")}
+    for name, ddl in (("nbytes", "INTEGER NOT NULL DEFAULT 0"), ("saver", "VARCHAR(64) NOT NULL DEFAULT ''"),
+                      ("opened_at", "TIMESTAMP NULL")):
+        if name not in have:
+            s.execute(text(f"ALTER TABLE bfe_packs ADD COLUMN {name} {ddl}"))
+    s.execute(text("CREATE INDEX IF NOT EXISTS ix_bfe_packs_saver ON bfe_packs (saver)"))
+    s.execute(text("UPDATE bfe_packs SET nbytes = length(data) WHERE nbytes = 0"))
 
 
 @functools.cache

@@ -1,5 +1,7 @@
 """Presentation pack: the charts collected with "Add to pack", in order, downloaded as slides, a handout or a zip."""
 
+import secrets
+
 import streamlit as st
 
 from analysis import export
@@ -86,7 +88,9 @@ def save_link() -> None:
     from analysis import results_db as db
 
     try:
-        token = db.save_pack(pack, st.session_state.get("pack_deck_title") or "BERT Family Explorer")
+        # A random name for this browser session: the rate limit and the eviction order count saves per session.
+        saver = st.session_state.setdefault("pack_saver", secrets.token_hex(8))
+        token = db.save_pack(pack, st.session_state.get("pack_deck_title") or "BERT Family Explorer", saver=saver)
     except Exception as err:  # shown by the page below, like every other error
         st.session_state["pack_save_error"] = err
         return
