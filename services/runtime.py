@@ -50,7 +50,6 @@ from core.errors import ExplorerError, ModelProcessFailed
 log = logging.getLogger("bert_family_explorer")
 
 KEY_ENV = "BFE_RUNTIME_KEY"
-CALLABLE_PREFIX = "models."
 CONNECT_TIMEOUT_S = 30.0  # a fresh process binds its socket within about 0.3 s; an overloaded machine gets slack
 ROOT = Path(__file__).resolve().parent.parent
 GO_TIMEOUT_S = 20.0  # a warming process starts this long after it was spawned if no page has been drawn by then
@@ -148,7 +147,6 @@ class Runtime:
         self.address = str(self._dir / "s")
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
-        self.started_at = 0.0
         self._went: int | None = None  # the pid of the process told "go"
         self._lock = threading.Lock()
         self._status = Status("down")
@@ -173,7 +171,6 @@ class Runtime:
             warm = self.warm and not replaced
             self.proc = subprocess.Popen([*self.command, self.address, str(os.getpid()), "1" if warm else "0"],
                                          env=env, cwd=str(ROOT), stdin=subprocess.DEVNULL)
-            self.started_at = time.monotonic()
             if self._poller is None:
                 self._poller = threading.Thread(target=self._poll, name="bfe-runtime-status", daemon=True)
                 self._poller.start()

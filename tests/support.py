@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("BFE_CHROMIUM", "/usr/bin/chromium")
@@ -90,3 +91,19 @@ def run_status(rid: int) -> str:
     from analysis.results_db import runs
 
     return runs.get_run(rid)["status"]
+
+
+def home_and_calculator_draw(entry: str, within: float) -> Any:
+    """Draw Home, then the calculator, in one AppTest session; both without an exception, Home with its chart, all
+    within ``within`` seconds. Returns the AppTest (its sidebar says what the model side is doing)."""
+    from streamlit.testing.v1 import AppTest
+
+    t0 = time.perf_counter()
+    at = AppTest.from_file(entry, default_timeout=30)
+    at.run()
+    assert not at.exception and at.title[0].value == "BERT Family Explorer"
+    assert len(at.get("plotly_chart")) == 1
+    at.switch_page("views/calculator.py").run()
+    assert not at.exception
+    assert time.perf_counter() - t0 < within
+    return at

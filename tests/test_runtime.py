@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.errors import ModelProcessFailed, UnknownModel
 from services import runtime
-from tests.support import ROOT, free_port, open_page, start_server, wait_for
+from tests.support import ROOT, free_port, home_and_calculator_draw, open_page, start_server, wait_for
 
 ENTRY = str(ROOT / "app" / "streamlit_app.py")
 TINY_BERT = "bert-base-uncased"  # a tiny checkpoint under that name (tests/tiny.py)
@@ -155,14 +155,7 @@ def test_home_is_drawn_while_the_model_process_is_absent_and_the_sidebar_says_so
     monkeypatch.setattr(runtime, "_default", stuck)
     stuck.start()
     try:
-        t0 = time.perf_counter()
-        at = AppTest.from_file(ENTRY, default_timeout=30)
-        at.run()
-        assert not at.exception and at.title[0].value == "BERT Family Explorer"
-        assert len(at.get("plotly_chart")) == 1
-        at.switch_page("views/calculator.py").run()
-        assert not at.exception
-        assert time.perf_counter() - t0 < 20
+        at = home_and_calculator_draw(ENTRY, within=20)
         assert any("model process starting" in c.value for c in at.sidebar.caption)
     finally:
         stuck.stop()

@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from core.errors import ModelUnavailable
 from models import warmup
 from models.gate import CallCancelled, ModelGate
+from tests.support import home_and_calculator_draw
 
 ENTRY = str(Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py")
 
@@ -132,14 +133,8 @@ def test_home_draws_while_the_warm_up_is_slow(monkeypatch: pytest.MonkeyPatch) -
     release = threading.Event()
     w = warmup.start(steps=[("stuck", lambda: release.wait(30))])
     try:
-        t0 = time.perf_counter()
-        at = AppTest.from_file(ENTRY, default_timeout=20)
-        at.run()
-        assert not at.exception and at.title[0].value == "BERT Family Explorer"
-        assert len(at.get("plotly_chart")) == 1
-        at.switch_page("views/calculator.py").run()
-        assert not at.exception
-        assert time.perf_counter() - t0 < 15 and w.busy
+        at = home_and_calculator_draw(ENTRY, within=15)
+        assert w.busy
         assert any("warming up (stuck)" in c.value for c in at.sidebar.caption)
     finally:
         release.set()

@@ -61,6 +61,17 @@ def _victim(s: Any, keep: str, now: dt.datetime) -> str | None:
     return None
 
 
+def _check_rate(s: Any, saver: str, now: dt.datetime) -> None:
+    """:class:`PackRateLimited` if ``saver`` (a browser session; empty: a script) saved too often in the last minute."""
+    if not saver:
+        return
+    recent = s.scalar(select(func.count()).select_from(SavedPack).where(
+        SavedPack.saver == saver, SavedPack.created_at > now - dt.timedelta(minutes=1)))
+    if recent >= SAVES_PER_MINUTE:
+        raise PackRateLimited(f"This browser has saved {recent} packs in the last minute.",
+                              "Wait a minute and save again; each link keeps working.")
+
+
 def save_pack(items: list, title: str = "BERT Family Explorer", engine: Engine | None = None, saver: str = "") -> str:
     """Store a pack and return its token; ``load_pack(token)`` gives it back. ``saver`` names the browser session
     that saves it (for the rate limit and the eviction order; empty for scripts).
@@ -76,18 +87,15 @@ def save_pack(items: list, title: str = "BERT Family Explorer", engine: Engine |
     budget = get_settings().pack_budget_mb * 2**20
     engine = engine or get_engine()
     ensure_seeded(engine)
+    saver = str(saver)[:64]
+    with session(engine) as s:  # refused before the pack is serialised and compressed (up to 8 MB of work)
+        _check_rate(s, saver, _now())
     data = pack_to_bytes(items, title)
     token = secrets.token_urlsafe(16)
-    saver = str(saver)[:64]
 
     def store(s) -> str:
         now = _now()
-        if saver:
-            recent = s.scalar(select(func.count()).select_from(SavedPack).where(
-                SavedPack.saver == saver, SavedPack.created_at > now - dt.timedelta(minutes=1)))
-            if recent >= SAVES_PER_MINUTE:
-                raise PackRateLimited(f"This browser has saved {recent} packs in the last minute.",
-                                      "Wait a minute and save again; each link keeps working.")
+        _check_rate(s, saver, now)  # again inside the write: another process may have saved meanwhile
         s.add(SavedPack(token=token, title=title[:200], items=len(items), data=data, nbytes=len(data), saver=saver,
                         created_at=now))
         s.flush()
