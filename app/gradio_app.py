@@ -48,7 +48,8 @@ MAX_MODELS = 4
 MAX_BODY_BYTES = 256 * 1024
 #: Model-free calls (masks, calculator) that may run at once, in their own queue.
 LIGHT_CONCURRENCY = 4
-API_NAMES = frozenset({"fill_mask", "attention", "pseudo_perplexity", "permutation_masks", "calculator"})
+API_NAMES = frozenset({"fill_mask", "attention", "pseudo_perplexity", "permutation_masks", "calculator", "hidden_states", "cka",
+                       "nearest_contexts", "attribution", "scaling_fit", "results", "lab_runs", "verdicts"})
 
 
 def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -85,6 +86,16 @@ def _bounded(name: str, value: Any, lo: int, hi: int) -> int:
 
 @friendly
 def fill_mask(text: str, models: str, top_k: int = 5, mode: str = "independent") -> dict:
+    """Fill the [MASK] tokens of a text with up to four masked-language models, their top predictions side by side.
+
+    Args:
+        text: the text, with [MASK] (or <mask>) where a word is hidden.
+        models: comma-separated model ids (at most 4), e.g. "bert-base-uncased, roberta-base".
+        top_k: predictions per mask, 1 to 20.
+        mode: independent (each mask on its own) or sequential (fill the surest mask first, then the next).
+    Returns:
+        {"models": {id: [[{"token", "probability", "sequence", ...}] per mask]}, "errors": {id: message}}.
+    """
     from models import objectives
 
     ids = [m.strip() for m in (models or "").split(",") if m.strip()]
@@ -105,6 +116,17 @@ def fill_mask(text: str, models: str, top_k: int = 5, mode: str = "independent")
 
 @friendly
 def attention(model: str, text: str, text_pair: str = "", layer: int = 0, head: int = 0) -> dict:
+    """One attention head's weights over the tokens of a sentence (or a pair), with the head's statistics.
+
+    Args:
+        model: a model id (catalog id, Hub id or local folder).
+        text: sentence A.
+        text_pair: sentence B (optional).
+        layer: the layer, from 0.
+        head: the head, from 0.
+    Returns:
+        {"model", "tokens", "segments", "layer", "head", "weights": T×T (row: the attending token), "stats", "truncated", "notices"}.
+    """
     from models.attention import extract_attention, result_stats
 
     r = extract_attention(model, text, text_pair or None)
@@ -120,6 +142,14 @@ def attention(model: str, text: str, text_pair: str = "", layer: int = 0, head: 
 
 @friendly
 def pseudo_perplexity(model: str, sentence: str) -> dict:
+    """A masked-language model's pseudo-log-likelihood of a sentence (Salazar et al. 2020): each token masked in turn.
+
+    Args:
+        model: a masked-language-model id, e.g. bert-base-uncased.
+        sentence: the sentence.
+    Returns:
+        {"tokens", "log_probs" (one per token), "pll" (their sum), "pppl" (pseudo-perplexity)}.
+    """
     from models.objectives import pseudo_log_likelihood
 
     r = pseudo_log_likelihood(model, sentence)
@@ -128,6 +158,15 @@ def pseudo_perplexity(model: str, sentence: str) -> dict:
 
 @friendly
 def permutation_masks(sentence: str, order: str = "left-to-right", k: int = 0) -> dict:
+    """XLNet's two-stream attention masks for a factorisation order of a sentence's words (Yang et al. 2019).
+
+    Args:
+        sentence: the words, separated by spaces (at most the page's limit).
+        order: left-to-right, right-to-left, random:SEED, or positions such as 2,0,1,3.
+        k: predict the last k positions of the order (0: all).
+    Returns:
+        {"tokens", "order", "targets", "content_mask", "query_mask", "perm_mask", "target_mapping"} (1: may attend).
+    """
     from core.errors import InvalidText
     from models import permutation as P
 
@@ -156,6 +195,21 @@ def permutation_masks(sentence: str, order: str = "left-to-right", k: int = 0) -
 @friendly
 def calculator(model: str, head: str = "base", precision: str = "mixed", optimizer: str = "adamw", batch_size: int = 8,
                seq_len: int = 128, zero_stage: int = 0, data_parallel: int = 1, gpu: str = "V100 16 GB") -> dict:
+    """Parameters and training memory of a model (the Size & memory calculator), and the largest batch that fits a GPU.
+
+    Args:
+        model: a catalog id (its real configuration), or a Hub id / local folder whose config.json is read.
+        head: base, masked-lm, causal-lm, pretraining or xlnet-lm.
+        precision: fp32, mixed or bf16.
+        optimizer: sgd, momentum, adamw, adam8bit, adafactor or lion.
+        batch_size: sequences per GPU, 1 to 100,000.
+        seq_len: tokens per sequence, 1 to 1,000,000.
+        zero_stage: DeepSpeed ZeRO stage, 0 to 3.
+        data_parallel: GPUs sharing the optimizer state, 1 to 100,000.
+        gpu: the GPU for the largest batch, e.g. "V100 16 GB".
+    Returns:
+        {"parameters", "non_embedding", "parts", "memory_bytes", "memory_total_bytes", "max_batch"}.
+    """
     from analysis import memory
     from analysis.params import parameter_breakdown
     from core import registry
@@ -178,6 +232,343 @@ def calculator(model: str, head: str = "base", precision: str = "mixed", optimiz
     fit = memory.max_batch_size(bd, gpu, seq_len, setup)
     return {"parameters": bd.total, "non_embedding": bd.non_embedding, "parts": bd.by_part(), "memory_bytes": est.components,
             "memory_total_bytes": est.total, "max_batch": {"gpu": fit.gpu, "seq_len": fit.seq_len, "batch": fit.max_batch}}
+
+
+# ------------------------------------------------------------------- read-only views of the library (representations,
+# attributions, scaling fits, the results database, the labs' finished runs and verdicts)
+
+#: The most texts one hidden-states or CKA call takes through the API (the page's demo sets have up to 40).
+MAX_TEXTS = 64
+#: The most characters of one text (the pages' text boxes take 500).
+MAX_TEXT_CHARS = 1_000
+#: The most numbers one hidden-states answer carries (tokens × hidden size), so that an answer stays a few MB.
+MAX_VECTOR_NUMBERS = 1_000_000
+#: The most rows of a results or runs answer.
+MAX_ROWS = 5_000
+#: Bootstrap resamples one scaling fit may ask for (the Scaling page uses 200).
+MAX_BOOTSTRAP = 1_000
+ATTRIBUTION_OUTPUTS = ("similarity", "fill_mask", "sentence_relation", "replaced_token")
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with numpy numbers and arrays, tuples, dates and DataFrames made JSON, and NaN/inf as null
+    (JSON has no NaN; Gradio would otherwise send an invalid document)."""
+    import datetime as dt
+    import math
+
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return jsonable(value.item())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a DataFrame: its records
+        return jsonable(value.to_dict("records"))
+    return value
+
+
+def _texts(texts: Any) -> list[str]:
+    """One text per line (or a list of texts), blank lines dropped, within :data:`MAX_TEXTS` × :data:`MAX_TEXT_CHARS`."""
+    from core.errors import InvalidText
+
+    if isinstance(texts, str):
+        texts = texts.splitlines()
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise InvalidText("Give the texts as one string, one text per line.")
+    lines = [t.strip() for t in texts if t.strip()]
+    if not lines:
+        raise InvalidText("No text given.", "Write one sentence per line, e.g. 'The bank raised its rates.'")
+    if len(lines) > MAX_TEXTS:
+        raise InvalidText(f"At most {MAX_TEXTS} texts at once, not {len(lines):,}.")
+    if (longest := max(len(t) for t in lines)) > MAX_TEXT_CHARS:
+        raise InvalidText(f"A text may be at most {MAX_TEXT_CHARS:,} characters (one has {longest:,}).")
+    return lines
+
+
+def _model_id(model: Any) -> str:
+    """A model id as the pages accept it (catalog id, Hub id or local folder name), or :class:`InvalidConfig`."""
+    from core.errors import InvalidConfig
+
+    if not isinstance(model, str) or not model.strip() or len(model) > 200:
+        raise InvalidConfig(f"{str(model)[:40]!r} is not a model id.", "For example: bert-base-uncased")
+    return model.strip()
+
+
+@friendly
+def hidden_states(model: str, texts: str, layer: int = -1, method: str = "pca", seed: int = 0,
+                  include_vectors: bool = False) -> dict:
+    """The hidden vectors of every token of some texts at one layer, projected to 2-D (the Representations page).
+
+    Args:
+        model: a model id (catalog id, Hub id or local folder).
+        texts: one text per line (at most 64).
+        layer: 0 is the embedding output, -1 the last layer.
+        method: pca, tsne or umap.
+        seed: the projection's random seed (t-SNE, UMAP).
+        include_vectors: also return the vectors themselves (at most 1,000,000 numbers).
+    Returns:
+        {"model", "layers", "layer", "method", "tokens": [{"text_index", "position", "token", "word"}], "coords": [[x, y]],
+        "vectors" (when asked), "notices"}: special tokens are left out.
+    """
+    from analysis import representations as R
+    from core.errors import InvalidData
+    from models.representations import hidden_states as states
+
+    lines = _texts(texts)
+    layer, seed = _bounded("layer", layer, -1, 1_000), _bounded("seed", seed, 0, 10**6)
+    if method not in R.METHODS:
+        raise InvalidData(f"The method must be one of {', '.join(R.METHODS)}, not {str(method)[:30]!r}.")
+    reps = states(_model_id(model), lines)
+    layer = reps.layers if layer == -1 else layer
+    x, where = reps.layer_matrix(layer)
+    if len(where) > R.MAX_POINTS:
+        raise InvalidData(f"{len(where):,} tokens: at most {R.MAX_POINTS:,} can be projected.", "Send fewer or shorter texts.")
+    if include_vectors and x.size > MAX_VECTOR_NUMBERS:
+        raise InvalidData(f"{x.shape[0]:,} tokens × {x.shape[1]:,} numbers is more than {MAX_VECTOR_NUMBERS:,}.",
+                          "Send fewer texts, or leave include_vectors off.")
+    coords = R.project(x, method, seed)
+    tokens = [{"text_index": t, "position": p, "token": reps.items[t].tokens[p],
+               "word": reps.items[t].word_texts[reps.items[t].words[p]] if reps.items[t].words[p] is not None else ""}
+              for t, p in where]
+    out = {"model": reps.model_id, "layers": reps.layers, "layer": layer, "method": method, "tokens": tokens,
+           "coords": coords.round(6), "notices": list(reps.notices)}
+    if include_vectors:
+        out["vectors"] = x.round(6)
+    return jsonable(out)
+
+
+@friendly
+def cka(model_a: str, model_b: str, texts: str) -> dict:
+    """Linear CKA (Kornblith et al. 2019) between every layer of two models on the same texts, words aligned.
+
+    Args:
+        model_a: a model id (columns).
+        model_b: a model id (rows); the same as model_a compares a model's layers with each other.
+        texts: one text per line (at most 64).
+    Returns:
+        {"model_a", "model_b", "cka": rows = model_b's layers 0..L (0: embeddings), columns = model_a's,
+        "best_match": for each of model_b's layers, model_a's most alike, "words"}.
+    """
+    from models.representations import cross_model_cka
+    from models.representations import hidden_states as states
+
+    lines = _texts(texts)
+    a = states(_model_id(model_a), lines)
+    b = a if _model_id(model_b) == _model_id(model_a) else states(_model_id(model_b), lines)
+    r = cross_model_cka(a, b)
+    return jsonable({"model_a": r.model_a, "model_b": r.model_b, "cka": r.cka.round(6), "best_match": r.best_match,
+                     "words": r.words})
+
+
+@friendly
+def nearest_contexts(model: str, text: str, position: int = 1, k: int = 10, layer: int = -1) -> dict:
+    """exBERT's search: the corpus tokens (WordNet's example sentences) whose vectors are nearest (cosine) to one
+    token of a text. The first search at a layer builds the model's corpus index (about a minute on a CPU).
+
+    Args:
+        model: a model id.
+        text: the text (at most 1,000 characters).
+        position: the token's position, counting [CLS] as 0.
+        k: neighbours to return, 1 to 100.
+        layer: -1 is the last layer.
+    Returns:
+        {"model", "layer", "neighbours": [{"token", "sentence", "position", "similarity"}]}.
+    """
+    from models.representations import nearest_contexts as nearest
+
+    line = _texts([str(text)])[0]
+    position, k, layer = _bounded("position", position, 0, 10_000), _bounded("k", k, 1, 100), _bounded("layer", layer, -1, 1_000)
+    found = nearest(_model_id(model), line, position, k, layer)
+    return jsonable({"model": _model_id(model), "layer": layer, "neighbours": [asdict(n) for n in found]})
+
+
+@friendly
+def attribution(model: str, output: str, text: str, text_b: str = "", position: int = 0, steps: int = 50) -> dict:
+    """Which input tokens drive an output: integrated gradients and gradient × input (Captum), as on the
+    Representations page's "Why this prediction".
+
+    Args:
+        model: a model id that has the output's head.
+        output: similarity (two sentences, any encoder), fill_mask (text with [MASK]; text_b: a candidate word or
+            empty for the top prediction), sentence_relation (NSP/SOP: does text_b follow text?), replaced_token
+            (ELECTRA: was the token at position replaced?).
+        text: the text (sentence A).
+        text_b: sentence B, or the fill-mask candidate.
+        position: the token position (replaced_token only).
+        steps: integrated-gradients steps, 1 to 200.
+    Returns:
+        {"model", "output", "tokens", "special", "integrated_gradients", "gradient_x_input", "delta", "f_input",
+        "f_baseline", "steps"}: the integrated gradients add up to f_input − f_baseline (up to delta).
+    """
+    from core.errors import InvalidConfig
+    from models import attribution as A
+
+    if output not in ATTRIBUTION_OUTPUTS:
+        raise InvalidConfig(f"The output must be one of {', '.join(ATTRIBUTION_OUTPUTS)}, not {str(output)[:30]!r}.")
+    model = _model_id(model)
+    a = _texts([str(text)])[0]
+    b = _texts([str(text_b)])[0] if output in ("similarity", "sentence_relation") else str(text_b or "").strip()[:MAX_TEXT_CHARS]
+    steps, position = _bounded("steps", steps, 1, A.MAX_STEPS), _bounded("position", position, 0, A.MAX_TOKENS)
+    if output == "similarity":
+        r = A.similarity(model, a, b, steps)
+    elif output == "fill_mask":
+        r = A.fill_mask(model, a, b or None, 0, steps)
+    elif output == "sentence_relation":
+        r = A.sentence_relation(model, a, b, steps)
+    else:
+        r = A.replaced_token(model, a, position, steps)
+    return jsonable({"model": r.model_id, "output": r.output, "tokens": r.tokens, "special": r.special,
+                     "integrated_gradients": r.integrated_gradients, "gradient_x_input": r.gradient_x_input,
+                     "delta": r.delta, "f_input": r.f_input, "f_baseline": r.f_baseline, "steps": r.steps})
+
+
+def _numbers(name: str, text: Any) -> list[float]:
+    """Numbers separated by commas, spaces or new lines (or a list of numbers)."""
+    from core.errors import InvalidData
+
+    if isinstance(text, list):
+        items = text
+    elif isinstance(text, str):
+        items = [t for t in re.split(r"[\s,;]+", text) if t]
+    else:
+        raise InvalidData(f"{name} must be numbers separated by commas, not {type(text).__name__}.")
+    try:
+        return [float(t) for t in items]
+    except (TypeError, ValueError):
+        raise InvalidData(f"{name} holds something that is not a number.", "Write numbers like 1e6, 2.5e7.") from None
+
+
+@friendly
+def scaling_fit(law: str, x: str, y: str, n: str = "", bootstrap: int = 200, seed: int = 0) -> dict:
+    """Fit a scaling law to posted points (Huber loss in log space, Hoffmann et al. 2022), with bootstrap intervals.
+
+    Args:
+        law: power (L = (x_c/x)^α), power_const (L = L_∞ + A·x^−α) or chinchilla (L = E + A/N^α + B/D^β).
+        x: the x values (parameters, tokens or compute), separated by commas; for chinchilla, D (tokens).
+        y: the losses, as many as x.
+        n: chinchilla only: N (parameters), as many as x.
+        bootstrap: resamples for the intervals, 0 to 1,000.
+        seed: the bootstrap's seed.
+    Returns:
+        {"law", "formula", "parameters", "std_errors", "interval_95", "bootstrap_resamples", "rmse_log", "r2_log",
+        "huber_delta", "points", "x", "y"}.
+    """
+    from analysis import scaling
+    from core.errors import InvalidData
+
+    if law not in scaling.LAWS:
+        raise InvalidData(f"The law must be one of {', '.join(scaling.LAWS)}, not {str(law)[:30]!r}.")
+    bootstrap, seed = _bounded("bootstrap", bootstrap, 0, MAX_BOOTSTRAP), _bounded("seed", seed, 0, 10**6)
+    xs, ys = _numbers("x", x), _numbers("y", y)
+    if scaling.LAWS[law].variables == 2:
+        ns = _numbers("n", n)
+        if len(ns) != len(xs):
+            raise InvalidData(f"chinchilla needs as many N as D values ({len(ns)} and {len(xs)}).")
+        xs = [[a, b] for a, b in zip(ns, xs, strict=True)]  # type: ignore[misc]
+    return jsonable(scaling.fit(law, xs, ys, bootstrap=bootstrap, seed=seed).to_dict())
+
+
+def _names(text: Any) -> list[str] | None:
+    """Comma-separated names, or None (all) for an empty field."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    items = text if isinstance(text, list) else str(text).split(",")
+    return [str(t).strip() for t in items if str(t).strip()][:200]
+
+
+@friendly
+def results(models: str = "", tasks: str = "", splits: str = "", main_only: bool = True) -> dict:
+    """Published results from the results database (GLUE, SQuAD, … as in the slides), each with its source.
+
+    Args:
+        models: comma-separated model names (empty: all), e.g. "BERT-base, RoBERTa-large" (any case).
+        tasks: comma-separated tasks (empty: all), e.g. "MNLI, SST-2" (any case).
+        splits: comma-separated splits (empty: all): dev, test.
+        main_only: only each model's main result (no ablation variants).
+    Returns:
+        {"rows": [{"model", "variant", "task", "metric", "split", "setting", "value", "citation", "table", "slides",
+        "arxiv", "origin"}], "count", "truncated"}.
+    """
+    import difflib
+
+    from analysis.results_db.queries import results_frame
+    from core.errors import InvalidData
+
+    df = results_frame(variants=not bool(main_only))
+    for column, wanted in (("model", _names(models)), ("task", _names(tasks)), ("split", _names(splits))):
+        if wanted is None:
+            continue
+        known = {str(v).lower(): v for v in df[column].dropna().unique()}
+        unknown = [w for w in wanted if w.lower() not in known]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0].lower(), list(known), n=3, cutoff=0.5)
+            raise InvalidData(f"No {column} {unknown[0][:60]!r} in the results database.",
+                              ("Did you mean: " + ", ".join(known[c] for c in close) + "?") if close else
+                              f"Known {column}s include: " + ", ".join(sorted(map(str, known.values()))[:12]) + ".")
+        df = df[df[column].isin([known[w.lower()] for w in wanted])]
+    cols = ["model", "variant", "family", "parameters", "task", "benchmark", "metric", "metric_name", "higher_is_better", "split",
+            "setting", "value", "citation", "source", "table", "slides", "arxiv", "snapshot", "note", "origin"]
+    return jsonable({"rows": df[cols].head(MAX_ROWS), "count": len(df), "truncated": len(df) > MAX_ROWS})
+
+
+@friendly
+def lab_runs(kind: str = "all", group: str = "") -> dict:
+    """The pre-training and fine-tuning labs' finished runs on this server (read-only: the API starts no training).
+
+    Args:
+        kind: all, pretrain or finetune.
+        group: an experiment's group name (empty: every run).
+    Returns:
+        {"runs": [{"id", "name", "objective", "group", "seconds", "tokens", "parameters", "final_loss", "evaluation",
+        "config", "finished_at"}], "finetune_table": Peters et al.'s table (model × mode × task, mean accuracy over
+        seeds), "finetune_delta": fine-tuned − frozen per model and task, "count", "truncated"}.
+    """
+    from analysis.results_db import runs as R
+    from core.errors import InvalidConfig
+    from services import lab
+
+    if kind not in ("all", "pretrain", "finetune"):
+        raise InvalidConfig(f"kind must be all, pretrain or finetune, not {str(kind)[:30]!r}.")
+    frame = R.list_runs(group=(group or "").strip()[:100] or None)
+    frame = frame[frame["status"] == "finished"]
+    if kind != "all":
+        frame = frame[(frame["objective"] == lab.FINETUNE) == (kind == "finetune")]
+    rows = [{"id": r["id"], "name": r["name"], "objective": r["objective"], "group": r["group"], "seconds": r["seconds"],
+             "tokens": r["tokens"], "parameters": r["parameters"], "final_loss": r["curve"][-1][1] if r["curve"] else None,
+             "evaluation": r["evaluation"], "config": r["config"], "finished_at": r["finished_at"]}
+            for r in frame.head(MAX_ROWS).to_dict("records")]
+    table = lab.finetune_table(frame)
+    return jsonable({"runs": rows, "finetune_table": table, "finetune_delta": lab.finetune_delta(table), "count": len(frame),
+                     "truncated": len(frame) > MAX_ROWS})
+
+
+@friendly
+def verdicts(group: str = "") -> dict:
+    """The ablations' verdicts: one experiment's report (its claims, per-seed scores, verdict with its 95% interval),
+    or, with no group, each preset's latest decided verdicts on this server. Read-only: nothing is stored.
+
+    Args:
+        group: an experiment's group name (empty: the latest verdict of every preset).
+    Returns:
+        With a group: {"group", "preset", "state", "claims", "runs", "arms", ...}; without: {"verdicts": [...]}.
+    """
+    from services import ablations
+
+    group = (group or "").strip()[:100]
+    if not group:
+        return jsonable({"verdicts": ablations.results_so_far()})
+    report = ablations.report(group, settle_now=False)
+    report["runs"] = [{k: r[k] for k in ("id", "name", "arm", "replicate", "status", "seconds", "tokens", "flops")}
+                      for r in report.get("runs", [])]
+    return jsonable(report)
 
 
 # ------------------------------------------------------------------------------------ the Blocks app
@@ -270,12 +661,75 @@ def build():
             co = gr.Dropdown(list(memory.OPTIMIZERS), value="adamw", label="Optimizer")
             cb = gr.Number(8, precision=0, label="Batch per GPU")
             cs = gr.Number(128, precision=0, label="Sequence length")
-            cz = gr.Dropdown([0, 1, 2, 3], value=0, label="ZeRO stage")
+            cz = gr.Number(0, precision=0, minimum=0, maximum=3, label="ZeRO stage (0–3)")
             cd = gr.Number(1, precision=0, label="Data-parallel GPUs")
             cg = gr.Dropdown(list(memory.GPUS), value="V100 16 GB", label="GPU")
             cj = gr.JSON(label="Counts and bytes")
             gr.Button("Compute", variant="primary").click(calculator, [cm, ch, cp, co, cb, cs, cz, cd, cg], cj, api_name="calculator",
                                                           concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
+        demo_texts = "The bank raised its rates.\nWe walked along the river bank.\nThe bat flew out of the cave."
+        with gr.Tab("Hidden states"):
+            hm = gr.Dropdown(loadable, value=registry.bundled_id(), label="Model (or type a Hub id / your folder)",
+                             allow_custom_value=True)
+            ht = gr.Textbox(demo_texts, lines=4, label=f"Texts, one per line (at most {MAX_TEXTS})")
+            hl = gr.Number(-1, precision=0, label="Layer (0: embeddings, -1: the last)")
+            hp = gr.Dropdown(["pca", "tsne", "umap"], value="pca", label="Projection")
+            hs = gr.Number(0, precision=0, label="Seed")
+            hv = gr.Checkbox(False, label="Include the vectors")
+            hj = gr.JSON(label="Tokens, 2-D coordinates (and vectors)")
+            gr.Button("Project", variant="primary").click(hidden_states, [hm, ht, hl, hp, hs, hv], hj, api_name="hidden_states")
+        with gr.Tab("CKA"):
+            ka = gr.Dropdown(loadable, value=registry.bundled_id(), label="Model A (columns)", allow_custom_value=True)
+            kb = gr.Dropdown(loadable, value=registry.bundled_id(), label="Model B (rows)", allow_custom_value=True)
+            kt = gr.Textbox(demo_texts, lines=4, label=f"Texts, one per line (at most {MAX_TEXTS})")
+            kj = gr.JSON(label="Linear CKA, layer by layer")
+            gr.Button("Compare", variant="primary").click(cka, [ka, kb, kt], kj, api_name="cka")
+        with gr.Tab("Nearest contexts"):
+            nm = gr.Dropdown(loadable, value=registry.bundled_id(), label="Model", allow_custom_value=True)
+            nt = gr.Textbox("We walked along the river bank.", label="Text")
+            npos = gr.Number(6, precision=0, label="Token position ([CLS] is 0)")
+            nk = gr.Number(10, precision=0, label="Neighbours (1–100)")
+            nl = gr.Number(-1, precision=0, label="Layer (-1: the last)")
+            nj = gr.JSON(label="Nearest corpus tokens")
+            gr.Button("Search", variant="primary").click(nearest_contexts, [nm, nt, npos, nk, nl], nj, api_name="nearest_contexts")
+        with gr.Tab("Attribution"):
+            im = gr.Dropdown(loadable, value=registry.bundled_id(), label="Model", allow_custom_value=True)
+            io = gr.Dropdown(list(ATTRIBUTION_OUTPUTS), value="similarity", label="Output explained")
+            it = gr.Textbox("A man is playing the guitar on stage.", label="Text (sentence A; with [MASK] for fill_mask)")
+            ib = gr.Textbox("Someone performs music.", label="Sentence B (or the fill-mask candidate)")
+            ip = gr.Number(0, precision=0, label="Token position (replaced_token)")
+            isteps = gr.Number(50, precision=0, label="Integrated-gradients steps (1–200)")
+            ij = gr.JSON(label="Integrated gradients and gradient × input per token")
+            gr.Button("Explain", variant="primary").click(attribution, [im, io, it, ib, ip, isteps], ij, api_name="attribution")
+        with gr.Tab("Scaling-law fit"):
+            sl = gr.Dropdown(["power", "power_const", "chinchilla"], value="power", label="Law")
+            sx = gr.Textbox("1e6, 3e6, 1e7, 3e7, 1e8", label="x (or D for chinchilla), comma-separated")
+            sy = gr.Textbox("4.2, 3.9, 3.6, 3.35, 3.1", label="Loss, comma-separated")
+            sn = gr.Textbox("", label="N (chinchilla only)")
+            sb = gr.Number(200, precision=0, label=f"Bootstrap resamples (0–{MAX_BOOTSTRAP})")
+            ss = gr.Number(0, precision=0, label="Seed")
+            sj = gr.JSON(label="Fitted parameters with 95% intervals")
+            gr.Button("Fit", variant="primary").click(scaling_fit, [sl, sx, sy, sn, sb, ss], sj, api_name="scaling_fit")
+        with gr.Tab("Results database"):
+            rm = gr.Textbox("", label="Models (comma-separated; empty: all)")
+            rt = gr.Textbox("", label="Tasks (comma-separated, e.g. MNLI, SST-2; empty: all)")
+            rs = gr.Textbox("", label="Splits (dev, test; empty: all)")
+            rv = gr.Checkbox(True, label="Main results only (no ablation variants)")
+            rj = gr.JSON(label="Results with their sources")
+            gr.Button("Query", variant="primary").click(results, [rm, rt, rs, rv], rj, api_name="results",
+                                                        concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
+        with gr.Tab("Lab runs & verdicts"):
+            gr.Markdown("Read-only: the finished runs of the pre-training and fine-tuning labs on this server, and the "
+                        "ablations' verdicts. Training is started from the Streamlit app's lab pages, not from here.")
+            lk = gr.Radio(["all", "pretrain", "finetune"], value="all", label="Runs")
+            lg = gr.Textbox("", label="Experiment group (empty: all)")
+            lj = gr.JSON(label="Finished runs")
+            gr.Button("List runs").click(lab_runs, [lk, lg], lj, api_name="lab_runs",
+                                         concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
+            vg = gr.Textbox("", label="Experiment group for its verdicts (empty: every preset's latest)")
+            vj = gr.JSON(label="Verdicts")
+            gr.Button("Show verdicts").click(verdicts, [vg], vj, api_name="verdicts",
+                                             concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
     from core.settings import get_settings
 
     return demo.queue(default_concurrency_limit=get_settings().gradio_concurrency, max_size=256)
@@ -310,6 +764,29 @@ def launch_options() -> dict[str, Any]:
     return {"max_file_size": MAX_BODY_BYTES, "app_kwargs": {"max_body_size": MAX_BODY_BYTES, "middleware": [Middleware(UnknownEndpoint404)]}}
 
 
+def mcp_json_text() -> None:
+    """Make the MCP server send each tool's JSON object as JSON text.
+
+    Gradio's MCP server (``gradio.mcp.GradioMCPServer.postprocess_output_data``) sends a dict as ``str(dict)``: a
+    Python repr (``None``, ``True``, single quotes) that an assistant's JSON parser rejects. This wraps it so that
+    dicts and lists go out as ``json.dumps`` and files and images as before. Gradio is pinned; the MCP test checks
+    that every tool's text parses as JSON, so a Gradio that changes this method fails it.
+    """
+    from gradio.mcp import GradioMCPServer
+
+    original = GradioMCPServer.postprocess_output_data
+    if getattr(original, "_bfe_json", False):
+        return
+
+    def postprocess(self: Any, data: Any, root_url: str) -> list[Any]:
+        if all(isinstance(item, dict | list) and not (isinstance(item, dict) and "path" in item and "meta" in item) for item in data):
+            return [self.types.TextContent(type="text", text=json.dumps(item, ensure_ascii=False)) for item in data]
+        return original(self, data, root_url)
+
+    postprocess._bfe_json = True  # type: ignore[attr-defined]
+    GradioMCPServer.postprocess_output_data = postprocess  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> None:
     import gradio as gr
 
@@ -318,7 +795,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", os.environ.get("PORT", "7860"))))
     args = parser.parse_args(argv)
     theme = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
-    build().launch(server_name=args.host, server_port=args.port, show_error=True, theme=theme, footer_links=["api"], **launch_options())
+    from core.settings import get_settings
+
+    mcp = get_settings().gradio_mcp
+    if mcp:
+        mcp_json_text()
+    build().launch(server_name=args.host, server_port=args.port, show_error=True, theme=theme, footer_links=["api"],
+                   mcp_server=mcp, **launch_options())
 
 
 if __name__ == "__main__":

@@ -40,6 +40,10 @@ SETTINGS: tuple[Setting, ...] = (
             "`1`: always try the Hub; `0`: never touch the network."),
     Setting("gradio_concurrency", "BFE_GRADIO_CONCURRENCY", "2",
             "Gradio app only: how many model calls run at once; the rest wait in its queue."),
+    Setting("gradio_mcp", "BFE_GRADIO_MCP", "0",
+            "Gradio app only: `1` also serves its endpoints as a Model Context Protocol server at "
+            "`/gradio_api/mcp/` (streamable HTTP) so AI assistants can call them as tools; `0`: off. Every endpoint "
+            "is read-only either way."),
     Setting("model_concurrency", "BFE_MODEL_CONCURRENCY", "2",
             "Streamlit app: how many model calls run at once across all browser sessions; the rest wait their "
             "turn (a session that leaves gives its place up), and identical calls running at once are computed once."),
@@ -86,6 +90,7 @@ class Settings:
     database_url: str
     online: str
     gradio_concurrency: int = 2
+    gradio_mcp: bool = False
     max_params: int = 1_000_000_000
     model_concurrency: int = 2
     page_concurrency: int = 4
@@ -158,6 +163,9 @@ def get_settings() -> Settings:
     warmup = raw["warmup"].lower()
     if warmup not in ("1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_WARMUP={raw['warmup'][:30]!r} is not understood.", "Use 1 or 0.")
+    gradio_mcp = raw["gradio_mcp"].lower()
+    if gradio_mcp not in ("1", "0", "true", "false"):
+        raise InvalidSetting(f"BFE_GRADIO_MCP={raw['gradio_mcp'][:30]!r} is not understood.", "Use 1 or 0.")
     model_process = raw["model_process"].lower()
     if model_process not in ("1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_MODEL_PROCESS={raw['model_process'][:30]!r} is not understood.", "Use 1 or 0.")
@@ -171,6 +179,7 @@ def get_settings() -> Settings:
         database_url=database_url,
         online=online,
         gradio_concurrency=gradio_concurrency,
+        gradio_mcp=gradio_mcp in ("1", "true"),
         max_params=max_params,
         model_concurrency=model_concurrency,
         page_concurrency=page_concurrency,

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,12 +24,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def client(tiny_dir: Path):
+def server_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The results database the module's Gradio server reads (a test that writes runs for it points at this one)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('gradio-db') / 'results.db'}"
+
+
+@pytest.fixture(scope="module")
+def client(tiny_dir: Path, server_db: str):
     from gradio_client import Client
 
     port = free_port()
-    env = {**os.environ, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
-           "BFE_GRADIO_CONCURRENCY": "2"}
+    env = {**os.environ, "DATABASE_URL": server_db, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
+           "BFE_GRADIO_CONCURRENCY": "2", "BFE_GRADIO_MCP": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "app.gradio_app", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -52,8 +59,12 @@ def client(tiny_dir: Path):
 
 
 def test_every_endpoint_is_documented(client) -> None:
+    from app.gradio_app import API_NAMES
+
     api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-    assert set(api) == {"/fill_mask", "/attention", "/pseudo_perplexity", "/permutation_masks", "/calculator"}
+    assert set(api) == {f"/{name}" for name in API_NAMES}
+    assert {"/hidden_states", "/cka", "/nearest_contexts", "/attribution", "/scaling_fit", "/results", "/lab_runs",
+            "/verdicts"} <= set(api)
 
 
 def test_fill_mask_equals_the_library(client) -> None:
@@ -110,6 +121,21 @@ def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) 
     (("gpt2", "base", "mixed", "adamw", 10**12, 128, 0, 1, "T4 16 GB"), "/calculator", "between 1 and 100,000"),
     (("gpt2", "base", "mixed", "adamw", 8, 128, 0, 10**9, "T4 16 GB"), "/calculator", "between 1 and 100,000"),
     (("a b c", "9" * 5000, 1), "/permutation_masks", "characters long"),
+    (("bert-base-uncased", "a\n" * 65, -1, "pca", 0, False), "/hidden_states", "At most 64 texts"),
+    (("bert-base-uncased", "x" * 1001, -1, "pca", 0, False), "/hidden_states", "at most 1,000 characters"),
+    (("bert-base-uncased", "the cat sat .", -1, "lda", 0, False), "/hidden_states", "lda is not in the list of choices"),
+    (("bert-base-uncased", "the cat sat .", 7, "pca", 0, False), "/hidden_states", "layers 0–2"),
+    (("bert-base-uncased", "gpt9", "the cat sat ."), "/cka", "Unknown model 'gpt9'"),
+    (("bert-base-uncased", "the cat sat .", 0, 3, -1), "/nearest_contexts", "special token"),
+    (("bert-base-uncased", "the cat sat .", 1, 500, -1), "/nearest_contexts", "between 1 and 100"),
+    (("bert-base-uncased", "guess", "a", "b", 0, 10), "/attribution", "guess is not in the list of choices"),
+    (("bert-base-uncased", "similarity", "a man .", "a dog .", 0, 10**6), "/attribution", "between 1 and 200"),
+    (("gpt2", "sentence_relation", "a man .", "a dog .", 0, 5), "/attribution", "no trained pretraining head"),
+    (("power", "1, 2, x", "3, 2, 1", "", 10, 0), "/scaling_fit", "not a number"),
+    (("power", "1, 2, 3", "3, 2, 1", "", 10**6, 0), "/scaling_fit", "between 0 and 1,000"),
+    (("chinchilla", "1, 2, 3", "3, 2, 1", "1, 2", 10, 0), "/scaling_fit", "as many N as D"),
+    (("BERT", "", "", True), "/results", "Did you mean: BERT-base"),
+    (("somebody", ""), "/lab_runs", "is not in the list of choices"),
 ])
 def test_bad_inputs_are_messages_and_the_server_survives(client, args, endpoint: str, words: str) -> None:
     from gradio_client.exceptions import AppError
@@ -118,6 +144,174 @@ def test_bad_inputs_are_messages_and_the_server_survives(client, args, endpoint:
         client.predict(*args, api_name=endpoint)
     assert words in str(info.value) and "Traceback" not in str(info.value)
     assert client.predict("gpt2", "base", "mixed", "adamw", 1, 16, 0, 1, "T4 16 GB", api_name="/calculator")["parameters"] > 0
+
+
+def test_representation_endpoints_equal_the_library(client) -> None:
+    from analysis.representations import project
+    from models.representations import cross_model_cka, hidden_states, nearest_contexts
+
+    texts = ["the bank raised its rates .", "we walked along the river bank ."]
+    got = client.predict("bert-base-uncased", "\n".join(texts), 1, "pca", 0, True, api_name="/hidden_states")
+    reps = hidden_states("bert-base-uncased", texts)
+    x, where = reps.layer_matrix(1)
+    assert got["layer"] == 1 and got["layers"] == reps.layers
+    assert [(t["text_index"], t["position"]) for t in got["tokens"]] == list(where)
+    assert [t["token"] for t in got["tokens"]] == [reps.items[t].tokens[p] for t, p in where]
+    assert np.allclose(got["vectors"], x, atol=1e-5) and np.allclose(got["coords"], project(x, "pca", 0), atol=1e-5)
+    assert "vectors" not in client.predict("bert-base-uncased", texts[0], -1, "pca", 0, False, api_name="/hidden_states")
+
+    cka = client.predict("bert-base-uncased", "distilbert-base-uncased", "\n".join(texts), api_name="/cka")
+    expected = cross_model_cka(reps, hidden_states("distilbert-base-uncased", texts))
+    assert np.allclose(cka["cka"], expected.cka, atol=1e-5) and cka["best_match"] == expected.best_match.tolist()
+    assert cka["words"] == expected.words
+
+    near = client.predict("bert-base-uncased", texts[1], 6, 3, -1, api_name="/nearest_contexts")
+    lib = nearest_contexts("bert-base-uncased", texts[1], 6, 3, -1)
+    assert [(n["sentence"], n["position"]) for n in near["neighbours"]] == [(n.sentence, n.position) for n in lib]
+    assert np.allclose([n["similarity"] for n in near["neighbours"]], [n.similarity for n in lib], atol=1e-5)
+
+
+@pytest.mark.parametrize(("model", "output", "a", "b", "position", "library"), [
+    ("sentence-transformers/all-MiniLM-L6-v2", "similarity", "A man plays the guitar.", "Someone makes music.", 0,
+     lambda A, m, a, b, p: A.similarity(m, a, b, 8)),
+    ("bert-base-uncased", "fill_mask", "the cat sat on the [MASK] .", "", 0, lambda A, m, a, b, p: A.fill_mask(m, a, None, 0, 8)),
+    ("bert-base-uncased", "sentence_relation", "a man plays .", "he is happy .", 0,
+     lambda A, m, a, b, p: A.sentence_relation(m, a, b, 8)),
+    ("google/electra-small-discriminator", "replaced_token", "the cat sat on the mat .", "", 2,
+     lambda A, m, a, b, p: A.replaced_token(m, a, p, 8)),
+])
+def test_attribution_equals_the_library(client, model, output, a, b, position, library) -> None:
+    from models import attribution as A
+
+    got = client.predict(model, output, a, b, position, 8, api_name="/attribution")
+    r = library(A, model, a, b, position)
+    assert got["tokens"] == list(r.tokens) and got["output"] == r.output and got["steps"] == 8
+    assert np.allclose(got["integrated_gradients"], r.integrated_gradients, atol=1e-5)
+    assert np.allclose(got["gradient_x_input"], r.gradient_x_input, atol=1e-5)
+    # completeness: the integrated gradients add up to f(x) - f(baseline), up to the reported delta
+    assert sum(got["integrated_gradients"]) == pytest.approx(got["f_input"] - got["f_baseline"], abs=abs(got["delta"]) + 1e-4)
+
+
+def test_scaling_fit_equals_the_library(client) -> None:
+    from analysis import scaling
+
+    x, y = [1e6, 3e6, 1e7, 3e7, 1e8], [4.2, 3.9, 3.6, 3.35, 3.1]
+    got = client.predict("power", ", ".join(map(str, x)), "4.2 3.9 3.6 3.35 3.1", "", 50, 1, api_name="/scaling_fit")
+    fit = scaling.fit("power", x, y, bootstrap=50, seed=1)
+    assert got["parameters"] == pytest.approx(fit.params, rel=1e-9) and got["bootstrap_resamples"] == 50
+    assert got["interval_95"]["alpha"] == pytest.approx(list(fit.interval()["alpha"]), rel=1e-9)
+    assert got["interval_95"]["alpha"][0] < got["parameters"]["alpha"] < got["interval_95"]["alpha"][1]
+    n, d = [1e7, 1e7, 1e8, 1e8, 1e9, 1e9, 3e8], [1e9, 1e10, 1e9, 1e10, 1e10, 1e11, 3e10]
+    nd = np.column_stack([n, d])
+    loss = scaling.synthetic("chinchilla", {"E": 1.7, "A": 400.0, "B": 410.0, "alpha": 0.34, "beta": 0.28}, nd, 0.0)
+    chin = client.predict("chinchilla", ", ".join(map(str, d)), ", ".join(map(str, loss)), ", ".join(map(str, n)), 0, 0,
+                          api_name="/scaling_fit")
+    assert chin["parameters"] == pytest.approx(scaling.fit("chinchilla", nd, loss, bootstrap=0).params, rel=1e-6)
+
+
+def _counts() -> dict[str, int]:
+    from sqlalchemy import func, select
+
+    from analysis.results_db import get_engine
+    from analysis.results_db.engine import session
+    from analysis.results_db.schema import Result, SavedPack, StoredVerdict, TrainingRun
+
+    with session(get_engine()) as s:
+        return {t.__name__: s.scalar(select(func.count()).select_from(t)) for t in (Result, SavedPack, StoredVerdict, TrainingRun)}
+
+
+def test_results_runs_and_verdicts_equal_the_library_and_write_nothing(client, server_db: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from analysis.results_db import runs as R
+    from analysis.results_db import verdicts as stored
+    from analysis.results_db.queries import results_frame
+    from app.gradio_app import jsonable
+    from services import ablations, lab
+
+    monkeypatch.setenv("DATABASE_URL", server_db)  # write what the server reads
+    group = f"gradio-{time.time_ns()}"
+    pre = R.create_run(f"{group}-mlm", "mlm", {"steps": 2}, group=group)
+    R.start_run(pre)
+    R.record_curve(pre, [(1, 6.5), (2, 6.0)], seconds=1.0)
+    R.finish_run(pre, "finished", evaluation={"mlm_accuracy": 0.1}, seconds=1.0, tokens=64, parameters=1000)
+    for mode, acc in (("frozen", 0.6), ("finetune", 0.8)):
+        ft = R.create_run(f"{group}-{mode}", lab.FINETUNE, {"model": "tiny", "mode": mode, "task": "sst", "seed": 0}, group=group)
+        R.start_run(ft)
+        R.finish_run(ft, "finished", evaluation={"task": "sst", "accuracy": acc, "accuracy_interval": [acc - 0.1, acc + 0.1],
+                                                  "macro_f1": acc, "majority_baseline": 0.5}, seconds=1.0)
+    R.create_run(f"{group}-queued", "mlm", {"steps": 2}, group=group)  # not finished: not listed
+    stored.store(group, "nsp", "nsp:sst", "agrees", {"claim": {"statement": "NSP helps", "source": "Devlin et al. 2019, Table 5"},
+                                                    "verdict": {"effect": 0.1, "low": 0.05, "high": 0.15}, "label": "SST"})
+    before = _counts()
+
+    runs = client.predict("all", group, api_name="/lab_runs")
+    assert {r["name"] for r in runs["runs"]} == {f"{group}-mlm", f"{group}-frozen", f"{group}-finetune"} and runs["count"] == 3
+    assert next(r for r in runs["runs"] if r["objective"] == "mlm")["final_loss"] == 6.0
+    delta = runs["finetune_delta"][0]
+    assert delta["Δ (fine-tuned − frozen)"] == pytest.approx(0.2) and delta["frozen"] == pytest.approx(0.6)
+    assert [r["name"] for r in client.predict("finetune", group, api_name="/lab_runs")["runs"]] == [f"{group}-finetune", f"{group}-frozen"]
+
+    latest = client.predict("", api_name="/verdicts")["verdicts"]
+    assert latest == jsonable(ablations.results_so_far())
+    assert any(v["experiment"] == group and v["verdict"] == "agrees" for v in latest)
+    report = client.predict(group, api_name="/verdicts")
+    assert report["group"] == group and report["state"] == ablations.report(group, settle_now=False)["state"]
+
+    rows = client.predict("bert-base, RoBERTa-large", "mnli", "dev", True, api_name="/results")
+    lib = results_frame(models=["BERT-base", "RoBERTa-large"], tasks=["MNLI"], splits=["dev"], variants=False)
+    assert rows["count"] == len(lib) > 0 and sorted(r["value"] for r in rows["rows"]) == sorted(lib["value"])
+    assert all(r["citation"] and r["table"] for r in rows["rows"])  # every number carries its source
+    assert _counts() == before  # reading wrote nothing
+
+
+def test_mcp_lists_every_endpoint_and_answers_like_the_library(client) -> None:
+    import asyncio
+    from dataclasses import asdict
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    from analysis.params import count_parameters
+    from app.gradio_app import API_NAMES
+    from core import registry
+    from models.objectives import fill_mask
+
+    async def talk() -> tuple[dict, Any, Any, Any]:
+        async with streamablehttp_client(client.src.rstrip("/") + "/gradio_api/mcp/") as (read, write, _), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            fill = await session.call_tool("fill_mask", {"text": "the cat sat on the [MASK] .", "models": "bert-base-uncased",
+                                                         "top_k": 3, "mode": "independent"})
+            calc = await session.call_tool("calculator", {"model": "albert-base-v2", "head": "pretraining", "precision": "fp32",
+                                                          "optimizer": "adamw", "batch_size": 4, "seq_len": 128,
+                                                          "zero_stage": 0, "data_parallel": 1, "gpu": "T4 16 GB"})
+            bad = await session.call_tool("calculator", {"model": "gpt2", "batch_size": 10**12})
+            return tools, fill, calc, bad
+
+    tools, fill, calc, bad = asyncio.run(talk())
+    assert set(tools) == API_NAMES
+    assert all(tools[n].description for n in tools), [n for n in tools if not tools[n].description]
+    assert "texts" in tools["hidden_states"].inputSchema["properties"]
+    assert not fill.isError
+    got = json.loads(fill.content[0].text)["models"]["bert-base-uncased"]
+    expected = [[asdict(p) for p in row] for row in fill_mask("bert-base-uncased", "the cat sat on the [MASK] .", 3)]
+    assert [[p["id"] for p in row] for row in got] == [[p["id"] for p in row] for row in expected]
+    assert json.loads(calc.content[0].text)["parameters"] == count_parameters(registry.get("albert-base-v2").config, "pretraining")
+    assert bad.isError and "between 1 and 100,000" in bad.content[0].text and "Traceback" not in bad.content[0].text
+
+
+def test_mcp_is_off_unless_the_setting_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gradio as gr
+
+    from app import gradio_app
+
+    seen = []
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kw: seen.append(kw["mcp_server"]))
+    monkeypatch.delenv("BFE_GRADIO_MCP", raising=False)
+    gradio_app.main(["--port", "1"])
+    monkeypatch.setenv("BFE_GRADIO_MCP", "1")
+    gradio_app.main(["--port", "1"])
+    assert seen == [False, True]
 
 
 def test_twenty_concurrent_clients_are_all_answered(client) -> None:
