@@ -286,9 +286,16 @@ def test_mcp_lists_every_endpoint_and_answers_like_the_library(client) -> None:
                                                           "optimizer": "adamw", "batch_size": 4, "seq_len": 128,
                                                           "zero_stage": 0, "data_parallel": 1, "gpu": "T4 16 GB"})
             bad = await session.call_tool("calculator", {"model": "gpt2", "batch_size": 10**12})
+            unknown = await session.call_tool("nope", {})
+            typed = await session.call_tool("scaling_fit", {"law": "power", "x": "1,2,3", "y": "3,2,1", "bootstrap": "lots"})
+            assert unknown.isError and "Unknown tool" in unknown.content[0].text
+            assert typed.isError and "'lots' is not of type 'integer'" in typed.content[0].text
             return tools, fill, calc, bad
 
     tools, fill, calc, bad = asyncio.run(talk())
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "fill_mask", "arguments": {
+        "text": "a " * 300_000, "models": "bert-base-uncased"}}}).encode()
+    assert _status_of_oversized_post(client.src.rstrip("/"), "/gradio_api/mcp/", big) == 413
     assert set(tools) == API_NAMES
     assert all(tools[n].description for n in tools), [n for n in tools if not tools[n].description]
     assert "texts" in tools["hidden_states"].inputSchema["properties"]
