@@ -18,10 +18,12 @@ leaves no index that looks complete); search is an exact scan (:func:`analysis.r
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -33,6 +35,8 @@ import numpy as np
 
 from analysis.representations import LayerContextuality, cka_matrix, contextuality, pool_by_word
 from core.errors import InvalidData, InvalidText
+
+log = logging.getLogger(__name__)
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpus" / "wordnet_examples.txt.gz"
 #: The word-sense demo set of the Representations page (word, sense, sentence).
@@ -336,6 +340,7 @@ def _remember(path: Path, index: CorpusIndex) -> CorpusIndex:
 
 def _save(path: Path, index: CorpusIndex) -> None:
     """Write atomically: a temporary file renamed into place, so a killed build never leaves a partial index."""
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -343,8 +348,15 @@ def _save(path: Path, index: CorpusIndex) -> None:
             np.savez(f, vectors=index.vectors.astype(np.float16), sentence=index.sentence, position=index.position,
                      tokens=np.array(json.dumps(index.tokens)))
         os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only model directory: the index lives in memory for this call only
+        tmp = None
+    except OSError as err:
+        # A read-only model directory or a full disk: the index lives in memory (the search still answers), and the
+        # partly written file goes, so a full disk is not made fuller by every search.
+        log.warning("the corpus index could not be saved (%s); it is kept in memory only", err.strerror or type(err).__name__)
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def nearest_contexts(model: Any, text: str, position: int, k: int = 10, layer: int = -1,

@@ -55,6 +55,27 @@ def step(accelerator: Any, loss: Any, params: list[Any], optimizer: Any, schedul
     optimizer.zero_grad(set_to_none=True)
 
 
+#: A ``.partial-*`` folder untouched this long is left by a killed save (a live one is written within seconds).
+STALE_PARTIAL_S = 3600.0
+
+
+def sweep_partials(folder: Path, older_than_s: float = STALE_PARTIAL_S) -> int:
+    """Remove the ``.partial-*`` folders that killed saves (``kill -9``, a power cut) left in ``folder``: no picker
+    shows them, but they hold a checkpoint's worth of disk each. Returns how many went."""
+    import time
+
+    gone = 0
+    now = time.time()
+    for p in folder.glob(".partial-*"):
+        try:
+            if p.is_dir() and now - p.stat().st_mtime > older_than_s:
+                shutil.rmtree(p)
+                gone += 1
+        except OSError:
+            continue
+    return gone
+
+
 def atomic_save(final: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(folder)`` on a temporary folder beside ``final``, then rename it to ``final``: a full disk or a
     killed process never leaves a half-written checkpoint where a model picker would offer it.
@@ -65,6 +86,7 @@ def atomic_save(final: Path, write: Callable[[Path], None]) -> None:
     tmp = None
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
+        sweep_partials(final.parent)
         tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=final.parent))
         write(tmp)
         if final.exists():
