@@ -247,6 +247,8 @@ MAX_VECTOR_NUMBERS = 1_000_000
 MAX_ROWS = 5_000
 #: Bootstrap resamples one scaling fit may ask for (the Scaling page uses 200).
 MAX_BOOTSTRAP = 1_000
+#: Points × fits (1 + bootstrap) one fit may cost: about 4 s for L(N, D) on 2 cores (0.4 s per 50,000).
+MAX_FIT_WORK = 500_000
 ATTRIBUTION_OUTPUTS = ("similarity", "fill_mask", "sentence_relation", "replaced_token")
 
 
@@ -473,6 +475,10 @@ def scaling_fit(law: str, x: str, y: str, n: str = "", bootstrap: int = 200, see
         if len(ns) != len(xs):
             raise InvalidData(f"chinchilla needs as many N as D values ({len(ns)} and {len(xs)}).")
         xs = [[a, b] for a, b in zip(ns, xs, strict=True)]  # type: ignore[misc]
+    if len(ys) * (bootstrap + 1) > MAX_FIT_WORK:
+        raise InvalidData(f"{len(ys):,} points × {bootstrap + 1:,} fits is more than {MAX_FIT_WORK:,} point-fits.",
+                          f"Use fewer bootstrap resamples (at most {max(0, MAX_FIT_WORK // max(1, len(ys)) - 1):,} for "
+                          f"{len(ys):,} points), or average the points first.")
     return jsonable(scaling.fit(law, xs, ys, bootstrap=bootstrap, seed=seed).to_dict())
 
 

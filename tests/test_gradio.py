@@ -134,6 +134,8 @@ def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) 
     (("power", "1, 2, x", "3, 2, 1", "", 10, 0), "/scaling_fit", "not a number"),
     (("power", "1, 2, 3", "3, 2, 1", "", 10**6, 0), "/scaling_fit", "between 0 and 1,000"),
     (("chinchilla", "1, 2, 3", "3, 2, 1", "1, 2", 10, 0), "/scaling_fit", "as many N as D"),
+    (("power", ",".join(str(i) for i in range(1, 2001)), ",".join("1" for _ in range(2000)), "", 1000, 0), "/scaling_fit",
+     "2,000 points × 1,001 fits is more than 500,000"),
     (("BERT", "", "", True), "/results", "Did you mean: BERT-base"),
     (("somebody", ""), "/lab_runs", "is not in the list of choices"),
 ])
