@@ -16,7 +16,9 @@ import streamlit as st  # noqa: E402
 
 from app import ui  # noqa: E402
 
-st.set_page_config(page_title="BERT Family Explorer", page_icon=str(ROOT / "app" / "assets" / "favicon.png"), layout="wide")
+# Presentation mode (?present=1) opens with the sidebar collapsed, one click away: a projector's width is for the page.
+st.set_page_config(page_title="BERT Family Explorer", page_icon=str(ROOT / "app" / "assets" / "favicon.png"), layout="wide",
+                   initial_sidebar_state="collapsed" if ui.presenting() else "auto")
 
 PAGES = [
     st.Page("views/home.py", title="Family tree", icon=":material/account_tree:", default=True),

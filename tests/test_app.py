@@ -67,7 +67,7 @@ def test_home_filters() -> None:
 def test_presentation_mode_is_kept_in_the_url() -> None:
     at = run(present="1")
     assert at.toggle(key="present").value is True
-    assert any("font-size: 22px" in m.value for m in at.markdown)
+    assert any("stMainBlockContainer" in m.value and "font-size: 18px" in m.value for m in at.markdown)
     at.toggle(key="present").set_value(False).run()
     assert "present" not in at.query_params
 

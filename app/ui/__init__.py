@@ -39,7 +39,7 @@ from app.ui.pickers import (
     trained_here,
     valid_model_id,
 )
-from app.ui.sidebar import PRESENTATION_CSS, presentation_mode, sidebar_status
+from app.ui.sidebar import PRESENTATION_CSS, main_result, presentation_mode, presenting, sidebar_status
 from app.ui.state import context_url, local_viewer, restore_url_state, save_url_state, warn_ignored
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "loaded_models",
     "local_viewer",
     "log",
+    "main_result",
     "model_cache",
     "model_call",
     "model_label",
@@ -72,6 +73,7 @@ __all__ = [
     "page_run",
     "picker_values",
     "presentation_mode",
+    "presenting",
     "restart_notice",
     "restore_url_state",
     "save_url_state",

@@ -9,6 +9,7 @@ from typing import Any
 import streamlit as st
 
 from app.ui.errors import friendly_errors
+from app.ui.sidebar import PRESENT_CHART_PX, main_result, presenting
 from app.ui.state import context_url
 
 #: The plotly toolbar's camera: a PNG at twice the size, named after the app (SVG and the pack: below the chart).
@@ -56,18 +57,25 @@ def table_to_pack(df: Any, key: str, *, title: str, caption: str = "", sources: 
 
 
 def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None,
-          compact: bool = False) -> None:
+          compact: bool = False, main: bool = False) -> None:
     """A plotly chart with its exports: the toolbar's PNG, server-side PNG (2x) and SVG, and "Add to pack".
 
     ``title``, ``caption`` and ``sources`` travel with the chart into the presentation pack. Nothing is
     serialised or rendered until a button asks for it, so a chart costs its page nothing more.
     ``compact``: for small charts side by side, the buttons share the chart's width and the
-    downloads go below them.
+    downloads go below them. ``main``: the page's main result (:func:`main_result`; once per page run): in
+    presentation mode it goes beside the inputs and is drawn at most :data:`PRESENT_CHART_PX` tall.
     """
     from analysis import export
 
     box = where if where is not None else st
-    box.plotly_chart(fig, width="stretch", key=key, config=PLOTLY_CONFIG)
+    shown = fig
+    if main:
+        box = main_result(box)
+        height = (fig.layout.height or 450) if hasattr(fig, "layout") else None
+        if presenting() and height and height > PRESENT_CHART_PX:
+            shown = type(fig)(fig).update_layout(height=PRESENT_CHART_PX)  # a copy: the pack keeps the full size
+    box.plotly_chart(shown, width="stretch", key=key, config=PLOTLY_CONFIG)
     if compact:
         c1, c2 = box.columns(2)
         c3 = box

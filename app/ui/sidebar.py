@@ -2,18 +2,52 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from app.ui.caches import STATUS_ICONS, catalog_availability, device_label, model_cache
 
+#: The key of the container that holds a page's main result (:func:`main_result`); presentation mode puts it beside
+#: the inputs, within one screen.
+MAIN_RESULT = "main-result"
+#: The tallest a main chart is drawn in presentation mode: a 720-pixel projector less the compact header and title.
+PRESENT_CHART_PX = 540
+
+# Presentation mode, for a projector (1280×720 and up): larger type, higher contrast, the sidebar collapsed, a
+# compact header, and the page as a grid of two columns: the title across both, the inputs (and notes) on the left,
+# the main result on the right from the top, so it is on the first screen. The main result's row of the grid runs
+# into a last 1fr row, so a result taller than the inputs does not spread the inputs apart; row gaps become margins,
+# since the grid's spare rows would each add one. Inside a tab (the page's inputs are in it), the main result comes
+# first. Streamlit's own test ids are the selectors (stable across
+# releases, unlike its generated class names).
 PRESENTATION_CSS = """
 <style>
-html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
+html, body, [data-testid="stAppViewContainer"] { font-size: 18px; }
 [data-testid="stAppViewContainer"] { background: #ffffff; color: #000000; }
-[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.15rem; line-height: 1.5; }
-h1 { font-size: 3rem !important; } h2 { font-size: 2.3rem !important; } h3 { font-size: 1.8rem !important; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { font-size: 1.05rem; line-height: 1.45; }
+h1 { font-size: 2.1rem !important; padding: 0 0 0.2rem 0 !important; }
+[data-testid="stMarkdownContainer"]:has(h1, h2, h3, h4) { margin-bottom: 0 !important; }
+h2 { font-size: 1.7rem !important; } h3 { font-size: 1.4rem !important; } h4 { font-size: 1.1rem !important; padding: 0 !important; }
 a { color: #0040a0 !important; text-decoration: underline; }
-[data-testid="stCaptionContainer"] { color: #222 !important; font-size: 1rem; }
+[data-testid="stCaptionContainer"] { color: #222 !important; font-size: 0.9rem; }
+[data-testid="stHeader"] { height: 2.25rem; min-height: 2.25rem; background: transparent; }
+[data-testid="stMainBlockContainer"] { padding: 2.25rem 1.5rem 3rem 1.5rem !important; max-width: 100% !important; }
+[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"]:has(.st-key-main-result) {
+  display: grid; grid-template-columns: minmax(340px, 36%) minmax(0, 1fr); column-gap: 1.5rem; row-gap: 0;
+  grid-template-rows: auto repeat(58, min-content) 1fr; align-items: start;
+}
+[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"]:has(.st-key-main-result) > * {
+  grid-column: 1; margin-bottom: 0.6rem; min-width: 0; width: auto !important;
+}
+[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"]:has(.st-key-main-result) > *:has(h1) { grid-column: 1 / -1; grid-row: 1; }
+[data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"]:has(.st-key-main-result) > *:has(.st-key-main-result) {
+  grid-column: 2; grid-row: 2 / -1;
+}
+[data-testid="stTabPanel"] > [data-testid="stVerticalBlock"] > *:has(.st-key-main-result) { order: -1; }
+[data-testid="stMainBlockContainer"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; row-gap: 0.4rem; }
+[data-testid="stMainBlockContainer"] [data-testid="stColumn"] { min-width: min(160px, 100%); }
+[data-testid="stSidebarNavLink"] span { white-space: normal !important; overflow: visible !important; }
 </style>
 """
 
@@ -23,6 +57,17 @@ def _sync_presentation_url() -> None:
         st.query_params["present"] = "1"
     else:
         st.query_params.pop("present", None)
+
+
+def presenting() -> bool:
+    """Whether presentation mode is on for this session (the toggle, or ``?present=1`` before it is drawn)."""
+    return bool(st.session_state.get("present", st.query_params.get("present") == "1"))
+
+
+def main_result(where: Any = None) -> Any:
+    """The container for a page's main result (a chart, a table), in ``where`` (a column; default the page):
+    presentation mode keeps it on the first screen, beside the inputs. ``with ui.main_result(): ...``; once per run."""
+    return (where if where is not None else st).container(key=MAIN_RESULT)
 
 
 def presentation_mode() -> bool:

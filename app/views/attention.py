@@ -108,6 +108,7 @@ for col, r in zip(cols, results, strict=True):
         key = r.model_id.replace("/", "_")
         if view == "heatmap":
             ui.chart(plots.heatmap(r.weights[li, hi], list(r.tokens), title=f"layer {li}, head {hi}"), f"at_heat_{key}",
+                     main=r is results[0],
                      title=f"{r.model_id}: attention, layer {li}, head {hi}",
                      caption=f"Input: “{s['at_text'][:300]}”" + (f" / “{s['at_pair'][:300]}”" if s["at_pair"] else "")
                      + f" ({len(r.tokens)} tokens). Row i: where token i looks.",

@@ -163,7 +163,7 @@ tab_p, tab_m, tab_g, tab_c = st.tabs(["Parameters", "Training memory", "Fits on 
 with tab_p:
     left, right = st.columns([3, 2])
     name = st.session_state["sz_preset"] if not edited else "your model"
-    ui.chart(calc.params_treemap(bd, name), "sz_treemap", where=left, title=f"Where the parameters of {name} sit",
+    ui.chart(calc.params_treemap(bd, name), "sz_treemap", where=left, main=True, title=f"Where the parameters of {name} sit",
              caption=f"{bd.total:,} parameters, counted exactly from the configuration.",
              sources=("Exact count from the model's configuration (BERT Family Explorer, analysis.params)",))
     parts = calc.parts_frame(bd)

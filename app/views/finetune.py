@@ -185,9 +185,9 @@ if table.empty:
 else:
     st.caption("Accuracy on the test split, the mean over seeds with its spread (standard deviation) and the mean bootstrap 95% "
                "interval over test items; the shape of Peters, Ruder & Smith 2019's Table 2 (rows: model × mode).")
-    st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={k: st.column_config.NumberColumn(format="%.3f") for k in
-                                ("accuracy (mean)", "spread (sd)", "macro-F1", "majority baseline")})
+    ui.main_result().dataframe(table, hide_index=True, width="stretch",
+                               column_config={k: st.column_config.NumberColumn(format="%.3f") for k in
+                                              ("accuracy (mean)", "spread (sd)", "macro-F1", "majority baseline")})
     ui.table_to_pack(table, "ft_table", title="Fine-tuning lab: frozen vs fine-tuned", sources=(SOURCE,))
     delta = lab.finetune_delta(table)
     st.dataframe(delta, hide_index=True, width="stretch",

@@ -27,7 +27,7 @@ view = st.segmented_control("Chart", list(CHARTS), default="Size by year", key="
                             label_visibility="collapsed") or "Size by year"
 LINEAGE = (" Arrows follow lineage (BERT → RoBERTa / DistilBERT / ALBERT / ModernBERT; RoBERTa → XLM-R / DeBERTa; "
            "BERT + XLNet → MPNet; Transformer-XL → XLNet; GPT → GPT-2 → GPT-3).")
-ui.chart(figure(view, large), "home_chart_plot", title=f"The BERT family: {view.lower()}",
+ui.chart(figure(view, large), "home_chart_plot", main=True, title=f"The BERT family: {view.lower()}",
          caption=family_tree.PARAMS_NOTE + LINEAGE, sources=("The models' papers (see each model's card)",))
 st.caption(family_tree.PARAMS_NOTE + LINEAGE)
 

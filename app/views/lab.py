@@ -228,6 +228,14 @@ def watch() -> None:
     if mine.empty:
         st.info("This experiment's runs were deleted.")
         return
+    def curves() -> None:
+        if any(len(c) for c in mine["curve"]):
+            ui.chart(curves_chart(mine, f"Training loss: {s['lb_show']}"), "lb_curves", main=True, title=f"Pre-training lab: {s['lb_show']}",
+                     caption="Training loss per step (running mean of 20 steps) of each run of the experiment.",
+                     sources=("Trained on this server with BERT Family Explorer's pre-training lab (models.pretrain)",))
+
+    if ui.presenting():  # on a projector the curves come first, on the first screen
+        curves()
     table = runs_table(mine.sort_values("id"))
     counts = mine["status"].value_counts()
     st.markdown(" · ".join(f"{STATUS_ICONS[k]}: **{counts[k]}**" for k in STATUS_ICONS if k in counts))
@@ -241,10 +249,8 @@ def watch() -> None:
     for r in table.itertuples():
         if r.message:
             st.caption(f"**{r.run}**: {r.message}")
-    if any(len(c) for c in mine["curve"]):
-        ui.chart(curves_chart(mine, f"Training loss: {s['lb_show']}"), "lb_curves", title=f"Pre-training lab: {s['lb_show']}",
-                 caption="Training loss per step (running mean of 20 steps) of each run of the experiment.",
-                 sources=("Trained on this server with BERT Family Explorer's pre-training lab (models.pretrain)",))
+    if not ui.presenting():
+        curves()
     active = mine[mine["status"].isin(ACTIVE) & ~mine["cancel"]]
     if len(active):
         c = st.columns([3, 1])

@@ -21,7 +21,7 @@ rows = [{
     "objective": c.objective_label, "year": c.year, "parameters (paper)": c.parameters_reported,
     "heads in checkpoint": ", ".join(c.tasks) or "—", "Hub id": c.hub_id or "—",
 } for c in registry.all_models()]
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+ui.main_result().dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 st.subheader("Get models for an offline classroom")
 st.markdown(

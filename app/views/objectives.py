@@ -80,6 +80,7 @@ with tabs[0]:
             st.error(f"**{mid}**: {msg}", icon=":material/error:")
         if len(table):
             cols = st.columns(len(table["model"].unique()))
+            first = (table["model"].iloc[0], table["mask"].iloc[0])  # its first chart is the page's main result
             for col, (mid, grp) in zip(cols, table.groupby("model", sort=False), strict=True):
                 col.markdown(f"**{mid}**")
                 best = s["ob_fill"]
@@ -89,6 +90,7 @@ with tabs[0]:
                     preds = [O.Prediction("", t, 0, p, "") for t, p in zip(g["token"], g["probability"], strict=True)]
                     step = f" (filled at step {g['step'].iloc[0]})" if s["ob_mode"] == "sequential" else ""
                     ui.chart(bars(preds, f"mask {mask}{step}"), f"ob_bar_{mid.replace('/', '_')}_{mask}", where=col, compact=True,
+                             main=(mid, mask) == first,
                              title=f"{mid}: fill-mask, mask {mask}{step}",
                              caption=f"Input: “{s['ob_fill'][:300]}”. Top {len(preds)} tokens by probability.",
                              sources=(f"Predictions of {mid}, computed by BERT Family Explorer",))

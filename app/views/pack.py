@@ -41,7 +41,7 @@ if saved and st.session_state.get("pack_opened") != saved:
         st.button("Open the saved pack instead of mine", key="pack_open_saved", on_click=open_saved, args=(saved,),
                   icon=":material/folder_open:")
 if not pack:
-    st.info("The pack is empty. On any page, **Add to pack** under a chart collects it here with its caption and "
+    ui.main_result().info("The pack is empty. On any page, **Add to pack** under a chart collects it here with its caption and "
             "sources; it stays while this browser tab is open.", icon=":material/playlist_add:")
     st.stop()
 
@@ -69,18 +69,19 @@ def retitle(i: int) -> None:
 
 
 st.caption(f"{len(pack)} item(s) of at most {export.MAX_ITEMS}. Retitle, reorder or remove them; the downloads follow.")
-for i, item in enumerate(pack):
-    with st.container(border=True):
-        c = st.columns([7, 2, 2, 2])
-        c[0].text_input("Title", item.title, key=f"pack_title_{i}", on_change=retitle, args=(i,), max_chars=export.MAX_TITLE_CHARS,
-                        label_visibility="collapsed")
-        c[1].button("Up", key=f"pack_up_{i}", on_click=move, args=(i, -1), disabled=i == 0, icon=":material/arrow_upward:")
-        c[2].button("Down", key=f"pack_down_{i}", on_click=move, args=(i, 1), disabled=i == len(pack) - 1,
-                    icon=":material/arrow_downward:")
-        c[3].button("Remove", key=f"pack_rm_{i}", on_click=remove, args=(i,), icon=":material/delete:")
-        kind = "chart" if item.figure is not None else "table"
-        st.caption(f"{kind} · {item.caption or 'no caption'}")
-        st.caption(export.source_line(item) + (f" · [reopen]({item.link})" if item.link else ""))
+with ui.main_result():  # the items: the page's main result
+    for i, item in enumerate(pack):
+        with st.container(border=True):
+            c = st.columns([7, 2, 2, 2])
+            c[0].text_input("Title", item.title, key=f"pack_title_{i}", on_change=retitle, args=(i,), max_chars=export.MAX_TITLE_CHARS,
+                            label_visibility="collapsed")
+            c[1].button("Up", key=f"pack_up_{i}", on_click=move, args=(i, -1), disabled=i == 0, icon=":material/arrow_upward:")
+            c[2].button("Down", key=f"pack_down_{i}", on_click=move, args=(i, 1), disabled=i == len(pack) - 1,
+                        icon=":material/arrow_downward:")
+            c[3].button("Remove", key=f"pack_rm_{i}", on_click=remove, args=(i,), icon=":material/delete:")
+            kind = "chart" if item.figure is not None else "table"
+            st.caption(f"{kind} · {item.caption or 'no caption'}")
+            st.caption(export.source_line(item) + (f" · [reopen]({item.link})" if item.link else ""))
 
 
 def save_link() -> None:

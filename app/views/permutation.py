@@ -89,7 +89,7 @@ if s["pm_target"] not in targets:
 c[1].selectbox("Target to inspect", targets, key="pm_target", format_func=lambda p: f"{p}: {tokens[p]}")
 tgt = s["pm_target"]
 
-ui.chart(plots.order_path(tokens[:n], order, targets, tgt), "pm_path", title="A factorization order, drawn as in XLNet's Figure 1",
+ui.chart(plots.order_path(tokens[:n], order, targets, tgt), "pm_path", main=True, title="A factorization order, drawn as in XLNet's Figure 1",
          caption=f"Order {' → '.join(map(str, order))}; target {tgt}.", sources=("Yang et al. 2019 (XLNet), Figure 1",))
 seen = P.conditioned_on(inputs, tgt)
 st.markdown(f"**{tokens[tgt]}** (position {tgt}, step {order.index(tgt) + 1} of the order) is predicted from: "

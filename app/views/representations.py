@@ -178,7 +178,7 @@ if view == "projection":
             method = METHODS[s["rp_method"] or "pca"]
             ui.chart(plots.projection_figure(coords, colour, labels, hover, f"{short(reps.model_id)}, layer {s['rp_layer']}: {method}",
                                              method),
-                     "rp_proj", title=f"Token vectors of {reps.model_id} at layer {s['rp_layer']} ({method})",
+                     "rp_proj", main=True, title=f"Token vectors of {reps.model_id} at layer {s['rp_layer']} ({method})",
                      caption=f"{len(rows)} tokens of {len(texts)} sentences, coloured by "
                              + ("sense" if s["rp_source"] == "senses" else "word") + ".",
                      sources=(*SOURCES_CITED["projection"], f"Hidden states of {reps.model_id}, computed by BERT Family Explorer"))
@@ -213,7 +213,7 @@ elif view == "similarity":
     if sim is not None:
         measures = sim.measures
         left, right = st.columns(2)
-        ui.chart(plots.contextuality_figure(measures, short(reps.model_id)), "rp_ctx", where=left, compact=True,
+        ui.chart(plots.contextuality_figure(measures, short(reps.model_id)), "rp_ctx", where=left, compact=True, main=True,
                  title=f"How contextual are {reps.model_id}'s vectors, by layer",
                  caption=f"{len(texts)} sentences; self-similarity over the {measures[0].words} words seen in two or more of them.",
                  sources=SOURCES_CITED["similarity"][:1])
@@ -265,7 +265,7 @@ elif view == "nearest":
             ui.show_error(err)
         else:
             table = pd.DataFrame([{"similarity": round(h.similarity, 4), "token": h.token, "sentence": h.sentence} for h in hits])
-            st.dataframe(table, hide_index=True, width="stretch")
+            ui.main_result().dataframe(table, hide_index=True, width="stretch")
             ui.download_buttons(table, "nearest-contexts", "rp_dl_nn")
             same = sum(h.token == item.tokens[s["rp_token"]] for h in hits)
             st.caption(f"{same} of {len(hits)} neighbours are the same word; read their sentences to see which sense the "
@@ -288,7 +288,7 @@ elif view == "neuron":
         s["rp_query"] = min(s["rp_query"], len(qk.tokens) - 1)
         c[3].selectbox("Query token", list(range(len(qk.tokens))), key="rp_query", format_func=lambda p: f"{p}: {qk.tokens[p]}")
         i = s["rp_query"]
-        ui.chart(plots.neuron_figure(qk.product(i), qk.tokens, qk.tokens[i], qk.scores[i], qk.probabilities[i]), "rp_neuron",
+        ui.chart(plots.neuron_figure(qk.product(i), qk.tokens, qk.tokens[i], qk.scores[i], qk.probabilities[i]), "rp_neuron", main=True,
                  title=f"{qk.model_id}: neuron view, layer {qk.layer}, head {qk.head}, query “{qk.tokens[i]}”",
                  caption="Left: each dimension's share q_d·k_d of the score; right: q·k/√d and the softmax weight.",
                  sources=("Vig 2019, bertviz (the neuron view)", f"Queries and keys of {qk.model_id}, read from the model"))
@@ -330,7 +330,7 @@ else:  # why this prediction
             ui.show_error(err)
         else:
             st.markdown(f"**{a.output}** = {a.f_input:.4f} (baseline, words replaced by padding: {a.f_baseline:.4f})")
-            cols = st.columns(3)
+            cols = ui.main_result().columns(3)
             cols[0].markdown("**Integrated gradients**")
             cols[0].html(plots.saliency_html(a.tokens, a.integrated_gradients, a.special,
                                              f"sum {a.integrated_gradients.sum():+.4f} = f(x) − f(baseline) "

@@ -107,7 +107,7 @@ if current in ("Table", "Charts", "Bigger is better?") and (comp is None or comp
     if comp is not None:
         st.info("Pick at least one column to compare.", icon=":material/table:")
 elif current == "Table":
-    st.html(glue.to_html(comp))
+    ui.main_result().html(glue.to_html(comp))
     st.caption("★ best value in its column (↓: lower is better) · hover a value for its paper, table, split and notes · "
                "'–' not reported in that table.")
     caption = f"{', '.join(comp.values.columns)} ({split}, {setting} models)"
@@ -120,10 +120,10 @@ elif current == "Table":
                        help="One row per number with its source; the same format the import accepts.")
     ui.table_to_pack(comp.values, "gl_table", title=f"GLUE results: {caption}", caption=caption, sources=comp_sources)
 elif current == "Charts":
-    ui.chart(glue_plots.grouped_bars(comp), "gl_bars", title="GLUE results side by side", caption=f"{split}, {setting} models",
+    ui.chart(glue_plots.grouped_bars(comp), "gl_bars", main=True, title="GLUE results side by side", caption=f"{split}, {setting} models",
              sources=comp_sources)
     st.toggle("One radar per model", key="gl_radar_each")
-    ui.chart(glue_plots.radar(comp, separate=st.session_state["gl_radar_each"]), "gl_radar", title="GLUE results as radars",
+    ui.chart(glue_plots.radar(comp, separate=st.session_state["gl_radar_each"]), "gl_radar", main=True, title="GLUE results as radars",
              caption=f"{split}, {setting} models", sources=comp_sources)
     rows = list(comp.values.index)
     base = st.session_state["gl_base"] if st.session_state["gl_base"] in rows else rows[0]

@@ -142,7 +142,7 @@ if f is not None:
     if f.x.ndim == 1:
         fig = plots.fit_figure(f, s["sc_x"], y_label, x_to, labels=labels)
         sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
-        ui.chart(fig, "sc_plot", where=left, title=f"Scaling fit: {f.formula}",
+        ui.chart(fig, "sc_plot", where=left, main=True, title=f"Scaling fit: {f.formula}",
                  caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
     else:
         sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
