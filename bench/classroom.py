@@ -19,7 +19,7 @@ only; the script stops itself.
 
 One Python process runs one thread at a time: page scripts are mostly Python, so one server
 finishes N light reruns no sooner than N * t1 (one core), twice the two-core floor. Run one
-replica per core (``--replicas 2``: nginx in front, see README "Deploying") to use them all.
+replica per core (``--replicas 2``: nginx in front, see docs/deploy.md) to use them all.
 """
 
 from __future__ import annotations

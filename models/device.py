@@ -97,7 +97,7 @@ def resolve_device(wanted: str | None = None) -> torch.device:
         return torch.device("cpu")
     if wanted.startswith("cuda") and not torch.cuda.is_available():
         raise InvalidSetting(f"BFE_DEVICE={wanted} but no CUDA GPU is visible to torch.",
-                             "Install a CUDA build of torch (see the README) or set BFE_DEVICE=auto.")
+                             "Install a CUDA build of torch (docs/setup.md, \"Running on a GPU\") or set BFE_DEVICE=auto.")
     if wanted == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise InvalidSetting("BFE_DEVICE=mps but Apple MPS is not available.", "Set BFE_DEVICE=auto.")
     return torch.device(wanted)

@@ -1,4 +1,4 @@
-"""The house's contract: imports point one way (README, "Layout"; ../shared/DESIGN.md, "Layers").
+"""The house's contract: imports point one way (docs/layout.md; ../shared/DESIGN.md, "Layers").
 
     bench, scripts → app → services → models → analysis → core
 
