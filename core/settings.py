@@ -8,6 +8,7 @@ is checked against :data:`SETTINGS` by a test.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lab_concurrency", "BFE_LAB_CONCURRENCY", "1",
             "Pre-training lab: how many training runs one server runs at once (each in its own background "
             "process); the rest wait in the queue with their position shown."),
+    Setting("lab_lease_s", "BFE_LAB_LEASE_S", "60",
+            "Labs: a running run's lease, in seconds. Its worker renews it with every progress write (about once a "
+            "second); a run whose lease is older than this (its server or worker died, or hangs) is marked "
+            "interrupted by any replica, and a hung worker on this host is stopped, so its slot is free again."),
+    Setting("lab_host", "BFE_LAB_HOST", "",
+            "Labs: this replica's name in the shared queue (empty: the machine's hostname). Replicas on one machine "
+            "that share `BFE_MODEL_DIR` share its slots; give replicas with their own model folders their own name."),
     Setting("lab_memory_mb", "BFE_LAB_MEMORY_MB", "4096",
             "Pre-training lab: the most memory (MB) one run may need, as the memory calculator predicts it "
             "before the run starts; a larger configuration is refused."),
@@ -98,6 +106,8 @@ class Settings:
     model_process: bool = True
     lab_concurrency: int = 1
     lab_memory_mb: int = 4096
+    lab_lease_s: int = 60
+    lab_host: str = ""
     pack_budget_mb: int = 256
 
     @property
@@ -156,6 +166,13 @@ def get_settings() -> Settings:
     page_concurrency = _count(raw, "page_concurrency", "BFE_PAGE_CONCURRENCY", 256, 4)
     lab_concurrency = _count(raw, "lab_concurrency", "BFE_LAB_CONCURRENCY", 64, 1)
     lab_memory_mb = _count(raw, "lab_memory_mb", "BFE_LAB_MEMORY_MB", 10**7, 4096)
+    lab_lease_s = _count(raw, "lab_lease_s", "BFE_LAB_LEASE_S", 86_400, 60)
+    if lab_lease_s < 5:
+        raise InvalidSetting(f"BFE_LAB_LEASE_S={lab_lease_s} is below 5 s: a worker writes about once a second, a "
+                             "database may pause for a few.", "Use 60 (the default) or more.")
+    lab_host = raw["lab_host"]
+    if lab_host and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", lab_host):
+        raise InvalidSetting(f"BFE_LAB_HOST={lab_host[:30]!r} is not a name.", "Letters, digits, '.', '_' and '-', at most 100.")
     pack_budget_mb = _count(raw, "pack_budget_mb", "BFE_PACK_BUDGET_MB", 10**7, 256)
     if pack_budget_mb < 16:
         raise InvalidSetting(f"BFE_PACK_BUDGET_MB={pack_budget_mb} is below 16: one saved pack may take 8 MB.",
@@ -187,5 +204,7 @@ def get_settings() -> Settings:
         model_process=model_process in ("1", "true"),
         lab_concurrency=lab_concurrency,
         lab_memory_mb=lab_memory_mb,
+        lab_lease_s=lab_lease_s,
+        lab_host=lab_host,
         pack_budget_mb=pack_budget_mb,
     )

@@ -19,6 +19,7 @@ Torch is imported by the worker only; the page that lists and starts runs does n
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import hashlib
@@ -26,6 +27,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -322,7 +324,9 @@ def dispatch(engine: Any = None) -> list[int]:
     started = []
     with open(_lock_path(), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        runs.mark_interrupted(engine)
+        for rid, host, pid in runs.mark_interrupted(engine):
+            if host == runs.host_name() and pid:
+                _stop_hung_worker(rid, pid)
         while (rid := runs.claim_next(limit, engine)) is not None:
             log = _lock_path().parent / ".logs" / f"{rid}.log"
             log.parent.mkdir(exist_ok=True)
@@ -334,6 +338,20 @@ def dispatch(engine: Any = None) -> list[int]:
             _reap(proc)
             started.append(rid)
     return started
+
+
+def _stop_hung_worker(run_id: int, pid: int) -> None:
+    """SIGKILL the worker of a run whose lease ran out while its process lives (it hangs): its slot is given to the
+    next run, so the process must not keep the CPU and memory. Only a ``services.worker`` process for that run."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return  # gone already (or no /proc)
+    if b"services.worker" in argv and str(run_id).encode() in argv:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            log.warning("lab: run %s made no progress for its lease; its worker %s was stopped", run_id, pid)
 
 
 def cancel(run_id: int, engine: Any = None) -> str:
@@ -448,6 +466,13 @@ def work(run_id: int, engine: Any = None) -> str:
 
     stored = run["config"]
 
+    def still_wanted() -> bool:
+        """Between downstream steps: renew the lease every few seconds (that phase writes no curve); False to stop."""
+        if time.monotonic() - state["last"] >= 5.0:
+            state["last"] = time.monotonic()
+            state["cancel"] = runs.renew_lease(run_id, engine)
+        return state["cancel"]
+
     def fit() -> Any:
         from models.pretrain import train  # torch: in the worker only, and inside the run's try
 
@@ -459,7 +484,7 @@ def work(run_id: int, engine: Any = None) -> str:
                 state["cancel"] = runs.record_curve(run_id, curve, engine, evaluation={**result.evaluation, "phase": text})
 
             result.evaluation["downstream"] = downstream(result.checkpoint, stored["downstream"], config.seed,
-                                                         bool(stored.get("control")), lambda: state["cancel"], phase)
+                                                         bool(stored.get("control")), still_wanted, phase)
             if state["cancel"]:
                 result.stopped = "cancelled during the downstream evaluation"
         return result

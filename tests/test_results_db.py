@@ -639,11 +639,30 @@ def test_a_schema_4_database_gains_the_packs_budget_columns(lite) -> None:
                   {"d": data})
     seeding.SEEDED.clear()
     db.ensure_seeded(lite)
-    assert db.meta(lite)["schema_version"] == "5"
+    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION)
     with db.session(lite) as s:
         row = s.get(db.SavedPack, "abcdefghijklmnopqrstuv")
         assert row.nbytes == len(data) and row.saver == "" and row.opened_at is None
     assert db.load_pack("abcdefghijklmnopqrstuv", lite) == ("kept", [])
+
+
+def test_a_schema_5_database_gains_the_runs_lease_and_keeps_its_runs(lite) -> None:
+    from sqlalchemy import inspect, text
+
+    from analysis.results_db import runs, seeding
+
+    rid = runs.create_run("before-the-lease", "mlm", {"steps": 3}, lite)
+    with db.session(lite, write=True) as s:
+        s.execute(text("ALTER TABLE bfe_runs DROP COLUMN lease_at"))
+        s.get(db.Meta, "schema_version").value = "5"
+    seeding.SEEDED.clear()
+    db.dispose_engines()
+    db.ensure_seeded(lite)
+    assert db.meta(lite)["schema_version"] == "6"
+    with db.session(lite) as s:
+        assert "lease_at" in {c["name"] for c in inspect(s.connection()).get_columns("bfe_runs")}
+    assert runs.get_run(rid, lite)["name"] == "before-the-lease"
+    assert runs.claim_next(1, lite) == rid  # the queue works on the upgraded table
 
 
 def test_a_schema_1_database_gains_the_packs_table(lite) -> None:
@@ -657,7 +676,7 @@ def test_a_schema_1_database_gains_the_packs_table(lite) -> None:
     before = count(lite)
     seeding.SEEDED.clear()
     db.ensure_seeded(lite)
-    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION) == "5" and count(lite) == before
+    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION) == "6" and count(lite) == before
     assert db.load_pack(db.save_pack([], "empty", lite), lite) == ("empty", [])
 
 
@@ -688,7 +707,7 @@ def test_runs_round_trip_and_a_dead_process_is_interrupted(engine) -> None:
     runs.start_run(rid2, engine)
     with db.session(engine, write=True) as s:
         s.get(db.TrainingRun, rid2).pid = int(dead)
-    assert runs.mark_interrupted(engine) == [rid2]
+    assert [r[0] for r in runs.mark_interrupted(engine)] == [rid2]
     assert runs.get_run(rid2, engine)["status"] == "interrupted"
     runs.delete_run(rid, engine)
     with pytest.raises(runs.RunNotFound):

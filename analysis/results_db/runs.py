@@ -4,6 +4,15 @@ The same ``DATABASE_URL`` as the results (SQLite or PostgreSQL). A run's state m
 queued → running → finished | failed | cancelled; a run whose process died while ``running`` (the
 server restarted) becomes ``interrupted`` the next time :func:`mark_interrupted` looks, so it is
 never shown as finished. No torch here.
+
+The queue is the database's, shared by every replica: :func:`claim_next` gives the oldest queued run to any replica
+with a free slot (on PostgreSQL ``SELECT … FOR UPDATE SKIP LOCKED``, so replicas claiming at once take different
+rows and none waits on another's; on SQLite one writer at a time). A running run holds a lease: its worker's
+progress writes (:func:`record_curve`, :func:`renew_lease`) renew it, and when it is older than ``BFE_LAB_LEASE_S``
+any replica marks the run interrupted (never re-queued: a worker that was only slow must not run beside a second
+one). A worker whose run is no longer running stops at its next write, and its end does not overwrite that.
+Why not a queue library: the maintained ones (Celery, RQ, Dramatiq, procrastinate) need a broker or run on
+PostgreSQL only, while the lab must run on the SQLite file a laptop has; the row lock is the whole mechanism.
 """
 
 from __future__ import annotations
@@ -39,6 +48,13 @@ def _engine(engine: Engine | None) -> Engine:
     return engine
 
 
+def host_name() -> str:
+    """This replica's name in the queue: ``BFE_LAB_HOST``, or the machine's hostname."""
+    from core.settings import get_settings
+
+    return (get_settings().lab_host or socket.gethostname())[:100]
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
@@ -49,7 +65,7 @@ def create_run(name: str, objective: str, config: dict[str, Any], engine: Engine
 
     def add(s) -> int:
         run = TrainingRun(name=name[:100], objective=objective[:20], status="queued", config=json.dumps(config, default=str),
-                          group=group[:100], host=socket.gethostname()[:100])
+                          group=group[:100], host=host_name())
         s.add(run)
         s.flush()
         return run.id
@@ -75,7 +91,7 @@ def _update(run_id: int, engine: Engine | None, **fields: Any) -> None:
 
 def start_run(run_id: int, engine: Engine | None = None) -> None:
     """Mark a run running, by this process on this host (so a dead process can be told apart)."""
-    _update(run_id, engine, status="running", pid=os.getpid(), host=socket.gethostname()[:100], started_at=_now())
+    _update(run_id, engine, status="running", pid=os.getpid(), host=host_name(), started_at=_now(), lease_at=_now())
 
 
 def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None, seconds: float | None = None,
@@ -97,7 +113,25 @@ def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | N
             run.seconds = seconds
         if evaluation is not None:
             run.evaluation = json.dumps(evaluation, default=str)
-        return bool(run.cancel)
+        if run.status == "running":
+            run.lease_at = _now()
+        return bool(run.cancel) or run.status != "running"  # cancelled, or its lease was taken: stop
+
+    return write(engine, change)
+
+
+def renew_lease(run_id: int, engine: Engine | None = None) -> bool:
+    """Renew a running run's lease without storing anything else (a phase that reports no curve, e.g. the
+    downstream fine-tunes); return whether the worker should stop (asked to, or the run is no longer running)."""
+    engine = _engine(engine)
+
+    def change(s) -> bool:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            return True
+        if run.status == "running":
+            run.lease_at = _now()
+        return bool(run.cancel) or run.status != "running"
 
     return write(engine, change)
 
@@ -121,24 +155,29 @@ def request_cancel(run_id: int, engine: Engine | None = None) -> str:
 
 
 def claim_next(limit: int, engine: Engine | None = None) -> int | None:
-    """The oldest queued run on this host, marked running, when fewer than ``limit`` run here; else None.
+    """The oldest queued run of any replica, marked running here, when fewer than ``limit`` run on this host (its
+    slots); else None.
 
-    Callers serialise it per host (:func:`services.lab.dispatch` holds a file lock), so two claims never
-    both see a free slot.
+    The claim is a compare-and-set: on PostgreSQL the row is locked with ``FOR UPDATE SKIP LOCKED`` (a replica
+    claiming at the same moment skips it and takes the next), on SQLite writers take turns; either way a run is
+    claimed once. Callers serialise it per host (:func:`services.lab.dispatch` holds a file lock), so two claims on
+    one host never both see a free slot.
     """
     engine = _engine(engine)
-    host = socket.gethostname()[:100]
+    host = host_name()
 
     def claim(s) -> int | None:
         running = s.scalar(select(func.count()).select_from(TrainingRun).where(TrainingRun.status == "running",
                                                                                 TrainingRun.host == host))
         if running >= limit:
             return None
-        run = s.scalars(select(TrainingRun).where(TrainingRun.status == "queued", TrainingRun.host == host)
-                        .order_by(TrainingRun.id).limit(1)).first()
+        run = s.scalars(select(TrainingRun).where(TrainingRun.status == "queued").order_by(TrainingRun.id).limit(1)
+                        .with_for_update(skip_locked=True)).first()
         if run is None:
             return None
-        run.status, run.started_at, run.pid = "running", _now(), os.getpid()  # the claimer's, until set_pid
+        now = _now()
+        run.status, run.started_at, run.lease_at, run.host = "running", now, now, host
+        run.pid = os.getpid()  # the claimer's, until set_pid
         return run.id
 
     return write(engine, claim)
@@ -146,17 +185,30 @@ def claim_next(limit: int, engine: Engine | None = None) -> int | None:
 
 def set_pid(run_id: int, pid: int, engine: Engine | None = None) -> None:
     """Record the worker process that trains a run (so a dead one can be told apart)."""
-    _update(run_id, engine, pid=pid, host=socket.gethostname()[:100])
+    _update(run_id, engine, pid=pid, host=host_name())
 
 
 def finish_run(run_id: int, status: str, *, evaluation: dict[str, Any] | None = None, checkpoint: str = "", message: str = "",
                seconds: float | None = None, tokens: int | None = None, parameters: int | None = None,
                engine: Engine | None = None) -> None:
-    """Close a run as ``finished``, ``failed`` or ``cancelled``, with what it measured."""
+    """Close a run as ``finished``, ``failed`` or ``cancelled``, with what it measured; returns whether it did. A run
+    that is no longer ``running`` (another replica marked it interrupted when its lease ran out) is left as it is."""
     if status not in ("finished", "failed", "cancelled"):
         raise ValueError(f"a run finishes as finished, failed or cancelled, not {status!r}")
-    _update(run_id, engine, status=status, evaluation=json.dumps(evaluation or {}, default=str), checkpoint=checkpoint[:200],
-            message=message[:2000], seconds=seconds, tokens=tokens, parameters=parameters, finished_at=_now())
+    fields = {"status": status, "evaluation": json.dumps(evaluation or {}, default=str), "checkpoint": checkpoint[:200],
+              "message": message[:2000], "seconds": seconds, "tokens": tokens, "parameters": parameters, "finished_at": _now()}
+
+    def change(s) -> bool:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            raise RunNotFound(f"No run {run_id}.")
+        if run.status not in ("running", "queued"):
+            return False
+        for k, v in fields.items():
+            setattr(run, k, v)
+        return True
+
+    return write(_engine(engine), change)
 
 
 def _alive(pid: int | None) -> bool:
@@ -176,18 +228,33 @@ def _alive(pid: int | None) -> bool:
         return True  # no /proc (macOS): kill(0) is all there is
 
 
-def mark_interrupted(engine: Engine | None = None) -> list[int]:
-    """Runs ``running`` on this host whose process is gone become ``interrupted``; their ids are returned."""
-    engine = _engine(engine)
-    host = socket.gethostname()[:100]
+def mark_interrupted(engine: Engine | None = None, lease_s: float | None = None) -> list[tuple[int, str, int | None]]:
+    """Runs ``running`` on this host whose process is gone, and runs of any replica whose lease is older than
+    ``lease_s`` (default ``BFE_LAB_LEASE_S``), become ``interrupted``; returns (id, host, pid) of each, so that the
+    caller can stop a hung worker of its own host."""
+    from core.settings import get_settings
 
-    def sweep(s) -> list[int]:
-        dead = [r for r in s.scalars(select(TrainingRun).where(TrainingRun.status == "running", TrainingRun.host == host))
-                if not _alive(r.pid)]
-        for r in dead:
-            r.status, r.finished_at = "interrupted", _now()
-            r.message = (r.message + " " if r.message else "") + "The server stopped while this run was training."
-        return [r.id for r in dead]
+    engine = _engine(engine)
+    host = host_name()
+    lease = float(lease_s if lease_s is not None else get_settings().lab_lease_s)
+
+    def sweep(s) -> list[tuple[int, str, int | None]]:
+        now = _now()
+        stale_before = now - dt.timedelta(seconds=lease)
+        out = []
+        for r in s.scalars(select(TrainingRun).where(TrainingRun.status == "running").with_for_update(skip_locked=True)):
+            held = r.lease_at or r.started_at or r.created_at
+            if r.host == host and not _alive(r.pid):
+                why = "The server stopped while this run was training."
+            elif held < stale_before:
+                why = (f"No progress for {lease:.0f} s (BFE_LAB_LEASE_S): its server or worker ({r.host}) stopped or "
+                       "hung, so it was marked interrupted and its slot freed; start it again to retrain it.")
+            else:
+                continue
+            r.status, r.finished_at = "interrupted", now
+            r.message = (r.message + " " if r.message else "") + why
+            out.append((r.id, r.host, r.pid))
+        return out
 
     return write(engine, sweep)
 

@@ -29,8 +29,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-SCHEMA_VERSION = 5  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts;
-# 5: bfe_packs' size, saver and last opening (the byte budget and its eviction order)
+SCHEMA_VERSION = 6  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts;
+# 5: bfe_packs' size, saver and last opening (the byte budget and its eviction order); 6: bfe_runs' lease (the queue
+# across replicas)
 SPLITS = ("dev", "test", "unspecified")
 SETTINGS = ("single", "ensemble")
 
@@ -203,3 +204,4 @@ class TrainingRun(Base):
     parameters: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    lease_at: Mapped[dt.datetime | None] = mapped_column(DateTime)  # the worker's last progress write (UTC)

@@ -37,6 +37,7 @@ MIGRATIONS: dict[int, Any] = {
     3: lambda s: None,  # bfe_runs, likewise
     4: lambda s: None,  # bfe_verdicts, likewise
     5: lambda s: _pack_columns(s),
+    6: lambda s: _run_lease_column(s),
 }
 
 
@@ -52,6 +53,14 @@ def _pack_columns(s: Any) -> None:
             s.execute(text(f"ALTER TABLE bfe_packs ADD COLUMN {name} {ddl}"))
     s.execute(text("CREATE INDEX IF NOT EXISTS ix_bfe_packs_saver ON bfe_packs (saver)"))
     s.execute(text("UPDATE bfe_packs SET nbytes = length(data) WHERE nbytes = 0"))
+
+
+def _run_lease_column(s: Any) -> None:
+    """bfe_runs gains lease_at (a running run's last progress write). Idempotent, like :func:`_pack_columns`."""
+    from sqlalchemy import inspect, text
+
+    if "lease_at" not in {c["name"] for c in inspect(s.connection()).get_columns("bfe_runs")}:
+        s.execute(text("ALTER TABLE bfe_runs ADD COLUMN lease_at TIMESTAMP NULL"))
 
 
 @functools.cache
