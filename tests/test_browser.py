@@ -7,10 +7,12 @@ Screenshots are kept in ``artifacts/screenshots/`` (or ``BFE_SCREENSHOTS``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.support import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, open_page, running_app, start_server, wait_for  # noqa: F401
 
@@ -259,8 +261,11 @@ def test_presentation_mode_on_a_projector(server: str, browser, path: str) -> No
     body_px = float(page.evaluate(
         "getComputedStyle(document.querySelector('[data-testid=\"stMarkdownContainer\"] p, [data-testid=\"stCaptionContainer\"]')"
         " || document.body).fontSize").removesuffix("px"))
-    overflow = page.evaluate("""() => { const m = document.querySelector('[data-testid="stMain"]');
-        return m ? m.scrollWidth - m.clientWidth : 0; }""")
+    overflow_js = """() => { const m = document.querySelector('[data-testid="stMain"]');
+        return m ? m.scrollWidth - m.clientWidth : 0; }"""
+    with contextlib.suppress(PlaywrightTimeout):  # measured and reported below either way
+        page.wait_for_function(f"({overflow_js})() <= 1", timeout=5_000)  # a table resizes itself a frame later
+    overflow = page.evaluate(overflow_js)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"projector-{path or 'home'}.png"))
     page.close()

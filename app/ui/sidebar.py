@@ -42,7 +42,7 @@ a { color: #0040a0 !important; text-decoration: underline; }
 }
 [data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"]:has(.st-key-main-result) > *:has(h1) { grid-column: 1 / -1; grid-row: 1; }
 [data-testid="stMainBlockContainer"] > [data-testid="stVerticalBlock"]:has(.st-key-main-result) > *:has(.st-key-main-result) {
-  grid-column: 2; grid-row: 2 / -1;
+  grid-column: 2; grid-row: 2 / -1; overflow-x: clip;  /* a table sized before this grid applied: no scrollbar flash */
 }
 [data-testid="stTabPanel"] > [data-testid="stVerticalBlock"] > *:has(.st-key-main-result) { order: -1; }
 [data-testid="stMainBlockContainer"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; row-gap: 0.4rem; }
