@@ -11,8 +11,8 @@ each at its own pace (a random pause of 1–4 s between actions, the same seed e
     filter), then open the presentation pack of the latest saved link;
 
 while beside them a pre-training lab run (a tiny model, a few hundred steps) is queued every ``--lab-every``
-seconds for the server's supervisor to run, and a presentation pack is saved every minute (its link is what
-the students open).
+seconds (150: two in every 5-minute window, so each window carries the same training load) for the server's
+supervisor to run, and a presentation pack is saved every minute (its link is what the students open).
 
 Every 10 s it samples the servers (each replica with its children: the model process; the lab workers, whose
 memory comes and goes with each run, are counted apart): RSS, open file descriptors, threads, child processes,
@@ -63,6 +63,7 @@ class Log:
     samples: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     packs: list[str] = field(default_factory=list)
     lab: list[tuple[float, str]] = field(default_factory=list)  # (t, run name or error)
+    lab_states: dict[str, int] = field(default_factory=dict)  # the queued runs' states at the end
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -81,7 +82,9 @@ def sample(pids: list[int], model_dir: Path, db_files: list[Path], pg_url: str |
     """The servers' resources now: each server with its descendants (the model process), lab workers apart."""
     rss = worker_rss = workers = fds = threads = children = sqlite_conns = 0
     names = {str(f) for f in db_files}
+    per_replica: list[int] = []  # descriptors of each replica with its model process: which one grows
     for pid in pids:
+        before = fds
         with contextlib.suppress(psutil.NoSuchProcess):
             top = psutil.Process(pid)
             kids = top.children(recursive=True)
@@ -96,7 +99,9 @@ def sample(pids: list[int], model_dir: Path, db_files: list[Path], pg_url: str |
                     fds += p.num_fds()
                     threads += p.num_threads()
                     sqlite_conns += sum(1 for f in p.open_files() if f.path in names)
+        per_replica.append(fds - before)
     connections = float(sqlite_conns)
+    db_mb = sum(f.stat().st_size for f in db_files if f.exists()) / 2**20
     if pg_url:
         import sqlalchemy as sa
 
@@ -104,11 +109,11 @@ def sample(pids: list[int], model_dir: Path, db_files: list[Path], pg_url: str |
         with engine.connect() as c:
             connections = float(c.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                                                   "AND pid <> pg_backend_pid()")).scalar() or 0)
+            db_mb = float(c.execute(sa.text("SELECT pg_database_size(current_database())")).scalar() or 0) / 2**20
         engine.dispose()
-    db_mb = sum(f.stat().st_size for f in db_files if f.exists()) / 2**20
     return {"rss_mb": rss / 2**20, "workers": workers, "worker_rss_mb": worker_rss / 2**20, "fds": fds, "threads": threads,
             "children": children, "connections": connections,
-            "model_dir_mb": folder_mb(model_dir), "db_mb": db_mb}
+            "model_dir_mb": folder_mb(model_dir), "db_mb": db_mb, "fds_by": "+".join(map(str, per_replica))}
 
 
 async def one_student(url: str, i: int, log: Log, until: float) -> None:
@@ -194,6 +199,7 @@ async def soak(url: str, students: int, minutes: float, lab_every: float, pids: 
     await asyncio.gather(side_jobs(log, until, lab_every, 60.0, pids, model_dir, db_files, pg_url),
                          *(one_student(url, i, log, until) for i in range(students)))
     log.samples.append((log.now(), await asyncio.to_thread(sample, pids, model_dir, db_files, pg_url)))
+    log.lab_states = await asyncio.to_thread(lab_outcome)  # while the database is still up
     return log
 
 
@@ -224,12 +230,12 @@ def report(log: Log, window_min: float) -> bool:
         cells = "  ".join(f"{a} {statistics.median(v):.2f}/{p95(v):.2f}" if v else f"{a} -" for a, v in row["times"].items())
         s = row["last"]
         print(f"[{lo / 60:4.1f}-{hi / 60:4.1f} min] {len(acts):5d} actions, {row['errors']} errors | RSS {s['rss_mb']:.0f} MB "
-              f"(mean {row['rss_mean']:.0f}; lab workers {s['workers']:.0f}, {s['worker_rss_mb']:.0f} MB), fds {s['fds']:.0f}, "
+              f"(mean {row['rss_mean']:.0f}; lab workers {s['workers']:.0f}, {s['worker_rss_mb']:.0f} MB), fds {s['fds']:.0f} ({s['fds_by']}), "
               f"threads {s['threads']:.0f}, children {s['children']:.0f}, "
               f"db connections {s['connections']:.0f}, models {s['model_dir_mb']:.1f} MB, db {s['db_mb']:.1f} MB\n      {cells}")
     for t, e in log.errors[:10]:
         print(f"  error at {t / 60:.1f} min: {e[:300]}")
-    print(f"lab runs queued: {len(log.lab)}; their states at the end: {lab_outcome()}; packs saved: {len(log.packs)}")
+    print(f"lab runs queued: {len(log.lab)}; their states at the end: {log.lab_states}; packs saved: {len(log.packs)}")
     if len(per) < 3:
         print("targets: need at least three windows (the first is warm-up); run longer")
         return False
@@ -257,7 +263,10 @@ def main() -> None:
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--window", type=float, default=5, help="minutes per reported window")
-    parser.add_argument("--lab-every", type=float, default=120, help="seconds between queued lab runs")
+    parser.add_argument("--lab-every", type=float, default=150,
+                        help="seconds between queued lab runs; keep it a divisor of the window, so every window trains "
+                             "as many runs (at 120 s some 5-minute windows had 3 runs and others 2, and their p95 "
+                             "differed by that, not by growth)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bfe-soak-"))
     model_dir = tmp / "models"

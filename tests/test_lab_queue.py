@@ -95,6 +95,31 @@ def test_a_stale_lease_is_taken_by_any_replica_and_the_slow_worker_stops_without
 
 
 @pytest.mark.slow
+def test_leases_follow_the_database_clock_so_replicas_with_skewed_clocks_agree(pg_url: str, monkeypatch) -> None:
+    """On PostgreSQL a replica whose own clock runs 10 minutes ahead (or behind) neither takes a live run nor keeps
+    one whose lease the database's clock says is stale."""
+    from analysis.results_db import engine as E
+    from analysis.results_db import runs
+    from analysis.results_db.schema import TrainingRun
+
+    monkeypatch.setenv("DATABASE_URL", fresh_pg(pg_url))
+    monkeypatch.setenv("BFE_LAB_HOST", "replica-a")
+    rid = _queue(1, "clock")[0]
+    real_now = runs._now
+    monkeypatch.setattr(runs, "_now", lambda: real_now() - dt.timedelta(minutes=10))  # A is 10 minutes behind
+    assert runs.claim_next(1) == rid and runs.record_curve(rid, [(1, 9.0)]) is False
+    monkeypatch.setattr(runs, "_now", lambda: real_now() + dt.timedelta(minutes=10))  # B is 10 minutes ahead
+    monkeypatch.setenv("BFE_LAB_HOST", "replica-b")
+    assert runs.mark_interrupted(lease_s=60) == []  # the lease A just renewed is fresh by the database's clock
+    with E.session(E.get_engine(), write=True) as s:
+        db_now = s.scalar(runs.text("SELECT timezone('UTC', clock_timestamp())"))
+        s.get(TrainingRun, rid).lease_at = db_now - dt.timedelta(seconds=61)
+    monkeypatch.setattr(runs, "_now", lambda: real_now() - dt.timedelta(minutes=10))  # a replica behind still sees it
+    assert runs.mark_interrupted(lease_s=60) == [(rid, "replica-a", os.getpid())]
+    assert runs.get_run(rid)["status"] == "interrupted"
+
+
+@pytest.mark.slow
 def test_a_run_queued_through_a_stopped_replica_is_run_by_another_and_a_killed_replica_is_detected(pg_url: str, tmp_path: Path,
                                                                                                   monkeypatch) -> None:
     """Replica A queues a run and stops (it never dispatches); replica B trains it. Then B is killed with SIGKILL

@@ -11,6 +11,8 @@ rows and none waits on another's; on SQLite one writer at a time). A running run
 progress writes (:func:`record_curve`, :func:`renew_lease`) renew it, and when it is older than ``BFE_LAB_LEASE_S``
 any replica marks the run interrupted (never re-queued: a worker that was only slow must not run beside a second
 one). A worker whose run is no longer running stops at its next write, and its end does not overwrite that.
+Leases are stamped and judged by the database's clock (:func:`_lease_clock`), so replicas on machines whose clocks
+disagree neither take a live run nor keep a dead one.
 Why not a queue library: the maintained ones (Celery, RQ, Dramatiq, procrastinate) need a broker or run on
 PostgreSQL only, while the lab must run on the SQLite file a laptop has; the row lock is the whole mechanism.
 """
@@ -23,7 +25,7 @@ import os
 import socket
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from analysis.results_db.engine import get_engine, session, write
@@ -59,6 +61,14 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
+def _lease_clock(s: Any) -> dt.datetime:
+    """Now in UTC by the clock every replica shares: PostgreSQL's (``clock_timestamp()``) where the queue is on a
+    server; this machine's on SQLite, whose file only one host writes."""
+    if s.get_bind().dialect.name == "postgresql":
+        return s.scalar(text("SELECT timezone('UTC', clock_timestamp())"))
+    return _now()
+
+
 def create_run(name: str, objective: str, config: dict[str, Any], engine: Engine | None = None, group: str = "") -> int:
     """Store a queued run (on this host, in ``group``); return its id. Raises DuplicateRun for a name in use."""
     engine = _engine(engine)
@@ -91,7 +101,16 @@ def _update(run_id: int, engine: Engine | None, **fields: Any) -> None:
 
 def start_run(run_id: int, engine: Engine | None = None) -> None:
     """Mark a run running, by this process on this host (so a dead process can be told apart)."""
-    _update(run_id, engine, status="running", pid=os.getpid(), host=host_name(), started_at=_now(), lease_at=_now())
+    engine = _engine(engine)
+    host = host_name()
+
+    def change(s) -> None:
+        run = s.get(TrainingRun, run_id)
+        if run is None:
+            raise RunNotFound(f"No run {run_id}.")
+        run.status, run.pid, run.host, run.started_at, run.lease_at = "running", os.getpid(), host, _now(), _lease_clock(s)
+
+    write(engine, change)
 
 
 def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None, seconds: float | None = None,
@@ -114,7 +133,7 @@ def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | N
         if evaluation is not None:
             run.evaluation = json.dumps(evaluation, default=str)
         if run.status == "running":
-            run.lease_at = _now()
+            run.lease_at = _lease_clock(s)
         return bool(run.cancel) or run.status != "running"  # cancelled, or its lease was taken: stop
 
     return write(engine, change)
@@ -130,7 +149,7 @@ def renew_lease(run_id: int, engine: Engine | None = None) -> bool:
         if run is None:
             return True
         if run.status == "running":
-            run.lease_at = _now()
+            run.lease_at = _lease_clock(s)
         return bool(run.cancel) or run.status != "running"
 
     return write(engine, change)
@@ -175,8 +194,7 @@ def claim_next(limit: int, engine: Engine | None = None) -> int | None:
                         .with_for_update(skip_locked=True)).first()
         if run is None:
             return None
-        now = _now()
-        run.status, run.started_at, run.lease_at, run.host = "running", now, now, host
+        run.status, run.started_at, run.lease_at, run.host = "running", _now(), _lease_clock(s), host
         run.pid = os.getpid()  # the claimer's, until set_pid
         return run.id
 
@@ -240,7 +258,7 @@ def mark_interrupted(engine: Engine | None = None, lease_s: float | None = None)
 
     def sweep(s) -> list[tuple[int, str, int | None]]:
         now = _now()
-        stale_before = now - dt.timedelta(seconds=lease)
+        stale_before = _lease_clock(s) - dt.timedelta(seconds=lease)
         out = []
         for r in s.scalars(select(TrainingRun).where(TrainingRun.status == "running").with_for_update(skip_locked=True)):
             held = r.lease_at or r.started_at or r.created_at
