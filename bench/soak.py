@@ -22,7 +22,10 @@ the size of ``BFE_MODEL_DIR`` and of the database.
 Per window of ``--window`` minutes it prints p50/p95 of each action, errors, and the samples' last values, then
 the targets: 0 errors; RSS in the last window ≤ 1.1 × the second window; descriptors, threads and connections
 flat (last window ≤ second + a small slack); p95 of each action in the last window ≤ 1.2 × the second. The first
-window is the warm-up of caches and indexes and is not a reference. Traffic goes to 127.0.0.1 only.
+window is the warm-up of caches and indexes and is not a reference. Beside the targets (not targets themselves) it
+prints what tells growth from load: the share of each window's samples in which a lab run was training (on 2 cores a
+run takes a core from the servers), each action's p95 over the moments when none was, and the descriptors' window
+means. Traffic goes to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -211,6 +214,16 @@ def lab_outcome() -> dict[str, int]:
     return {str(k): int(v) for k, v in frame["status"].value_counts().items()}
 
 
+def training_at(log: Log, t: float) -> bool:
+    """Whether a lab worker was running at the last sample before ``t`` (or the first sample, before any)."""
+    last = log.samples[0][1] if log.samples else {"workers": 0}
+    for ts, s in log.samples:
+        if ts > t:
+            break
+        last = s
+    return bool(last["workers"])
+
+
 def report(log: Log, window_min: float) -> bool:
     """Per-window table and the targets; True when every target is met."""
     w = window_min * 60
@@ -223,16 +236,23 @@ def report(log: Log, window_min: float) -> bool:
         lo, hi = k * w, (k + 1) * w
         acts = [a for a in log.actions if lo <= a[0] < hi]
         samples = [s for t, s in log.samples if lo <= t < hi] or [log.samples[-1][1]]
+        idle = [a for a in acts if not training_at(log, a[0])]
         row = {"times": {a: [x[2] for x in acts if x[1] == a] for a in names},
+               "idle_times": {a: [x[2] for x in idle if x[1] == a] for a in names},
                "errors": sum(1 for t, _ in log.errors if lo <= t < hi), "last": samples[-1],
-               "rss_mean": statistics.fmean(s["rss_mb"] for s in samples)}
+               "rss_mean": statistics.fmean(s["rss_mb"] for s in samples),
+               "fds_mean": statistics.fmean(s["fds"] for s in samples),
+               "busy": sum(1 for s in samples if s["workers"]) / len(samples)}
         per.append(row)
         cells = "  ".join(f"{a} {statistics.median(v):.2f}/{p95(v):.2f}" if v else f"{a} -" for a, v in row["times"].items())
+        idle_cells = "  ".join(f"{a} {p95(v):.2f}" if len(v) >= 5 else f"{a} -" for a, v in row["idle_times"].items())
         s = row["last"]
         print(f"[{lo / 60:4.1f}-{hi / 60:4.1f} min] {len(acts):5d} actions, {row['errors']} errors | RSS {s['rss_mb']:.0f} MB "
               f"(mean {row['rss_mean']:.0f}; lab workers {s['workers']:.0f}, {s['worker_rss_mb']:.0f} MB), fds {s['fds']:.0f} ({s['fds_by']}), "
               f"threads {s['threads']:.0f}, children {s['children']:.0f}, "
-              f"db connections {s['connections']:.0f}, models {s['model_dir_mb']:.1f} MB, db {s['db_mb']:.1f} MB\n      {cells}")
+              f"db connections {s['connections']:.0f}, models {s['model_dir_mb']:.1f} MB, db {s['db_mb']:.1f} MB\n      {cells}\n"
+              f"      a lab run training in {row['busy']:.0%} of the samples; fds mean {row['fds_mean']:.0f}; "
+              f"p95 while no lab run trained: {idle_cells}")
     for t, e in log.errors[:10]:
         print(f"  error at {t / 60:.1f} min: {e[:300]}")
     print(f"lab runs queued: {len(log.lab)}; their states at the end: {log.lab_states}; packs saved: {len(log.packs)}")
@@ -251,6 +271,16 @@ def report(log: Log, window_min: float) -> bool:
         if len(v2) >= 5 and len(vl) >= 5:
             checks.append((f"p95 {a} last ≤ 1.2 × second", p95(vl) <= 1.2 * p95(v2), f"{p95(vl):.2f} / {p95(v2):.2f} s = "
                                                                                   f"{p95(vl) / p95(v2):.2f}"))
+    # Not targets: what tells growth from load. On 2 cores a lab run takes a core from the servers, so a window's
+    # p95 follows how much of it a run was training; the same action's p95 while no run trained, and the window
+    # means of the descriptors (a sample falls on whichever sockets are open at that second), are compared too.
+    print("\nwithout the lab's load (not targets; to tell growth from load):")
+    print(f"  lab run training: {second['busy']:.0%} of the second window's samples, {last['busy']:.0%} of the last's; "
+          f"fds window means {second['fds_mean']:.0f} → {last['fds_mean']:.0f}")
+    for a in names:
+        v2, vl = second["idle_times"][a], last["idle_times"][a]
+        if len(v2) >= 5 and len(vl) >= 5:
+            print(f"  p95 {a} while no lab run trained, last / second: {p95(vl):.2f} / {p95(v2):.2f} s = {p95(vl) / p95(v2):.2f}")
     print("\ntargets:")
     for name, ok, detail in checks:
         print(f"  {'PASS' if ok else 'FAIL'}  {name}: {detail}")

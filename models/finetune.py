@@ -322,7 +322,8 @@ def weight_change(model: Any, before: list[tuple[str, list[Any]]]) -> list[tuple
     for (name, now), (_, then) in zip(_layer_modules(model), before, strict=True):
         if not then:
             continue
-        diff = math.sqrt(sum(float((a.detach().float() - b.float()).pow(2).sum()) for a, b in zip(now, then, strict=True)))
+        # the snapshot is taken before accelerate moves the model (to a GPU, where there is one): compare on its device
+        diff = math.sqrt(sum(float((a.detach().float() - b.to(a.device).float()).pow(2).sum()) for a, b in zip(now, then, strict=True)))
         base = math.sqrt(sum(float(b.float().pow(2).sum()) for b in then))
         out.append((name, diff / base if base else float("nan")))
     return out

@@ -151,3 +151,22 @@ def test_every_entry_point_refuses_a_bad_run_name_before_training(empty_model_di
     with pytest.raises(InvalidConfig, match="not a usable run name"):
         TrainConfig(run="a b").validate()
     assert not (empty_model_dir / "trained").exists() or not list((empty_model_dir / "trained").iterdir())
+
+
+def test_evaluation_batches_go_to_the_models_device() -> None:
+    """A run trained on a GPU failed at its evaluation: the held-out batches were built on the CPU and never moved.
+    A model on the meta device stands in for the GPU here (this machine has one device)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, ElectraConfig, ElectraForPreTraining
+
+    from models.pretrain.evaluate import _on_device
+
+    bert = BertForMaskedLM(BertConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=8)).to("meta")
+    disc = ElectraForPreTraining(ElectraConfig(vocab_size=16, hidden_size=8, embedding_size=8, num_hidden_layers=1,
+                                               num_attention_heads=2, intermediate_size=8)).to("meta")
+    batch = {"input_ids": torch.ones(2, 3, dtype=torch.long), "labels": torch.zeros(2, 3, dtype=torch.long), "world": 1}
+    for model in (bert, (bert, disc)):
+        moved = _on_device(model, batch)
+        assert moved["input_ids"].device.type == "meta" and moved["labels"].device.type == "meta"
+        assert moved["world"] == 1 and batch["input_ids"].device.type == "cpu"

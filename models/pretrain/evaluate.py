@@ -20,13 +20,20 @@ from models.pretrain.loss import loss_of
 from models.pretrain.model import build_model, main_model
 
 
+def _on_device(model: Any, batch: dict[str, Any]) -> dict[str, Any]:
+    """A sampled batch (built on the CPU) on the device of ``model`` (or of ELECTRA's (generator, discriminator)), as
+    the training loop moves its batches: without this a run trained on a GPU failed at its evaluation."""
+    device = main_model(model).device
+    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+
+
 def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str]) -> dict[str, Any]:
     """Held-out loss (the objective's own, same masking recipe), fill-mask probes, and NSP/SOP accuracy on held-out pairs."""
     out: dict[str, Any] = {}
     batches = Batches(replace(config, masking="dynamic", batch=min(config.batch, len(held_out))), held_out, tok)
     batches.rng = random.Random(12345)
     with torch.no_grad():
-        losses = [float(loss_of(config, model, batches.sample())) for _ in range(4)]
+        losses = [float(loss_of(config, model, _on_device(model, batches.sample()))) for _ in range(4)]
     out["held_out_loss"] = sum(losses) / len(losses)
     if config.objective in ("mlm", "mlm+nsp", "mlm+sop"):
         out["perplexity"] = math.exp(min(out["held_out_loss"] if config.objective == "mlm" else _mlm_only(config, model, batches), 50))
@@ -107,7 +114,7 @@ def pos_probe(config: TrainConfig, model: Any, tok: Any) -> dict[str, Any]:
 
 def _mlm_only(config: TrainConfig, model: Any, batches: Batches) -> float:
     with torch.no_grad():
-        b = batches.sample()
+        b = _on_device(model, batches.sample())
         logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"]).prediction_logits
         return float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), b["labels"].reshape(-1), ignore_index=-100))
 
