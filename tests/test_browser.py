@@ -8,11 +8,13 @@ Screenshots are kept in ``artifacts/screenshots/`` (or ``BFE_SCREENSHOTS``).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect
 
 from tests.support import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, open_page, running_app, start_server, wait_for  # noqa: F401
 
@@ -224,7 +226,8 @@ def test_a_chart_goes_into_the_pack_and_out_as_a_deck(server: str, browser) -> N
         page2 = other.new_page()
         page2.goto(link)
         page2.get_by_text("1 item(s) of at most 100").wait_for(timeout=60_000)
-        assert page2.get_by_role("textbox", name="Title").first.input_value().startswith("The BERT family")
+        # a retrying assertion: the item's Title box can be drawn a moment before its value is (it once read "")
+        expect(page2.get_by_role("textbox", name="Title").first).to_have_value(re.compile(r"^The BERT family"), timeout=30_000)
     finally:
         other.close()
 
