@@ -59,7 +59,7 @@ st.title("Attention explorer")
 st.markdown("#### Type a sentence and see what each head of a real model looks at")
 ui.warn_ignored(ignored, "at_")
 
-c = st.columns([3, 1, 3])
+c = st.columns([5, 2, 5])  # the toggle's column holds "Compare" and its help icon whole at 1280 px
 first_id = ui.model_picker("Model", "at_model", MODELS, where=c[0])
 c[1].toggle("Compare", key="at_compare", help="A second model on the same text, side by side, aligned by words.")
 second_id = ui.model_picker("Second model", "at_model2", MODELS, where=c[2]) if st.session_state["at_compare"] else None

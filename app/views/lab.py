@@ -103,7 +103,7 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     if preset.finding:
         c[1].markdown(f"**The paper found:** {preset.finding}  \n:gray[Source: {preset.paper}]")
     single = s["lb_preset"] == "single"
-    c = st.columns([3, 2, 3, 3] if single else [3, 3, 4])
+    c = st.columns([3, 2, 3, 3] if single else [1, 1])  # a preset sets objective and masking: no empty first column
     if single:
         c[0].selectbox("Objective", list(P.OBJECTIVES), key="lb_objective", format_func=P.OBJECTIVES.get)
         c[1].segmented_control("Masking", ["dynamic", "static"], key="lb_masking",
@@ -129,7 +129,7 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     claims = ablations.CLAIMS.get(s["lb_preset"], ())
     spend = None  # the chosen budget (classroom or thorough), None for custom
     if claims:
-        c = st.columns([3, 1, 5])
+        c = st.columns([4, 1.5, 5])  # wide enough for the three budgets whole
         c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget",
                                help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more (hours on a CPU, "
                                     "minutes on a GPU). Custom: the steps, batch and length below.")
