@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import os
 import random
@@ -216,12 +217,10 @@ def lab_outcome() -> dict[str, int]:
 
 def training_at(log: Log, t: float) -> bool:
     """Whether a lab worker was running at the last sample before ``t`` (or the first sample, before any)."""
-    last = log.samples[0][1] if log.samples else {"workers": 0}
-    for ts, s in log.samples:
-        if ts > t:
-            break
-        last = s
-    return bool(last["workers"])
+    if not log.samples:
+        return False
+    i = bisect.bisect_right(log.samples, t, key=lambda ts: ts[0])  # samples are appended in time order
+    return bool(log.samples[max(i - 1, 0)][1]["workers"])
 
 
 def report(log: Log, window_min: float) -> bool:

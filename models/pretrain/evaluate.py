@@ -23,8 +23,9 @@ from models.pretrain.model import build_model, main_model
 def _on_device(model: Any, batch: dict[str, Any]) -> dict[str, Any]:
     """A sampled batch (built on the CPU) on the device of ``model`` (or of ELECTRA's (generator, discriminator)), as
     the training loop moves its batches: without this a run trained on a GPU failed at its evaluation."""
-    device = main_model(model).device
-    return {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
+    from accelerate.utils import send_to_device  # the loop's own library (models.training); imported with it
+
+    return send_to_device(batch, main_model(model).device)
 
 
 def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str]) -> dict[str, Any]:
