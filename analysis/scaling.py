@@ -29,76 +29,145 @@ MAX_POINTS = 100_000
 HUBER_DELTA = 1e-3  # Hoffmann et al. 2022, §D.2
 
 
-@dataclass(frozen=True)
 class Law:
+    """A law of the form log L = f(θ, log x): its formula, natural parameters, and the functions a fit needs.
+
+    Internal parameters θ keep positivity where the law needs it (log A, log B, log E) and keep the power law linear:
+    θ = (a, α) with log L = a − α·log x, a = α·log x_c (log x_c and α alone are so correlated that least squares stops
+    early, and x_c = exp(a/α) leaves the floats as α nears 0, so predictions are made from θ, never from x_c).
+    """
+
     key: str
     formula: str
     params: tuple[str, ...]
     variables: int  # 1: L(x); 2: L(N, D)
 
+    def to_theta(self, p: dict[str, float]) -> np.ndarray:
+        raise NotImplementedError
 
-LAWS: dict[str, Law] = {
-    "power": Law("power", "L(x) = (x_c / x)^α", ("x_c", "alpha"), 1),
-    "power_const": Law("power_const", "L(x) = L_∞ + A·x^(−α)", ("L_inf", "A", "alpha"), 1),
-    "chinchilla": Law("chinchilla", "L(N, D) = E + A/N^α + B/D^β", ("E", "A", "B", "alpha", "beta"), 2),
-}
+    def from_theta(self, t: np.ndarray) -> dict[str, float]:
+        raise NotImplementedError
+
+    def log_pred(self, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        """log L for internal parameters ``t`` and log inputs (n,) or (n, 2); NaN where L ≤ 0."""
+        raise NotImplementedError
+
+    def jacobian(self, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        """d log L / d θ, (n, p): analytic, so least squares needs no finite differences."""
+        raise NotImplementedError
+
+    def starts(self, logx: np.ndarray, logy: np.ndarray) -> list[np.ndarray]:
+        """Starting points of the fit."""
+        raise NotImplementedError
 
 
-# ------------------------------------------------------------------------------ the laws themselves
-# Internal parameters θ keep positivity where the law needs it (log A, log B, log E) and keep the
-# power law linear: θ = (a, α) with log L = a − α·log x, a = α·log x_c (log x_c and α alone are so
-# correlated that least squares stops early).
+class PowerLaw(Law):
+    key, formula, params, variables = "power", "L(x) = (x_c / x)^α", ("x_c", "alpha"), 1
 
-
-def _to_theta(law: str, p: dict[str, float]) -> np.ndarray:
-    if law == "power":
+    def to_theta(self, p: dict[str, float]) -> np.ndarray:
+        if not p["x_c"] > 0:
+            raise InvalidData(f"x_c must be above zero, not {p['x_c']!r}.")
         return np.array([p["alpha"] * math.log(p["x_c"]), p["alpha"]])
-    if law == "power_const":
-        return np.array([p["L_inf"], math.log(p["A"]), p["alpha"]])
-    return np.array([math.log(p["E"]), math.log(p["A"]), math.log(p["B"]), p["alpha"], p["beta"]])
 
-
-def _from_theta(law: str, t: np.ndarray) -> dict[str, float]:
-    if law == "power":
+    def from_theta(self, t: np.ndarray) -> dict[str, float]:
         with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
             return {"x_c": float(np.exp(t[0] / t[1])) if t[1] else float("inf"), "alpha": float(t[1])}
-    if law == "power_const":
-        return {"L_inf": float(t[0]), "A": float(np.exp(t[1])), "alpha": float(t[2])}
-    return {"E": float(np.exp(t[0])), "A": float(np.exp(t[1])), "B": float(np.exp(t[2])), "alpha": float(t[3]), "beta": float(t[4])}
+
+    def log_pred(self, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        return t[0] - t[1] * logx
+
+    def jacobian(self, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        return np.column_stack([np.ones(len(logx)), -logx])
+
+    def starts(self, logx: np.ndarray, logy: np.ndarray) -> list[np.ndarray]:
+        slope, icpt = np.polyfit(logx, logy, 1)  # the log-space linear fit
+        return [np.array([icpt, -slope])]
 
 
-def _log_pred(law: str, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
-    """log L for internal parameters ``t`` and log inputs (n,) or (n, 2); NaN where L ≤ 0."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        if law == "power":
-            return t[0] - t[1] * logx
-        if law == "power_const":
+class PowerLawWithConstant(Law):
+    key, formula, params, variables = "power_const", "L(x) = L_∞ + A·x^(−α)", ("L_inf", "A", "alpha"), 1
+
+    def to_theta(self, p: dict[str, float]) -> np.ndarray:
+        if not p["A"] > 0:
+            raise InvalidData(f"A must be above zero, not {p['A']!r}.")
+        return np.array([p["L_inf"], math.log(p["A"]), p["alpha"]])
+
+    def from_theta(self, t: np.ndarray) -> dict[str, float]:
+        with np.errstate(over="ignore"):
+            return {"L_inf": float(t[0]), "A": float(np.exp(t[1])), "alpha": float(t[2])}
+
+    def log_pred(self, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             pred = t[0] + np.exp(t[1] - t[2] * logx)
             return np.where(pred > 0, np.log(np.where(pred > 0, pred, 1.0)), np.nan)
-        terms = np.stack([np.full(len(logx), t[0]), t[1] - t[3] * logx[:, 0], t[2] - t[4] * logx[:, 1]])
-        m = terms.max(axis=0)
-        return m + np.log(np.exp(terms - m).sum(axis=0))  # log-sum-exp, as Chinchilla fits it
 
-
-def _jacobian(law: str, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
-    """d log L / d θ, (n, p): analytic, so least squares needs no finite differences."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        if law == "power":
-            return np.column_stack([np.ones(len(logx)), -logx])
-        if law == "power_const":
+    def jacobian(self, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             u = np.exp(t[1] - t[2] * logx)
             pred = t[0] + u
             return np.column_stack([1 / pred, u / pred, -logx * u / pred])
-        terms = np.stack([np.full(len(logx), t[0]), t[1] - t[3] * logx[:, 0], t[2] - t[4] * logx[:, 1]])
-        w = np.exp(terms - terms.max(axis=0))
-        w /= w.sum(axis=0)  # softmax weights of the three terms
-        return np.column_stack([w[0], w[1], w[2], -logx[:, 0] * w[1], -logx[:, 1] * w[2]])
+
+    def starts(self, logx: np.ndarray, logy: np.ndarray) -> list[np.ndarray]:
+        y, out = np.exp(logy), []
+        for frac in (0.0, 0.5, 0.9, 0.99):  # L_∞ as a share of the smallest loss, then the linear fit of the rest
+            linf = frac * y.min()
+            slope, icpt = np.polyfit(logx, np.log(y - linf), 1)
+            out.append(np.array([linf, icpt, -slope]))
+        return out
+
+
+class ChinchillaLaw(Law):
+    key, formula, params, variables = "chinchilla", "L(N, D) = E + A/N^α + B/D^β", ("E", "A", "B", "alpha", "beta"), 2
+
+    def to_theta(self, p: dict[str, float]) -> np.ndarray:
+        bad = [k for k in ("E", "A", "B") if not p[k] > 0]
+        if bad:
+            raise InvalidData(f"{', '.join(bad)} must be above zero.")
+        return np.array([math.log(p["E"]), math.log(p["A"]), math.log(p["B"]), p["alpha"], p["beta"]])
+
+    def from_theta(self, t: np.ndarray) -> dict[str, float]:
+        with np.errstate(over="ignore"):
+            return {"E": float(np.exp(t[0])), "A": float(np.exp(t[1])), "B": float(np.exp(t[2])), "alpha": float(t[3]),
+                    "beta": float(t[4])}
+
+    @staticmethod
+    def _terms(t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        return np.stack([np.full(len(logx), t[0]), t[1] - t[3] * logx[:, 0], t[2] - t[4] * logx[:, 1]])
+
+    def log_pred(self, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            terms = self._terms(t, logx)
+            m = terms.max(axis=0)
+            return m + np.log(np.exp(terms - m).sum(axis=0))  # log-sum-exp, as Chinchilla fits it
+
+    def jacobian(self, t: np.ndarray, logx: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            terms = self._terms(t, logx)
+            w = np.exp(terms - terms.max(axis=0))
+            w /= w.sum(axis=0)  # softmax weights of the three terms
+            return np.column_stack([w[0], w[1], w[2], -logx[:, 0] * w[1], -logx[:, 1] * w[2]])
+
+    def starts(self, logx: np.ndarray, logy: np.ndarray) -> list[np.ndarray]:
+        # a coarse grid (as Hoffmann et al. did), keep the 4 best by Huber cost
+        grid = [np.array([e, a, b, al, be]) for e in np.log(np.exp(logy).min()) + np.log([0.5, 0.9])
+                for a in (2.0, 6.0, 10.0) for b in (2.0, 6.0, 10.0) for al in (0.2, 0.5, 1.0) for be in (0.2, 0.5, 1.0)]
+        costs = [_huber_cost(self, t, logx, logy) for t in grid]
+        return [grid[i] for i in np.argsort(costs)[:4]]
+
+
+LAWS: dict[str, Law] = {law.key: law for law in (PowerLaw(), PowerLawWithConstant(), ChinchillaLaw())}
+
+
+def _law(key: str) -> Law:
+    if not isinstance(key, str) or key not in LAWS:
+        raise InvalidData(f"Unknown law {str(key)[:40]!r}.", "Laws: " + ", ".join(LAWS) + ".")
+    return LAWS[key]
 
 
 def evaluate(law: str, params: dict[str, float], x: Any) -> np.ndarray:
     """L at ``x`` ((n,) for one-variable laws, (n, 2) columns N, D for ``chinchilla``) for natural parameters."""
-    logx = np.log(np.asarray(x, dtype=float))
-    return np.exp(_log_pred(law, _to_theta(law, params), logx))
+    spec = _law(law)
+    return np.exp(spec.log_pred(spec.to_theta(params), np.log(np.asarray(x, dtype=float))))
 
 
 # ---------------------------------------------------------------------------------- validating data
@@ -122,9 +191,7 @@ def _as_numbers(name: str, values: Any) -> np.ndarray:
 
 def prepare(law: str, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     """Validate and convert the points: x (n,) or (n, 2) for ``chinchilla``, y (n,). Raises :class:`InvalidData`."""
-    if law not in LAWS:
-        raise InvalidData(f"Unknown law {law!r}.", "Laws: " + ", ".join(LAWS) + ".")
-    spec = LAWS[law]
+    spec = _law(law)
     yv = _as_numbers("y", y)
     if spec.variables == 2:
         xa = np.asarray(x, dtype=object)
@@ -153,7 +220,8 @@ def prepare(law: str, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class Fit:
-    """A fitted law. ``boot`` holds bootstrap parameter sets, (B, p) in the order of ``LAWS[law].params``."""
+    """A fitted law. ``theta`` holds its internal parameters (see :class:`Law`), ``boot_theta`` the bootstrap fits' (B, p);
+    ``boot`` the bootstrap fits in natural parameters, (B, p) in the order of ``LAWS[law].params``."""
 
     law: str
     params: dict[str, float]
@@ -162,13 +230,19 @@ class Fit:
     boot: np.ndarray | None = field(default=None, repr=False)
     starts: int = 1
     huber_delta: float = HUBER_DELTA
+    theta: np.ndarray | None = field(default=None, repr=False)
+    boot_theta: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def formula(self) -> str:
         return LAWS[self.law].formula
 
+    def _theta(self) -> np.ndarray:
+        return self.theta if self.theta is not None else LAWS[self.law].to_theta(self.params)
+
     def predict(self, x: Any) -> np.ndarray:
-        return evaluate(self.law, self.params, x)
+        """L at ``x``, from the fit's internal parameters (finite wherever the fit is, even where x_c is not)."""
+        return np.exp(LAWS[self.law].log_pred(self._theta(), np.log(np.asarray(x, dtype=float))))
 
     @property
     def residuals(self) -> np.ndarray:
@@ -187,11 +261,12 @@ class Fit:
         return 1.0 - float(np.sum(self.residuals**2)) / ss if ss else float("nan")
 
     def stderr(self) -> dict[str, float]:
-        """Bootstrap standard deviation of each parameter (NaN without a bootstrap)."""
+        """Bootstrap standard deviation of each parameter (NaN without a bootstrap, or where a resample's is not finite)."""
         names = LAWS[self.law].params
         if self.boot is None or len(self.boot) < 2:
             return dict.fromkeys(names, float("nan"))
-        return {k: float(np.std(self.boot[:, i], ddof=1)) for i, k in enumerate(names)}
+        with np.errstate(invalid="ignore", over="ignore"):
+            return {k: float(np.std(self.boot[:, i], ddof=1)) for i, k in enumerate(names)}
 
     def interval(self, level: float = 0.95) -> dict[str, tuple[float, float]]:
         """Bootstrap percentile interval of each parameter."""
@@ -204,11 +279,12 @@ class Fit:
     def band(self, x: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Pointwise confidence band of L(x) from the bootstrap fits (lo, hi), each (n,)."""
         x = np.asarray(x, dtype=float)
-        if self.boot is None or len(self.boot) < 2:
+        if self.boot_theta is None or len(self.boot_theta) < 2:
             mid = self.predict(x)
             return mid, mid
-        names = LAWS[self.law].params
-        preds = np.array([evaluate(self.law, dict(zip(names, row, strict=True)), x) for row in self.boot])
+        spec, logx = LAWS[self.law], np.log(x)
+        with np.errstate(over="ignore"):
+            preds = np.exp(np.array([spec.log_pred(t, logx) for t in self.boot_theta]))
         q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
         lo, hi = np.nanpercentile(preds, q, axis=0)
         return lo, hi
@@ -228,43 +304,23 @@ class Fit:
                 "x": self.x.tolist(), "y": self.y.tolist()}
 
 
-def _starts(law: str, logx: np.ndarray, logy: np.ndarray) -> list[np.ndarray]:
-    """Starting points: the log-space linear fit, and for the other laws a small grid around it."""
-    if law == "power":
-        slope, icpt = np.polyfit(logx, logy, 1)
-        return [np.array([icpt, -slope])]
-    y = np.exp(logy)
-    if law == "power_const":
-        out = []
-        for frac in (0.0, 0.5, 0.9, 0.99):
-            linf = frac * y.min()
-            slope, icpt = np.polyfit(logx, np.log(y - linf), 1)
-            out.append(np.array([linf, icpt, -slope]))
-        return out
-    # chinchilla: a coarse grid (as Hoffmann et al. did), keep the 4 best by Huber cost
-    grid = [np.array([e, a, b, al, be]) for e in np.log(y.min()) + np.log([0.5, 0.9])
-            for a in (2.0, 6.0, 10.0) for b in (2.0, 6.0, 10.0) for al in (0.2, 0.5, 1.0) for be in (0.2, 0.5, 1.0)]
-    costs = [_huber_cost(law, t, logx, logy) for t in grid]
-    return [grid[i] for i in np.argsort(costs)[:4]]
-
-
-def _huber_cost(law: str, t: np.ndarray, logx: np.ndarray, logy: np.ndarray, delta: float = HUBER_DELTA) -> float:
-    r = _log_pred(law, t, logx) - logy
+def _huber_cost(law: Law, t: np.ndarray, logx: np.ndarray, logy: np.ndarray, delta: float = HUBER_DELTA) -> float:
+    r = law.log_pred(t, logx) - logy
     if not np.all(np.isfinite(r)):
         return float("inf")
     a = np.abs(r)
     return float(np.sum(np.where(a <= delta, 0.5 * r**2, delta * (a - 0.5 * delta))))
 
 
-def _refine(law: str, t0: np.ndarray, logx: np.ndarray, logy: np.ndarray, delta: float, max_nfev: int = 2000):
+def _refine(law: Law, t0: np.ndarray, logx: np.ndarray, logy: np.ndarray, delta: float, max_nfev: int = 2000):
     from scipy.optimize import least_squares
 
     def residual(t: np.ndarray) -> np.ndarray:
-        r = _log_pred(law, t, logx) - logy
+        r = law.log_pred(t, logx) - logy
         return np.where(np.isfinite(r), r, 1e3)
 
     def jac(t: np.ndarray) -> np.ndarray:
-        j = _jacobian(law, t, logx)
+        j = law.jacobian(t, logx)
         return np.where(np.isfinite(j), j, 0.0)
 
     tol = 1e-8 if max_nfev >= 2000 else 1e-6  # bootstrap refits start at the optimum and need less
@@ -279,7 +335,7 @@ def _refine(law: str, t0: np.ndarray, logx: np.ndarray, logy: np.ndarray, delta:
     return res
 
 
-def _fit_theta(law: str, logx: np.ndarray, logy: np.ndarray, starts: list[np.ndarray], delta: float,
+def _fit_theta(law: Law, logx: np.ndarray, logy: np.ndarray, starts: list[np.ndarray], delta: float,
                max_nfev: int = 2000) -> np.ndarray | None:
     best, best_cost = None, float("inf")
     for t0 in starts:
@@ -302,30 +358,39 @@ def fit(law: str, x: Any, y: Any, bootstrap: int = 200, seed: int = 0, huber_del
     if not (isinstance(bootstrap, int) and 0 <= bootstrap <= 10_000):
         raise InvalidData("The number of bootstrap resamples must be a whole number from 0 to 10,000.")
     xv, yv = prepare(law, x, y)
+    spec = LAWS[law]
     logx, logy = np.log(xv), np.log(yv)
-    starts = _starts(law, logx, logy)
-    theta = _fit_theta(law, logx, logy, starts, huber_delta)
-    if theta is None or not all(math.isfinite(v) for v in _from_theta(law, theta).values()):
-        raise FitFailed(f"The fit of {LAWS[law].formula} did not converge from {len(starts)} starting points.",
+    starts = spec.starts(logx, logy)
+    theta = _fit_theta(spec, logx, logy, starts, huber_delta)
+    if theta is None or not np.all(np.isfinite(spec.log_pred(theta, logx))):
+        raise FitFailed(f"The fit of {spec.formula} did not converge from {len(starts)} starting points.",
                         "Try the simpler law L(x) = (x_c / x)^α, or check the points for outliers.")
-    params = _from_theta(law, theta)
-    boot = None
+    params = spec.from_theta(theta)
+    try:  # the natural parameters must say what θ says (x_c = exp(a/α) leaves the floats as α nears 0)
+        faithful = np.allclose(spec.to_theta(params), theta, rtol=1e-6, atol=1e-9)
+    except InvalidData:
+        faithful = False
+    if not faithful:
+        raise FitFailed(f"The fit of {spec.formula} ends at parameters beyond the floats ("
+                        + ", ".join(f"{k} = {v:g}" for k, v in params.items()) + "): y hardly changes with x here.",
+                        "Pick a y that falls (or rises) with x, or the law with a constant term.")
+    boot = boot_theta = None
     if bootstrap:
         rng = np.random.default_rng(seed)
-        rows, n = [], len(yv)
+        thetas, n = [], len(yv)
         for _ in range(bootstrap):
             idx = rng.integers(0, n, n)
             lx = logx[idx]
             cols = [lx] if lx.ndim == 1 else [lx[:, 0], lx[:, 1]]
             if any(np.unique(c).size < 2 for c in cols):
                 continue  # a resample without spread cannot be fitted; skip it
-            t = _fit_theta(law, lx, logy[idx], [theta], huber_delta, max_nfev=50)
-            if t is not None:
-                p = _from_theta(law, t)
-                if all(math.isfinite(v) for v in p.values()):
-                    rows.append([p[k] for k in LAWS[law].params])
-        boot = np.array(rows) if rows else None
-    return Fit(law, params, xv, yv, boot, len(starts), huber_delta)
+            t = _fit_theta(spec, lx, logy[idx], [theta], huber_delta, max_nfev=50)
+            if t is not None and np.all(np.isfinite(t)):
+                thetas.append(t)
+        if thetas:
+            boot_theta = np.array(thetas)
+            boot = np.array([[spec.from_theta(t)[k] for k in spec.params] for t in thetas])
+    return Fit(law, params, xv, yv, boot, len(starts), huber_delta, theta, boot_theta)
 
 
 # ------------------------------------------------------------------------------------ reference laws

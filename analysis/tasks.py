@@ -35,6 +35,7 @@ from core.errors import MAX_TEXT_CHARS, InvalidConfig, InvalidTaskFile, UnknownT
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tasks"
 BUILT_IN = ("wic", "supersense")
+SPLITS = ("train", "validation", "test")
 WORDNET_SOURCE = ("Built from WordNet 3.0's example sentences (Princeton University; licence data/corpus/LICENSE-WordNet) "
                   "by scripts/build_wordnet_tasks.py; see data/tasks/README.md.")
 
@@ -50,13 +51,17 @@ _SHOWN_LINES = 10
 @dataclass(frozen=True)
 class Example:
     """One example. ``label`` indexes :attr:`Task.labels`; ``span`` is ``(start, end)`` character offsets of the
-    marked word in ``text`` (``text[start:end]``), ``span_b`` the same in ``text_b``."""
+    marked word in ``text`` (``text[start:end]``), ``span_b`` the same in ``text_b``. ``item`` names the example in its
+    file (scores per item are matched by it across runs), ``cluster`` the group whose examples are not independent
+    (the built-in tasks' lemma: a bootstrap resamples whole lemmas); both empty where unknown."""
 
     text: str
     label: int
     text_b: str | None = None
     span: tuple[int, int] | None = None
     span_b: tuple[int, int] | None = None
+    item: str = ""
+    cluster: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,12 +74,15 @@ class Task:
     train: tuple[Example, ...]
     test: tuple[Example, ...]
     source: str
+    #: Held out from training and from the test score: for choosing a learning rate and for the per-epoch curve, so
+    #: that the test set is scored once, at the end. Empty where a file is too small to spare one.
+    validation: tuple[Example, ...] = ()
 
     def split(self, split: str) -> tuple[Example, ...]:
-        """The examples of ``"train"`` or ``"test"``."""
-        if split not in ("train", "test"):
-            raise InvalidConfig(f"Unknown split {split!r}.", 'Use "train" or "test".')
-        return self.train if split == "train" else self.test
+        """The examples of ``"train"``, ``"validation"`` or ``"test"``."""
+        if split not in SPLITS:
+            raise InvalidConfig(f"Unknown split {split!r}.", 'Use "train", "validation" or "test".')
+        return {"train": self.train, "validation": self.validation, "test": self.test}[split]
 
     def label_counts(self, split: str = "train") -> dict[str, int]:
         """Examples per label name in a split, in the order of :attr:`labels` (zeros included)."""
@@ -96,8 +104,8 @@ class Task:
     def summary(self) -> dict:
         """Sizes, label counts per split and the majority baseline, as plain values (a table row, JSON)."""
         return {"name": self.name, "kind": self.kind, "labels": list(self.labels),
-                "sizes": {"train": len(self.train), "test": len(self.test)},
-                "label_counts": {"train": self.label_counts("train"), "test": self.label_counts("test")},
+                "sizes": {"train": len(self.train), "validation": len(self.validation), "test": len(self.test)},
+                "label_counts": {split: self.label_counts(split) for split in SPLITS},
                 "majority_label": self.majority_label, "majority_baseline": self.majority_baseline(),
                 "source": self.source}
 
@@ -105,18 +113,33 @@ class Task:
 # -- built-in tasks ------------------------------------------------------------------------------------------------
 
 
-def load_task(name: str, max_train: int | None = None, max_test: int | None = None, seed: int = 0) -> Task:
-    """A built-in task, with at most ``max_train`` / ``max_test`` examples (stratified by label, the same for the same seed).
+def load_task(name: str, max_train: int | None = None, max_test: int | None = None, seed: int = 0,
+              max_validation: int | None = None) -> Task:
+    """A built-in task, with at most ``max_train`` / ``max_test`` / ``max_validation`` examples (stratified by label,
+    the same for the same seed, another for another seed: where a split holds more than asked for, each seed scores
+    its own sample of it).
 
     Raises:
         UnknownTask: ``name`` is not in :data:`BUILT_IN`.
         InvalidConfig: a size below 1.
     """
-    if name not in BUILT_IN:
+    if not isinstance(name, str) or name not in BUILT_IN:
         raise UnknownTask(name, BUILT_IN)
     full = _read_built_in(name)
     return Task(full.name, full.kind, full.labels, _subsample(full.train, max_train, seed, "max_train"),
-                _subsample(full.test, max_test, seed + 1, "max_test"), full.source)
+                _subsample(full.test, max_test, seed + 1, "max_test"), full.source,
+                _subsample(full.validation, max_validation, seed + 2, "max_validation"))
+
+
+def class_count(name: str) -> int:
+    """How many classes a built-in task has (read from its file, so a label says what the data holds).
+
+    Raises:
+        UnknownTask: ``name`` is not in :data:`BUILT_IN`.
+    """
+    if not isinstance(name, str) or name not in BUILT_IN:
+        raise UnknownTask(name, BUILT_IN)
+    return len(_read_built_in(name).labels)
 
 
 @lru_cache(maxsize=len(BUILT_IN))
@@ -127,15 +150,17 @@ def _read_built_in(name: str) -> Task:
     if name == "wic":
         labels = ("different", "same")  # the file's 0 and 1
         examples = [(r["split"], Example(r["text_a"], int(r["label"]), r["text_b"], (int(r["start_a"]), int(r["end_a"])),
-                                         (int(r["start_b"]), int(r["end_b"])))) for r in rows]
+                                         (int(r["start_b"]), int(r["end_b"])), f"{name}:{line}", r["lemma"]))
+                    for line, r in enumerate(rows, start=2)]
         kind = "pair"
     else:
         labels = tuple(sorted({r["label"] for r in rows}))
         index = {label: i for i, label in enumerate(labels)}
-        examples = [(r["split"], Example(r["text"], index[r["label"]], span=(int(r["start"]), int(r["end"])))) for r in rows]
+        examples = [(r["split"], Example(r["text"], index[r["label"]], span=(int(r["start"]), int(r["end"])),
+                                         item=f"{name}:{line}", cluster=r["lemma"])) for line, r in enumerate(rows, start=2)]
         kind = "token"
-    return Task(name, kind, labels, tuple(e for s, e in examples if s == "train"),
-                tuple(e for s, e in examples if s == "test"), WORDNET_SOURCE)
+    by_split = {split: tuple(e for s, e in examples if s == split) for split in SPLITS}
+    return Task(name, kind, labels, by_split["train"], by_split["test"], WORDNET_SOURCE, by_split["validation"])
 
 
 def _subsample(examples: tuple[Example, ...], n: int | None, seed: int, what: str) -> tuple[Example, ...]:
@@ -173,8 +198,8 @@ def parse_task_csv(data: bytes, name: str = "my-task", test_fraction: float = 0.
     Other columns are ignored. Everything is checked before the task is built: size (:data:`MAX_TASK_BYTES`), row
     count (:data:`MAX_TASK_ROWS`, counted before the rows are parsed), UTF-8 text (a byte-order mark is dropped),
     the columns, an empty text or label on any line, 2 to :data:`MAX_LABELS` labels with at least 2 rows each.
-    Train and test are split by label (each label in both), the same for the same seed; labels are sorted
-    (numerically when they are all whole numbers).
+    Train and test are split by label (each label in both), the same for the same seed, and a tenth of the rows held
+    out for validation where every label has enough; labels are sorted (numerically when they are all whole numbers).
 
     Raises:
         InvalidTaskFile: the problem, with the line numbers at fault (``err.lines``; line 1 is the header).
@@ -195,7 +220,7 @@ def parse_task_csv(data: bytes, name: str = "my-task", test_fraction: float = 0.
     texts = ("text_a", "text_b") if pair else ("text",)
 
     problems: dict[str, list[int]] = {}
-    values = []
+    values, row_lines = [], []
     for line, row in rows:
         if len(row) < len(header):
             problems.setdefault(f"fewer fields than the header's {len(header)} (a missing {' or '.join(columns[1:])}?)",
@@ -211,6 +236,7 @@ def parse_task_csv(data: bytes, name: str = "my-task", test_fraction: float = 0.
             elif len(cells[c]) > MAX_TEXT_CHARS:
                 problems.setdefault(f"a {c} longer than {MAX_TEXT_CHARS:,} characters", []).append(line)
         values.append((cells[texts[0]], cells["text_b"] if pair else None, cells["label"]))
+        row_lines.append(line)
     if problems:
         what, lines = next(iter(problems.items()))
         extra = f" Also: {'; '.join(f'{w} on {_lines(ls)}' for w, ls in list(problems.items())[1:])}." if len(problems) > 1 else ""
@@ -236,11 +262,16 @@ def parse_task_csv(data: bytes, name: str = "my-task", test_fraction: float = 0.
 
     labels = tuple(sorted(counts, key=_label_order))
     index = {label: i for i, label in enumerate(labels)}
-    examples = [Example(a, index[label], b) for a, b, label in values]
+    examples = [Example(a, index[label], b, item=f"line:{line}") for line, (a, b, label) in zip(row_lines, values, strict=True)]
     test_rows = _stratified_test_rows([e.label for e in examples], test_fraction, seed)
+    rest = [i for i in range(len(examples)) if i not in test_rows]
+    # A validation split (a tenth of the rows) where every label can spare one row for it and keep two for training.
+    spare = all(n - round(n * test_fraction) >= 3 for n in counts.values()) and len(rest) >= 20
+    held = {rest[i] for i in _stratified_test_rows([examples[i].label for i in rest], 0.125, seed + 1)} if spare else set()
     return Task(str(name)[:100], "pair" if pair else "single", labels,
-                tuple(e for i, e in enumerate(examples) if i not in test_rows),
-                tuple(e for i, e in enumerate(examples) if i in test_rows), f"uploaded CSV ({len(examples):,} rows)")
+                tuple(e for i, e in enumerate(examples) if i not in test_rows and i not in held),
+                tuple(e for i, e in enumerate(examples) if i in test_rows), f"uploaded CSV ({len(examples):,} rows)",
+                tuple(e for i, e in enumerate(examples) if i in held))
 
 
 def _label_order(label: str) -> tuple[int, int, str]:

@@ -10,24 +10,40 @@ the tests share one rule:
   interval straddles it; :attr:`Verdict.seeds_needed` says how many seeds the observed spread would need), or
   **disagrees** (the interval lies wholly on the other side). With fewer than 2 seeds on an arm there is no
   verdict, by design: one seed measures the seed, not the method.
-- :func:`trend_verdict` does the same for a fitted exponent (the scaling preset's α, the IsoFLOP optimum's
-  exponent): the direction is the claim, the reference value (Kaplan's α_N ≈ 0.076, Chinchilla's 0.5) is shown
-  beside the interval.
+- :func:`scaling_verdict` and :func:`isoflop_verdict` do the same for a fitted exponent (the scaling preset's α, the
+  IsoFLOP optimum's exponent). The claim quotes a value, so the value decides too: **agrees** when the interval has
+  the paper's sign and holds the paper's value (Kaplan's α_N ≈ 0.076, Chinchilla's a ≈ 0.5), **agrees on direction
+  only** when it has the sign but leaves the value out, and an IsoFLOP optimum at the edge of the widths tried (the
+  parabola's minimum clipped to them) makes it **cannot tell**.
 
-The interval. Seeds are the independent replicates: the same seed gives both arms the same data order and the
-same test items (the downstream subset is drawn from the seed), so by default each seed's difference of scores
-is one paired observation, and the interval is Student's t over those differences (``paired t over seeds``).
-That interval is exact for normal differences whatever mixes the seed's and the test items' noise, which a
-bootstrap over 3 seeds is not (it has only 10 distinct resamples and underestimates the spread by (k−1)/k); with
-3 seeds it is wide, which is the honest answer. Arms with unequal seeds (a failed run) fall back to Welch's t.
-With per-item correctness a hierarchical bootstrap over seeds × test items is available (``method="bootstrap"``)
-for those who want the items' noise shown; it is not the default for the reason above.
+The interval: two levels of noise, analytic. A verdict generalises over two things a run draws: the seed (data
+order, initialisation) and the test items (a task's test set is a sample of the sentences it could have held).
+Seeds are the replicates, so each seed's difference of scores D_s is one paired observation; when the seeds drew
+their test items independently, the spread of D_s already holds the items' noise and Student's t over seeds is
+the whole answer. When seeds score shared items (a test split smaller than ``max_test``, the SOP pairs), an item
+that is easy for arm a and hard for b moves every D_s the same way: the spread over seeds cannot see it, and the
+paired t answers "on this test set". The variance of the mean difference is then
+
+    Var(D̄) = s²_D / S + C,   C = mean over seed pairs s ≠ t of Cov(D_s, D_t),
+
+and C, the covariance that shared items (and items of one cluster, e.g. one lemma's WiC pairs) put between two
+seeds, is estimated from the per-item scores: for seeds s ≠ t, the sum over clusters of the product of the two
+seeds' centred, weighted item residuals (a cluster-robust cross-product; seeds that share no cluster add 0). The
+interval is Student's t with Satterthwaite's degrees of freedom for the two terms (the item term's own from the
+spread of the clusters' independent parts). It is analytic rather than
+a bootstrap because with 3–5 seeds a bootstrap over seeds has 10–126 distinct resamples and is too narrow by
+(S−1)/S, while the analytic form is exact for the seed term and deterministic; its coverage with both kinds of
+noise is checked on simulated data in ``tests/test_verdicts.py``. Without per-item scores the method says so.
+
+Several measures per claim. Each claim has one primary measure (the paper's own); the others (each task of a
+downstream average, the part-of-speech probe) are exploratory and get Bonferroni intervals at a family-wise 95%
+(``family``: the number of exploratory comparisons), so six null comparisons do not make a spurious decisive
+label likely.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -39,7 +55,9 @@ from core.errors import InvalidData
 
 CLAIMS = {">": "beats", ">=": "is at least as good as"}
 AGREES, CANNOT_TELL, DISAGREES, NO_VERDICT = "agrees", "cannot tell at this budget", "disagrees", "no verdict"
-LABELS = (AGREES, CANNOT_TELL, DISAGREES, NO_VERDICT)
+#: A fitted exponent with the paper's sign whose interval leaves out the paper's value.
+AGREES_ON_DIRECTION = "agrees on direction only"
+LABELS = (AGREES, AGREES_ON_DIRECTION, CANNOT_TELL, DISAGREES, NO_VERDICT)
 MIN_SEEDS = 2
 MAX_SEEDS = 1000
 MAX_ITEMS = 100_000
@@ -63,27 +81,66 @@ class Verdict:
     std_b: float
     seeds_a: int
     seeds_b: int
-    seeds_needed: int | None = None  # when it cannot tell: seeds per arm the observed spread would need
+    seeds_needed: int | None = None  # when it cannot tell: an estimate of the seeds per arm that would resolve it
     reason: str = ""
+    level: float | None = LEVEL  # the interval's confidence (below 1 − 0.05/family for an exploratory measure)
+    family: int | None = 1  # comparisons in the Bonferroni family (1: a primary measure)
+    df: float | None = None  # the t interval's degrees of freedom (Satterthwaite's with the item term)
+    item_share: float | None = None  # the part of the effect's variance that the shared test items add (0–1)
+    items_needed: int | None = None  # when it cannot tell: an estimate of the test items per seed that would resolve it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Verdict:
-        return cls(**{k: raw.get(k) for k in cls.__dataclass_fields__})
+        fields = {k: raw.get(k) for k in cls.__dataclass_fields__ if k in raw}
+        return cls(**{"reason": "", **fields})
 
     @property
     def sentence(self) -> str:
-        """One line for the page: the label, the effect and its interval."""
+        """One line for the page: the label, the effect and its interval, and what would resolve a "cannot tell"."""
         if self.label == NO_VERDICT:
             return f"No verdict: {self.reason}"
-        line = f"{self.label.capitalize()}: effect {self.effect:+.3f} (95% interval {self.low:+.3f} to {self.high:+.3f}; {self.method})"
-        if self.label == CANNOT_TELL and self.seeds_needed:
-            line += f". About {self.seeds_needed} seeds per arm would resolve an effect this size"
-        elif self.label == CANNOT_TELL:
-            line += ". " + self.reason
+        level = self.level or LEVEL
+        name = f"{level:.0%}" if round(level, 2) == level else f"{level:.1%}"
+        family = f", Bonferroni over {self.family} exploratory comparisons" if (self.family or 1) > 1 else ""
+        line = (f"{self.label.capitalize()}: effect {self.effect:+.3f} ({name} interval {self.low:+.3f} to {self.high:+.3f}; "
+                f"{self.method}{family})")
+        if self.label == CANNOT_TELL:
+            hints = []
+            if self.seeds_needed:
+                hints.append(f"about {self.seeds_needed} seeds per arm")
+            if self.items_needed:
+                hints.append(f"about {self.items_needed:,} test items per seed")
+            line += (". Estimated from the observed spread, an effect this size would need " + " or ".join(hints)
+                     if hints else ". " + self.reason)
         return line
+
+
+@dataclass(frozen=True)
+class Items:
+    """One seed's per-item scores. ``ids``: the same id is the same test item in every seed; ``clusters``: items of
+    one cluster (one lemma) are not independent (default: each item its own); ``strata``: the task of each item
+    (residuals are centred per task); ``weights``: the seed's score is Σ weight × value (default: the mean)."""
+
+    values: np.ndarray
+    ids: tuple[str, ...]
+    clusters: tuple[str, ...]
+    strata: tuple[str, ...]
+    weights: np.ndarray
+
+    @property
+    def residuals(self) -> dict[str, float]:
+        """Per (task, cluster): the weighted sum of the items' deviations from their task's mean in this seed."""
+        strata, task = np.unique(np.asarray(self.strata, dtype=str), return_inverse=True)
+        wv = np.bincount(task, self.weights * self.values, len(strata))
+        w = np.bincount(task, self.weights, len(strata))
+        centre = np.divide(wv, w, out=np.zeros_like(wv), where=w > 0)
+        keys = np.char.add(np.char.add(np.asarray(self.strata, dtype=str), "\x1f"), np.asarray(self.clusters, dtype=str))
+        names, cluster = np.unique(keys, return_inverse=True)
+        sums = np.bincount(cluster, self.weights * (self.values - centre[task]), len(names))
+        return dict(zip(names.tolist(), sums.tolist(), strict=True))
 
 
 def _scores(name: str, values: Sequence[float]) -> np.ndarray:
@@ -98,16 +155,41 @@ def _scores(name: str, values: Sequence[float]) -> np.ndarray:
     return x
 
 
-def _items(name: str, rows: Sequence[Sequence[float]] | None, seeds: int) -> np.ndarray | None:
+def items_of(name: str, raw: Any) -> Items:
+    """One seed's :class:`Items` from a list of scores (item j is the same item in every seed) or a mapping with
+    ``values`` (or ``correct``) and optional ``ids`` (or ``items``), ``clusters``, ``strata`` and ``weights``.
+
+    Raises:
+        InvalidData: lengths that differ, non-finite or negative numbers, more than :data:`MAX_ITEMS` items.
+    """
+    if isinstance(raw, Items):
+        return raw
+    spec = raw if isinstance(raw, dict) else {"values": raw}
+    try:
+        def given(*keys: str) -> Any:
+            return next((spec[k] for k in keys if spec.get(k) is not None), None)
+
+        values = np.asarray(list(given("values", "correct") if given("values", "correct") is not None else []), dtype=float)
+        n = len(values)
+        ids = tuple(str(i) for i in (given("ids", "items") if given("ids", "items") is not None else range(n)))
+        clusters = tuple(str(c) for c in (given("clusters") if given("clusters") is not None else ids))
+        strata = tuple(str(t) for t in (given("strata") if given("strata") is not None else [""] * n))
+        weights = np.asarray(list(spec["weights"]) if spec.get("weights") is not None else np.full(n, 1.0 / max(n, 1)), dtype=float)
+    except (TypeError, ValueError):
+        raise InvalidData(f"{name} must hold numbers per test item (and optional ids, clusters, strata, weights).") from None
+    if not 1 <= n <= MAX_ITEMS or values.ndim != 1 or not np.all(np.isfinite(values)) or not np.all(np.isfinite(weights)) \
+            or np.any(weights < 0) or not len(ids) == len(clusters) == len(strata) == len(weights) == n:
+        raise InvalidData(f"{name} must hold 1 to {MAX_ITEMS:,} finite item scores, with ids, clusters, strata and "
+                          "non-negative weights of the same length.")
+    return Items(values, ids, clusters, strata, weights)
+
+
+def _seed_items(name: str, rows: Sequence[Any] | None, seeds: int) -> list[Items] | None:
     if rows is None:
         return None
-    try:
-        x = np.asarray([list(r) for r in rows], dtype=float)
-    except (TypeError, ValueError):
-        raise InvalidData(f"{name} must be one list of per-item scores per seed, all the same length.") from None
-    if x.ndim != 2 or x.shape[0] != seeds or not 1 <= x.shape[1] <= MAX_ITEMS or not np.all(np.isfinite(x)):
-        raise InvalidData(f"{name} must hold {seeds} rows (one per seed) of 1 to {MAX_ITEMS:,} finite item scores each.")
-    return x
+    if isinstance(rows, str | bytes) or not hasattr(rows, "__len__") or len(rows) != seeds:
+        raise InvalidData(f"{name} must hold one entry of per-item scores per seed ({seeds}).")
+    return [items_of(f"{name}[{i}]", r) for i, r in enumerate(rows)]
 
 
 def _label(claim: str, margin: float, low: float, high: float) -> str:
@@ -119,104 +201,180 @@ def _label(claim: str, margin: float, low: float, high: float) -> str:
     return CANNOT_TELL
 
 
-def seeds_needed(spread: float, target: float, paired: bool = True, start: int = MIN_SEEDS) -> int | None:
-    """Seeds per arm at which a t interval's half-width drops below ``target``, for the observed ``spread``
-    (the standard deviation of the paired differences, or of one arm's scores for two independent arms); None when
-    no count up to :data:`MAX_SEEDS` does (a zero effect is never resolved by seeds)."""
+def _cross(a: list[dict[Any, float]], b: list[dict[Any, float]] | None = None) -> dict[Any, float]:
+    """Per cluster, its part of the mean over seed pairs of Σ_clusters e_s·e_t (pairs s ≠ t within one list; every
+    pair across two lists). Only clusters seen on both sides of a pair appear."""
+    out: dict[Any, float] = {}
+    if b is None:
+        if len(a) < 2:
+            return out
+        total: dict[Any, float] = {}
+        squares: dict[Any, float] = {}
+        seen: dict[Any, int] = {}
+        for e in a:
+            for c, r in e.items():
+                total[c] = total.get(c, 0.0) + r
+                squares[c] = squares.get(c, 0.0) + r * r
+                seen[c] = seen.get(c, 0) + 1
+        pairs = len(a) * (len(a) - 1)
+        return {c: (total[c] ** 2 - squares[c]) / pairs for c, k in seen.items() if k > 1}
+    sum_a: dict[Any, float] = {}
+    sum_b: dict[Any, float] = {}
+    for e in a:
+        for c, r in e.items():
+            sum_a[c] = sum_a.get(c, 0.0) + r
+    for e in b:
+        for c, r in e.items():
+            sum_b[c] = sum_b.get(c, 0.0) + r
+    return {c: sum_a[c] * sum_b[c] / (len(a) * len(b)) for c in sum_a if c in sum_b}
+
+
+def _item_term(parts: dict[Any, float]) -> tuple[float, float]:
+    """The shared items' covariance term from its per-cluster parts, with the centring correction G/(G−1), and its
+    degrees of freedom for Satterthwaite: 2·C² / Var(C), Var(C) from the spread of the clusters' independent parts."""
+    g = len(parts)
+    if g < 2:
+        return 0.0, 0.0
+    x = np.fromiter(parts.values(), dtype=float) * g / (g - 1)
+    value = float(x.sum())
+    spread = float(g / (g - 1) * ((x - value / g) ** 2).sum())
+    return value, (2 * value * value / spread if spread > 0 and value > 0 else float(g - 1))
+
+
+@dataclass(frozen=True)
+class _Variance:
+    """The effect's variance in parts: per arm (or for the paired differences) the seeds' sample variance s² and
+    count S (the term s²/S, with S − 1 degrees of freedom), and the shared items' covariance term over G clusters."""
+
+    seed_terms: tuple[tuple[float, int], ...]  # (s², S)
+    item: float
+    item_df: float
+    items_per_seed: float
+
+    def total(self, seeds: int | None = None, item_factor: float = 1.0) -> tuple[float, float]:
+        """(variance, Satterthwaite df), as measured or for ``seeds`` per arm and ``item_factor`` × the test items."""
+        terms = [(s2 / (seeds or n), (seeds or n) - 1) for s2, n in self.seed_terms]
+        if self.item > 0 and self.item_df > 0:
+            terms.append((self.item / item_factor, self.item_df))
+        var = sum(v for v, _ in terms)
+        denom = sum(v * v / df for v, df in terms if df > 0)
+        return var, (var * var / denom if denom > 0 else float("inf"))
+
+
+def _half(var: _Variance, level: float, seeds: int | None = None, item_factor: float = 1.0) -> float:
+    v, df = var.total(seeds, item_factor)
+    return float(stats.t.ppf(0.5 + level / 2, df) * math.sqrt(v)) if v > 0 and df > 0 else 0.0
+
+
+def _smallest(ok: Any, low: int, high: int) -> int | None:
+    """The smallest n in [low, high] with ok(n), for ok monotone in n (a half-width falls as seeds grow); None if none."""
+    if not ok(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if ok(mid) else (mid + 1, high)
+    return low
+
+
+def seeds_needed(spread: float, target: float, paired: bool = True, start: int = MIN_SEEDS, level: float = LEVEL) -> int | None:
+    """Seeds per arm at which a t interval's half-width drops below ``target``, for the observed ``spread`` (the
+    standard deviation of the paired differences, or of one arm's scores for two independent arms), when the test
+    items add nothing; None when no count up to :data:`MAX_SEEDS` does. An estimate: the spread itself is uncertain."""
     if not (target > 0 and math.isfinite(spread)):
         return None
     if spread == 0:
         return max(start, MIN_SEEDS)
     for n in range(max(start, MIN_SEEDS), MAX_SEEDS + 1):
         se = spread / math.sqrt(n) if paired else spread * math.sqrt(2 / n)
-        if stats.t.ppf(0.5 + LEVEL / 2, (n - 1) if paired else 2 * (n - 1)) * se < target:
+        if stats.t.ppf(0.5 + level / 2, (n - 1) if paired else 2 * (n - 1)) * se < target:
             return n
     return None
 
 
 def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = ">", margin: float = 0.0, *,
-            items_a: Sequence[Sequence[float]] | None = None, items_b: Sequence[Sequence[float]] | None = None,
-            method: str = "t", paired: bool | None = None, n_resamples: int = 4000, seed: int = 0) -> Verdict:
+            items_a: Sequence[Any] | None = None, items_b: Sequence[Any] | None = None, method: str = "t",
+            paired: bool | None = None, family: int = 1) -> Verdict:
     """Decide ``claim`` (``">"``: a beats b; ``">="``: a is at least as good as b within ``margin``) from per-seed
     scores. ``scores_a[i]`` and ``scores_b[i]`` are paired by seed when both arms have the same number of seeds
-    (``paired=None``); ``items_*`` (per seed, per test item: 1 = right) allow ``method="bootstrap"``.
-
-    Returns a :class:`Verdict`; fewer than :data:`MIN_SEEDS` seeds on an arm give ``no verdict``.
+    (``paired=None``). ``items_*`` (per seed: per-item scores, see :func:`items_of`) add the shared test items'
+    noise to the interval (the module's docstring); ``family`` > 1 makes it a Bonferroni interval at
+    1 − 0.05/family (an exploratory measure). Fewer than :data:`MIN_SEEDS` seeds on an arm give ``no verdict``.
 
     Raises:
-        InvalidData: an unknown claim or method, a negative margin, missing or non-finite scores, items that do
-            not match the seeds.
+        InvalidData: an unknown claim or method, a negative margin, a family out of 1–100, missing or non-finite
+            scores, items that do not match the seeds.
     """
     if claim not in CLAIMS:
         raise InvalidData(f"Unknown claim {claim!r}.", "Use '>' (a beats b) or '>=' (a at least as good as b, within a margin).")
-    if method not in ("t", "bootstrap"):
-        raise InvalidData(f"Unknown method {method!r}.", "Use 't' or 'bootstrap'.")
+    if method != "t":
+        raise InvalidData(f"Unknown method {method!r}.", "Use 't' (Student's t over seeds, with the items' term where given).")
     if not (isinstance(margin, int | float) and math.isfinite(margin) and 0 <= margin < 1e6):
         raise InvalidData(f"The margin must be a finite number ≥ 0, not {margin!r}.")
-    if not 100 <= n_resamples <= 100_000:
-        raise InvalidData("n_resamples must be from 100 to 100,000.")
+    if not (type(family) is int and 1 <= family <= 100):
+        raise InvalidData(f"The family must be a whole number of comparisons from 1 to 100, not {family!r}.")
     a, b = _scores("scores_a", scores_a), _scores("scores_b", scores_b)
-    ia, ib = _items("items_a", items_a, len(a)), _items("items_b", items_b, len(b))
-    if method == "bootstrap" and (ia is None or ib is None):
-        raise InvalidData("The bootstrap over seeds × items needs per-item scores for both arms.")
+    ia, ib = _seed_items("items_a", items_a, len(a)), _seed_items("items_b", items_b, len(b))
+    if (ia is None) != (ib is None):
+        raise InvalidData("Per-item scores must be given for both arms or for neither.")
     paired = (len(a) == len(b)) if paired is None else paired
     if paired and len(a) != len(b):
         raise InvalidData(f"Paired seeds need the same count on both arms ({len(a)} vs {len(b)}).")
+    level = 1 - (1 - LEVEL) / family
     effect = float(a.mean() - b.mean()) if len(a) and len(b) else float("nan")
     base = {"claim": claim, "margin": float(margin), "effect": effect, "mean_a": float(a.mean()) if len(a) else float("nan"),
             "mean_b": float(b.mean()) if len(b) else float("nan"), "std_a": float(a.std(ddof=1)) if len(a) > 1 else float("nan"),
-            "std_b": float(b.std(ddof=1)) if len(b) > 1 else float("nan"), "seeds_a": len(a), "seeds_b": len(b)}
+            "std_b": float(b.std(ddof=1)) if len(b) > 1 else float("nan"), "seeds_a": len(a), "seeds_b": len(b),
+            "level": level, "family": family}
     if min(len(a), len(b)) < MIN_SEEDS:
         return Verdict(NO_VERDICT, low=float("nan"), high=float("nan"), method="", **base,
                        reason=f"a verdict needs at least {MIN_SEEDS} seeds per arm (this has {len(a)} and {len(b)}); "
                               "one seed measures the seed, not the method.")
-    target = abs(effect) if claim == ">" else effect + margin
-    if method == "bootstrap":
-        low, high, name = (*_bootstrap(ia, ib, paired, n_resamples, seed), "bootstrap over seeds × test items")
-        half = (high - low) / 2
-        need = math.ceil(len(a) * (half / target) ** 2) if target > 0 and half > 0 else None
-    elif paired:
-        d = a - b
-        with warnings.catch_warnings():  # scipy warns on near-identical differences; the interval is still right
-            warnings.simplefilter("ignore", RuntimeWarning)
-            ci = stats.ttest_1samp(d, 0.0).confidence_interval(LEVEL)
-        low, high, name = float(ci.low), float(ci.high), "paired t over seeds"
-        if float(d.std(ddof=1)) == 0:
-            low = high = float(d.mean())
-        need = seeds_needed(float(d.std(ddof=1)), target, True, len(a) + 1)
+    parts: dict[Any, float] = {}
+    if paired:
+        seed_terms: tuple[tuple[float, int], ...] = ((float((a - b).var(ddof=1)), len(a)),)
+        name = "paired t over seeds"
+        if ia is not None and ib is not None:
+            diffs = []
+            for x, y in zip(ia, ib, strict=True):
+                e = x.residuals
+                for c, r in y.residuals.items():
+                    e[c] = e.get(c, 0.0) - r
+                diffs.append(e)
+            parts = _cross(diffs)
     else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(LEVEL)
-        low, high, name = float(ci.low), float(ci.high), "Welch t over seeds"
-        if base["std_a"] == 0 and base["std_b"] == 0:
-            low = high = effect
-        need = seeds_needed(math.sqrt((base["std_a"] ** 2 + base["std_b"] ** 2) / 2), target, False, max(len(a), len(b)) + 1)
+        seed_terms = ((base["std_a"] ** 2, len(a)), (base["std_b"] ** 2, len(b)))
+        name = "Welch t over seeds"
+        if ia is not None and ib is not None:
+            ea, eb = [x.residuals for x in ia], [y.residuals for y in ib]
+            for sign, part in ((1, _cross(ea)), (1, _cross(eb)), (-2, _cross(ea, eb))):
+                for c, value in part.items():
+                    parts[c] = parts.get(c, 0.0) + sign * value
+    item, item_df = _item_term(parts)
+    item = max(item, 0.0)  # a covariance estimate below 0 is noise: shared items cannot make the effect less variable
+    per_seed = float(np.mean([len(x.values) for x in ia + ib])) if ia is not None and ib is not None else 0.0
+    if ia is not None and ib is not None:
+        name += " + shared test items (cluster-robust, Satterthwaite df)" if parts else " (no test items shared between seeds)"
+    else:
+        name += " (per-item scores not given: the test items' noise is in it only where each seed drew its own)"
+    var = _Variance(seed_terms, item, item_df, per_seed)
+    total, df = var.total()
+    half = _half(var, level)
+    low, high = effect - half, effect + half
     label = _label(claim, float(margin), low, high)
+    target = abs(effect) if claim == ">" else abs(effect + margin)
+    need_seeds = need_items = None
     reason = ""
     if label == CANNOT_TELL:
-        need = need if need is not None and need > max(len(a), len(b)) else None
-        reason = ("" if need else "the observed effect is too close to the claim's boundary for more seeds alone to "
-                  "resolve it; a larger budget per run (longer pre-training, more fine-tuning data) may")
-    else:
-        need = None
-    return Verdict(label, low=low, high=high, method=name, seeds_needed=need, reason=reason, **base)
-
-
-def _bootstrap(ia: np.ndarray, ib: np.ndarray, paired: bool, n: int, seed: int) -> tuple[float, float]:
-    """Percentile interval of mean(a) − mean(b), resampling seeds (together when paired) and test items (the same
-    items for both arms when they share them)."""
-    rng = np.random.default_rng(seed)
-    same_items = paired and ia.shape == ib.shape
-    diffs = np.empty(n)
-    for r in range(n):
-        sa = rng.integers(0, ia.shape[0], ia.shape[0])
-        sb = sa if paired else rng.integers(0, ib.shape[0], ib.shape[0])
-        items_a = rng.integers(0, ia.shape[1], ia.shape[1])
-        items_b = items_a if same_items else rng.integers(0, ib.shape[1], ib.shape[1])
-        diffs[r] = ia[np.ix_(sa, items_a)].mean() - ib[np.ix_(sb, items_b)].mean()
-    lo, hi = np.percentile(diffs, [(1 - LEVEL) / 2 * 100, (1 + LEVEL) / 2 * 100])
-    return float(lo), float(hi)
+        start = max(len(a), len(b)) + 1
+        need_seeds = _smallest(lambda n: _half(var, level, n) < target, start, MAX_SEEDS) if target > 0 else None
+        if item > 0 and per_seed and target > 0:
+            factor = next((k for k in (1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 100) if _half(var, level, None, k) < target), None)
+            need_items = math.ceil(per_seed * factor) if factor else None
+        if not (need_seeds or need_items):
+            reason = ("the observed effect is too close to the claim's boundary for more seeds or test items alone to "
+                      "resolve it; a larger budget per run (longer pre-training, more fine-tuning data) may")
+    return Verdict(label, low=low, high=high, method=name, seeds_needed=need_seeds, items_needed=need_items, reason=reason,
+                   df=float(df) if math.isfinite(df) else None, item_share=(item / total if total > 0 else 0.0), **base)
 
 
 # ------------------------------------------------------------------------------ fitted exponents
@@ -237,6 +395,7 @@ class TrendVerdict:
     points: int
     method: str
     reason: str = ""
+    edges: tuple[float, ...] = ()  # IsoFLOP budgets whose optimum lies at the edge of the widths tried
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -246,8 +405,9 @@ class TrendVerdict:
         if self.label == NO_VERDICT:
             return f"No verdict: {self.reason}"
         where = "inside" if self.reference_inside else "outside"
-        return (f"{self.label.capitalize()}: {self.quantity} = {self.estimate:.3f} (95% interval {self.low:.3f} to "
+        line = (f"{self.label.capitalize()}: {self.quantity} = {self.estimate:.3f} (95% interval {self.low:.3f} to "
                 f"{self.high:.3f}); the paper's {self.reference:g} is {where} it")
+        return line + (f". {self.reason[0].upper()}{self.reason[1:]}" if self.reason else "")
 
 
 def _per_seed(points: Sequence[Sequence[float]], key_len: int, statistic: Any) -> tuple[float, float, float, int, int]:
@@ -276,12 +436,20 @@ def _per_seed(points: Sequence[Sequence[float]], key_len: int, statistic: Any) -
 
 
 def _trend(quantity: str, estimate: float, low: float, high: float, reference: float, source: str, points: int,
-           seeds: int, method: str) -> TrendVerdict:
+           seeds: int, method: str, edges: tuple[float, ...] = ()) -> TrendVerdict:
     if seeds < MIN_SEEDS or not (math.isfinite(low) and math.isfinite(high)):
         return TrendVerdict(NO_VERDICT, quantity, estimate, low, high, reference, source, False, points, method,
                             f"a verdict needs at least {MIN_SEEDS} seeds that ran every size ({seeds} did).")
-    label = _label(">", 0.0, low, high)
-    return TrendVerdict(label, quantity, estimate, low, high, reference, source, low <= reference <= high, points, method)
+    inside = low <= reference <= high
+    label, reason = _label(">", 0.0, low, high), ""
+    if label == AGREES and not inside:
+        label = AGREES_ON_DIRECTION
+        reason = f"the sign is the paper's, the value is not: {reference:g} lies outside the interval"
+    if edges and label in (AGREES, AGREES_ON_DIRECTION):
+        label = CANNOT_TELL
+        reason = (f"the best width of {len(edges)} budget(s) ({', '.join(f'{c:.2g}' for c in edges)} FLOPs) lies at the edge "
+                  "of the widths tried, so its optimum is clipped: add a narrower or a wider size")
+    return TrendVerdict(label, quantity, estimate, low, high, reference, source, inside, points, method, reason, tuple(edges))
 
 
 def scaling_verdict(points: Sequence[tuple[float, float, float]]) -> TrendVerdict:
@@ -310,6 +478,13 @@ def _neg_slope(means: dict[Any, float]) -> float:
 def isoflop_optimum(means: dict[tuple[float, float], float]) -> dict[float, float]:
     """Chinchilla's approach 2: for each compute budget C, the N at the minimum of a parabola fitted to the loss
     against log N (kept within the sizes tried). ``means``: (C, N) -> loss. Returns C -> N_opt."""
+    return {c: n for c, (n, _) in isoflop_optima(means).items()}
+
+
+def isoflop_optima(means: dict[tuple[float, float], float]) -> dict[float, tuple[float, bool]]:
+    """:func:`isoflop_optimum` with, per budget, whether its optimum lies at the edge of the sizes tried (the
+    parabola opens downward, or its minimum falls outside them and is clipped): such an optimum is a bound, not an
+    estimate."""
     out = {}
     for c in sorted({k[0] for k in means}):
         row = sorted((n, loss) for (cc, n), loss in means.items() if cc == c)
@@ -318,7 +493,8 @@ def isoflop_optimum(means: dict[tuple[float, float], float]) -> dict[float, floa
             continue
         a2, a1, _ = np.polyfit(x, y, 2)
         vertex = -a1 / (2 * a2) if a2 > 0 else x[int(np.argmin(y))]
-        out[c] = float(np.exp(np.clip(vertex, x.min(), x.max())))
+        clipped = float(np.clip(vertex, x.min(), x.max()))
+        out[c] = (float(np.exp(clipped)), bool(clipped in (x.min(), x.max())))
     return out
 
 
@@ -342,5 +518,9 @@ def isoflop_verdict(points: Sequence[tuple[float, float, float, float]]) -> Tren
     if len(budgets) < 2 or any(sum(1 for cc, _ in cells if cc == c) < 3 for c in budgets):
         raise InvalidData("An IsoFLOP fit needs at least 2 compute budgets with 3 sizes each.")
     est, lo, hi, seeds, total = _per_seed(points, 2, _optimum_slope)
+    by_cell: dict[tuple[float, float], list[float]] = {}
+    for p in points:
+        by_cell.setdefault((float(p[1]), float(p[2])), []).append(float(p[3]))
+    edges = tuple(c for c, (_, edge) in isoflop_optima({k: float(np.mean(v)) for k, v in by_cell.items()}).items() if edge)
     return _trend("a in N_opt ∝ C^a", est, lo, hi, 0.5, "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)",
-                  total, seeds, "parabola per budget, per seed; t over seeds")
+                  total, seeds, "parabola per budget, per seed; t over seeds", edges)

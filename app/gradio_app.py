@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from core.errors import ExplorerError  # noqa: E402
+from services import requests as req  # noqa: E402
 
 log = logging.getLogger("bert_family_explorer.gradio")
 MAX_MODELS = 4
@@ -73,17 +74,6 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 # ------------------------------------------------------------------------------------ the API functions
 
 
-def _bounded(name: str, value: Any, lo: int, hi: int) -> int:
-    """A whole number in [lo, hi] (the Streamlit page's limits), or :class:`InvalidConfig` saying so."""
-    from core.errors import InvalidConfig
-
-    if isinstance(value, bool) or not isinstance(value, int | float) or (isinstance(value, float) and not value.is_integer()):
-        raise InvalidConfig(f"{name} must be a whole number, not {str(value)[:30]!r}.")
-    if not lo <= value <= hi:
-        raise InvalidConfig(f"{name} must be between {lo:,} and {hi:,}, not {value:,.0f}.")
-    return int(value)
-
-
 @friendly
 def fill_mask(text: str, models: str, top_k: int = 5, mode: str = "independent") -> dict:
     """Fill the [MASK] tokens of a text with up to four masked-language models, their top predictions side by side.
@@ -96,9 +86,12 @@ def fill_mask(text: str, models: str, top_k: int = 5, mode: str = "independent")
     Returns:
         {"models": {id: [[{"token", "probability", "sequence", ...}] per mask]}, "errors": {id: message}}.
     """
+    from core.errors import MAX_TEXT_CHARS as LONGEST
     from models import objectives
 
-    ids = [m.strip() for m in (models or "").split(",") if m.strip()]
+    text = req.text("The text", text, LONGEST, example="The cat sat on the [MASK].")
+    top_k, mode = req.whole("top_k", top_k, 1, 20), req.choice("mode", mode, ("independent", "sequential"))
+    ids = [req.model_id(m) for m in req.names(models, MAX_MODELS + 1) or []]
     if not ids:
         raise ExplorerError("Name at least one model.", "For example: bert-base-uncased, roberta-base")
     if len(ids) > MAX_MODELS:
@@ -106,7 +99,7 @@ def fill_mask(text: str, models: str, top_k: int = 5, mode: str = "independent")
     out, errors = {}, {}
     for mid in ids:
         try:
-            out[mid] = [[asdict(p) for p in row] for row in objectives.fill_mask(mid, text, int(top_k), mode)]
+            out[mid] = [[asdict(p) for p in row] for row in objectives.fill_mask(mid, text, top_k, mode)]
         except ExplorerError as err:
             errors[mid] = str(err)
     if not out:
@@ -127,10 +120,13 @@ def attention(model: str, text: str, text_pair: str = "", layer: int = 0, head: 
     Returns:
         {"model", "tokens", "segments", "layer", "head", "weights": T×T (row: the attending token), "stats", "truncated", "notices"}.
     """
+    from core.errors import MAX_TEXT_CHARS as LONGEST
     from models.attention import extract_attention, result_stats
 
+    model, text = req.model_id(model), req.text("The sentence", text, LONGEST, example="The cat sat on the mat.")
+    text_pair = req.text("Sentence B", text_pair, LONGEST, empty_ok=True)
+    layer, head = req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000)
     r = extract_attention(model, text, text_pair or None)
-    layer, head = int(layer), int(head)
     if not (0 <= layer < r.layers and 0 <= head < r.heads):
         raise ExplorerError(f"{r.model_id} has layers 0–{r.layers - 1} and heads 0–{r.heads - 1}.")
     stats = result_stats(r)
@@ -150,9 +146,10 @@ def pseudo_perplexity(model: str, sentence: str) -> dict:
     Returns:
         {"tokens", "log_probs" (one per token), "pll" (their sum), "pppl" (pseudo-perplexity)}.
     """
+    from core.errors import MAX_TEXT_CHARS as LONGEST
     from models.objectives import pseudo_log_likelihood
 
-    r = pseudo_log_likelihood(model, sentence)
+    r = pseudo_log_likelihood(req.model_id(model), req.text("The sentence", sentence, LONGEST, example="The cat sat on the mat."))
     return {"tokens": list(r.tokens), "log_probs": list(r.log_probs), "pll": r.pll, "pppl": r.pppl}
 
 
@@ -167,16 +164,12 @@ def permutation_masks(sentence: str, order: str = "left-to-right", k: int = 0) -
     Returns:
         {"tokens", "order", "targets", "content_mask", "query_mask", "perm_mask", "target_mapping"} (1: may attend).
     """
-    from core.errors import InvalidText
     from models import permutation as P
 
-    words = (sentence or "").split()
-    if not words:
-        raise InvalidText("The sentence is empty.", "Type a sentence, for example 'New York is a city'.")
-    if len(words) > P.MAX_TOKENS:
-        raise InvalidText(f"At most {P.MAX_TOKENS} words.")
-    n = len(words)
-    spec = (order or "left-to-right").strip()
+    tokens = P.word_tokens(sentence)
+    spec = req.text("The order", order, P.MAX_ORDER_CHARS, empty_ok=True) or "left-to-right"
+    k = req.whole("k", k, 0, P.MAX_TOKENS)
+    n = len(tokens) - 2
     if spec in ("left-to-right", "right-to-left"):
         seq = P.make_order(spec, n)
     elif spec.startswith("random"):
@@ -186,8 +179,8 @@ def permutation_masks(sentence: str, order: str = "left-to-right", k: int = 0) -
         seq = P.make_order("random", n, int(seed))
     else:
         seq = P.parse_order(spec, n)
-    inputs = P.permutation_inputs(seq, int(k) or None, specials=[n, n + 1])
-    return {"tokens": [*words, "<sep>", "<cls>"], "order": list(inputs.order), "targets": list(inputs.targets),
+    inputs = P.permutation_inputs(seq, k or None, specials=[n, n + 1])
+    return {"tokens": tokens, "order": list(inputs.order), "targets": list(inputs.targets),
             "content_mask": P.content_mask(inputs).astype(int).tolist(), "query_mask": P.query_mask(inputs).astype(int).tolist(),
             "perm_mask": inputs.perm_mask[0].astype(int).tolist(), "target_mapping": inputs.target_mapping[0].astype(int).tolist()}
 
@@ -214,7 +207,12 @@ def calculator(model: str, head: str = "base", precision: str = "mixed", optimiz
     from analysis.params import parameter_breakdown
     from core import registry
 
-    card = registry.find(model) if isinstance(model, str) else None
+    model, head = req.model_id(model), req.text("head", head, 40, empty_ok=True) or "base"
+    precision, optimizer = req.text("precision", precision, 40), req.text("optimizer", optimizer, 40)
+    gpu = req.text("gpu", gpu, 100)
+    batch_size, seq_len = req.whole("batch_size", batch_size, 1, 100_000), req.whole("seq_len", seq_len, 1, 1_000_000)
+    zero_stage, data_parallel = req.whole("zero_stage", zero_stage, 0, 3), req.whole("data_parallel", data_parallel, 1, 100_000)
+    card = registry.find(model)
     if card is not None and not card.config:
         raise ExplorerError(f"{card.id} has no configuration in the catalog (it is catalog-only).", "Pick a downloadable model.")
     if card is not None:
@@ -224,9 +222,7 @@ def calculator(model: str, head: str = "base", precision: str = "mixed", optimiz
         from models.inspection import inspect
 
         config = inspect(model, max_params=MAX_PARAMETERS).config
-    bd = parameter_breakdown(config, head or "base")
-    batch_size, seq_len = _bounded("batch_size", batch_size, 1, 100_000), _bounded("seq_len", seq_len, 1, 1_000_000)
-    zero_stage, data_parallel = _bounded("zero_stage", zero_stage, 0, 3), _bounded("data_parallel", data_parallel, 1, 100_000)
+    bd = parameter_breakdown(config, head)
     setup = memory.TrainingSetup(precision, optimizer, zero_stage, data_parallel).validate()
     est = memory.training_memory(bd, batch_size, seq_len, setup)
     fit = memory.max_batch_size(bd, gpu, seq_len, setup)
@@ -278,30 +274,8 @@ def jsonable(value: Any) -> Any:
 
 
 def _texts(texts: Any) -> list[str]:
-    """One text per line (or a list of texts), blank lines dropped, within :data:`MAX_TEXTS` × :data:`MAX_TEXT_CHARS`."""
-    from core.errors import InvalidText
-
-    if isinstance(texts, str):
-        texts = texts.splitlines()
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise InvalidText("Give the texts as one string, one text per line.")
-    lines = [t.strip() for t in texts if t.strip()]
-    if not lines:
-        raise InvalidText("No text given.", "Write one sentence per line, e.g. 'The bank raised its rates.'")
-    if len(lines) > MAX_TEXTS:
-        raise InvalidText(f"At most {MAX_TEXTS} texts at once, not {len(lines):,}.")
-    if (longest := max(len(t) for t in lines)) > MAX_TEXT_CHARS:
-        raise InvalidText(f"A text may be at most {MAX_TEXT_CHARS:,} characters (one has {longest:,}).")
-    return lines
-
-
-def _model_id(model: Any) -> str:
-    """A model id as the pages accept it (catalog id, Hub id or local folder name), or :class:`InvalidConfig`."""
-    from core.errors import InvalidConfig
-
-    if not isinstance(model, str) or not model.strip() or len(model) > 200:
-        raise InvalidConfig(f"{str(model)[:40]!r} is not a model id.", "For example: bert-base-uncased")
-    return model.strip()
+    """One text per line (or a list of texts), within :data:`MAX_TEXTS` × :data:`MAX_TEXT_CHARS`."""
+    return req.texts(texts, MAX_TEXTS, MAX_TEXT_CHARS, example="The bank raised its rates.")
 
 
 @friendly
@@ -324,11 +298,10 @@ def hidden_states(model: str, texts: str, layer: int = -1, method: str = "pca", 
     from core.errors import InvalidData
     from models.representations import hidden_states as states
 
-    lines = _texts(texts)
-    layer, seed = _bounded("layer", layer, -1, 1_000), _bounded("seed", seed, 0, 10**6)
-    if method not in R.METHODS:
-        raise InvalidData(f"The method must be one of {', '.join(R.METHODS)}, not {str(method)[:30]!r}.")
-    reps = states(_model_id(model), lines)
+    model, lines = req.model_id(model), _texts(texts)
+    layer, seed = req.whole("layer", layer, -1, 1_000), req.whole("seed", seed, 0, 10**6)
+    method, include_vectors = req.choice("method", method, R.METHODS), req.flag("include_vectors", include_vectors)
+    reps = states(model, lines)
     layer = reps.layers if layer == -1 else layer
     x, where = reps.layer_matrix(layer)
     if len(where) > R.MAX_POINTS:
@@ -362,9 +335,9 @@ def cka(model_a: str, model_b: str, texts: str) -> dict:
     from models.representations import cross_model_cka
     from models.representations import hidden_states as states
 
-    lines = _texts(texts)
-    a = states(_model_id(model_a), lines)
-    b = a if _model_id(model_b) == _model_id(model_a) else states(_model_id(model_b), lines)
+    model_a, model_b, lines = req.model_id(model_a), req.model_id(model_b), _texts(texts)
+    a = states(model_a, lines)
+    b = a if model_b == model_a else states(model_b, lines)
     r = cross_model_cka(a, b)
     return jsonable({"model_a": r.model_a, "model_b": r.model_b, "cka": r.cka.round(6), "best_match": r.best_match,
                      "words": r.words})
@@ -386,10 +359,10 @@ def nearest_contexts(model: str, text: str, position: int = 1, k: int = 10, laye
     """
     from models.representations import nearest_contexts as nearest
 
-    line = _texts([str(text)])[0]
-    position, k, layer = _bounded("position", position, 0, 10_000), _bounded("k", k, 1, 100), _bounded("layer", layer, -1, 1_000)
-    found = nearest(_model_id(model), line, position, k, layer)
-    return jsonable({"model": _model_id(model), "layer": layer, "neighbours": [asdict(n) for n in found]})
+    model, line = req.model_id(model), req.text("The text", text, MAX_TEXT_CHARS, example="The bank raised its rates.")
+    position, k, layer = req.whole("position", position, 0, 10_000), req.whole("k", k, 1, 100), req.whole("layer", layer, -1, 1_000)
+    found = nearest(model, line, position, k, layer)
+    return jsonable({"model": model, "layer": layer, "neighbours": [asdict(n) for n in found]})
 
 
 @friendly
@@ -410,15 +383,13 @@ def attribution(model: str, output: str, text: str, text_b: str = "", position: 
         {"model", "output", "tokens", "special", "integrated_gradients", "gradient_x_input", "delta", "f_input",
         "f_baseline", "steps"}: the integrated gradients add up to f_input − f_baseline (up to delta).
     """
-    from core.errors import InvalidConfig
     from models import attribution as A
 
-    if output not in ATTRIBUTION_OUTPUTS:
-        raise InvalidConfig(f"The output must be one of {', '.join(ATTRIBUTION_OUTPUTS)}, not {str(output)[:30]!r}.")
-    model = _model_id(model)
-    a = _texts([str(text)])[0]
-    b = _texts([str(text_b)])[0] if output in ("similarity", "sentence_relation") else str(text_b or "").strip()[:MAX_TEXT_CHARS]
-    steps, position = _bounded("steps", steps, 1, A.MAX_STEPS), _bounded("position", position, 0, A.MAX_TOKENS)
+    output, model = req.choice("output", output, ATTRIBUTION_OUTPUTS), req.model_id(model)
+    a = req.text("The text", text, MAX_TEXT_CHARS, example="A man is playing the guitar.")
+    b = req.text("Text B", text_b, MAX_TEXT_CHARS, empty_ok=output not in ("similarity", "sentence_relation"),
+                 example="Someone performs music.")
+    steps, position = req.whole("steps", steps, 1, A.MAX_STEPS), req.whole("position", position, 0, A.MAX_TOKENS)
     if output == "similarity":
         r = A.similarity(model, a, b, steps)
     elif output == "fill_mask":
@@ -430,22 +401,6 @@ def attribution(model: str, output: str, text: str, text_b: str = "", position: 
     return jsonable({"model": r.model_id, "output": r.output, "tokens": r.tokens, "special": r.special,
                      "integrated_gradients": r.integrated_gradients, "gradient_x_input": r.gradient_x_input,
                      "delta": r.delta, "f_input": r.f_input, "f_baseline": r.f_baseline, "steps": r.steps})
-
-
-def _numbers(name: str, text: Any) -> list[float]:
-    """Numbers separated by commas, spaces or new lines (or a list of numbers)."""
-    from core.errors import InvalidData
-
-    if isinstance(text, list):
-        items = text
-    elif isinstance(text, str):
-        items = [t for t in re.split(r"[\s,;]+", text) if t]
-    else:
-        raise InvalidData(f"{name} must be numbers separated by commas, not {type(text).__name__}.")
-    try:
-        return [float(t) for t in items]
-    except (TypeError, ValueError):
-        raise InvalidData(f"{name} holds something that is not a number.", "Write numbers like 1e6, 2.5e7.") from None
 
 
 @friendly
@@ -466,12 +421,11 @@ def scaling_fit(law: str, x: str, y: str, n: str = "", bootstrap: int = 200, see
     from analysis import scaling
     from core.errors import InvalidData
 
-    if law not in scaling.LAWS:
-        raise InvalidData(f"The law must be one of {', '.join(scaling.LAWS)}, not {str(law)[:30]!r}.")
-    bootstrap, seed = _bounded("bootstrap", bootstrap, 0, MAX_BOOTSTRAP), _bounded("seed", seed, 0, 10**6)
-    xs, ys = _numbers("x", x), _numbers("y", y)
+    law = req.choice("law", law, scaling.LAWS)
+    bootstrap, seed = req.whole("bootstrap", bootstrap, 0, MAX_BOOTSTRAP), req.whole("seed", seed, 0, 10**6)
+    xs, ys = req.numbers("x", x), req.numbers("y", y)
     if scaling.LAWS[law].variables == 2:
-        ns = _numbers("n", n)
+        ns = req.numbers("n", n)
         if len(ns) != len(xs):
             raise InvalidData(f"chinchilla needs as many N as D values ({len(ns)} and {len(xs)}).")
         xs = [[a, b] for a, b in zip(ns, xs, strict=True)]  # type: ignore[misc]
@@ -480,14 +434,6 @@ def scaling_fit(law: str, x: str, y: str, n: str = "", bootstrap: int = 200, see
                           f"Use fewer bootstrap resamples (at most {max(0, MAX_FIT_WORK // max(1, len(ys)) - 1):,} for "
                           f"{len(ys):,} points), or average the points first.")
     return jsonable(scaling.fit(law, xs, ys, bootstrap=bootstrap, seed=seed).to_dict())
-
-
-def _names(text: Any) -> list[str] | None:
-    """Comma-separated names, or None (all) for an empty field."""
-    if text is None or (isinstance(text, str) and not text.strip()):
-        return None
-    items = text if isinstance(text, list) else str(text).split(",")
-    return [str(t).strip() for t in items if str(t).strip()][:200]
 
 
 @friendly
@@ -508,18 +454,19 @@ def results(models: str = "", tasks: str = "", splits: str = "", main_only: bool
     from analysis.results_db.queries import results_frame
     from core.errors import InvalidData
 
-    df = results_frame(variants=not bool(main_only))
-    for column, wanted in (("model", _names(models)), ("task", _names(tasks)), ("split", _names(splits))):
-        if wanted is None:
+    wanted = {"model": req.names(models), "task": req.names(tasks), "split": req.names(splits)}
+    df = results_frame(variants=not req.flag("main_only", main_only))
+    for column, names in wanted.items():
+        if names is None:
             continue
         known = {str(v).lower(): v for v in df[column].dropna().unique()}
-        unknown = [w for w in wanted if w.lower() not in known]
+        unknown = [w for w in names if w.lower() not in known]
         if unknown:
             close = difflib.get_close_matches(unknown[0].lower(), list(known), n=3, cutoff=0.5)
             raise InvalidData(f"No {column} {unknown[0][:60]!r} in the results database.",
                               ("Did you mean: " + ", ".join(known[c] for c in close) + "?") if close else
                               f"Known {column}s include: " + ", ".join(sorted(map(str, known.values()))[:12]) + ".")
-        df = df[df[column].isin([known[w.lower()] for w in wanted])]
+        df = df[df[column].isin([known[w.lower()] for w in names])]
     cols = ["model", "variant", "family", "parameters", "task", "benchmark", "metric", "metric_name", "higher_is_better", "split",
             "setting", "value", "citation", "source", "table", "slides", "arxiv", "snapshot", "note", "origin"]
     return jsonable({"rows": df[cols].head(MAX_ROWS), "count": len(df), "truncated": len(df) > MAX_ROWS})
@@ -538,12 +485,10 @@ def lab_runs(kind: str = "all", group: str = "") -> dict:
         seeds), "finetune_delta": fine-tuned − frozen per model and task, "count", "truncated"}.
     """
     from analysis.results_db import runs as R
-    from core.errors import InvalidConfig
     from services import lab
 
-    if kind not in ("all", "pretrain", "finetune"):
-        raise InvalidConfig(f"kind must be all, pretrain or finetune, not {str(kind)[:30]!r}.")
-    frame = R.list_runs(group=(group or "").strip()[:100] or None)
+    kind = req.choice("kind", kind, ("all", "pretrain", "finetune"))
+    frame = R.list_runs(group=req.text("group", group, 100, empty_ok=True) or None)
     frame = frame[frame["status"] == "finished"]
     if kind != "all":
         frame = frame[(frame["objective"] == lab.FINETUNE) == (kind == "finetune")]
@@ -558,8 +503,10 @@ def lab_runs(kind: str = "all", group: str = "") -> dict:
 
 @friendly
 def verdicts(group: str = "") -> dict:
-    """The ablations' verdicts: one experiment's report (its claims, per-seed scores, verdict with its 95% interval),
-    or, with no group, each preset's latest decided verdicts on this server. Read-only: nothing is stored.
+    """The ablations' verdicts: one experiment's report (its claims, each marked primary or exploratory, per-seed
+    scores, the verdict with its interval: 95% for a primary measure, Bonferroni for an exploratory one; seeds and
+    shared test items both counted), or, with no group, each preset's latest decided verdicts on this server (a
+    fitted exponent whose interval leaves out the paper's value "agrees on direction only"). Read-only.
 
     Args:
         group: an experiment's group name (empty: the latest verdict of every preset).
@@ -568,10 +515,10 @@ def verdicts(group: str = "") -> dict:
     """
     from services import ablations
 
-    group = (group or "").strip()[:100]
+    group = req.text("group", group, 100, empty_ok=True)
     if not group:
         return jsonable({"verdicts": ablations.results_so_far()})
-    report = ablations.report(group, settle_now=False)
+    report = ablations.report(group)
     report["runs"] = [{k: r[k] for k in ("id", "name", "arm", "replicate", "status", "seconds", "tokens", "flops")}
                       for r in report.get("runs", [])]
     return jsonable(report)

@@ -1,9 +1,10 @@
-"""The fine-tuning lab's numbers (issue 25), on the bundled MiniLM (real weights) and on a lab-trained BERT.
+"""The fine-tuning lab's numbers, on the bundled MiniLM (real weights) and on a lab-trained BERT.
 
     python bench/finetune.py throughput          # models.finetune's loop against a plain PyTorch loop (target ≥ 0.9)
     python bench/finetune.py classroom           # MiniLM on WiC at the page's defaults: accuracy, interval, minutes
     python bench/finetune.py table               # frozen vs fine-tuned, MiniLM, both tasks, with intervals
     python bench/finetune.py lab [--steps 1200]  # a lab-pre-trained BERT against its random-initialisation control
+    python bench/finetune.py lr                  # the default rate, chosen on the validation split (test shown, not used)
 
 Each prints its numbers; ratios are medians of interleaved runs in this process, so both sides see the same load.
 Run with HF_HUB_OFFLINE=1 and a BFE_MODEL_DIR you can write to (checkpoints of the lab runs go there).
@@ -121,9 +122,25 @@ def lab(steps: int, max_train: int, max_test: int) -> None:
             print(f"lab BERT  {task:10} {mode:8}  {fmt(F.finetune(replace(cfg), save=False))}", flush=True)
 
 
+def learning_rates(max_train: int, rates: tuple[float, ...] = (5e-5, 1e-4, 2e-4)) -> None:
+    """MiniLM's rate chosen as a user should: on the validation split's accuracy after the last epoch (the test split
+    is printed beside it, and not used to choose)."""
+    for task in ("wic", "supersense"):
+        best = None
+        for lr in rates:
+            cfg = F.FineTuneConfig(model=MINILM, task=task, lr=lr, max_train=max_train, max_len=64)
+            r = F.finetune(cfg, save=False)
+            val = r.epochs[-1]["validation_accuracy"]
+            print(f"MiniLM  {task:10} lr {lr:g}: validation {val:.3f} (epochs: "
+                  + ", ".join(f"{e['validation_accuracy']:.3f}" for e in r.epochs) + f")   test {r.accuracy:.3f}  {r.seconds:.0f} s",
+                  flush=True)
+            best = max(best or (val, lr), (val, lr))
+        print(f"  → chosen on validation for {task}: lr {best[1]:g} (the default for a 22M model: {F.default_lr(22_000_000):g})")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=["throughput", "classroom", "table", "lab"])
+    p.add_argument("what", choices=["throughput", "classroom", "table", "lab", "lr"])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=1200)
     p.add_argument("--max-train", type=int, default=2000)
@@ -133,6 +150,8 @@ def main() -> None:
         throughput(a.repeats)
     elif a.what == "classroom":
         classroom()
+    elif a.what == "lr":
+        learning_rates(a.max_train)
     elif a.what == "table":
         table(a.max_train, a.max_test)
     else:

@@ -11,7 +11,8 @@ Counted FLOPs (forward + backward = 3 × the forward's matrix-multiply FLOPs, 2 
 - **model FLOPs**, the MFU numerator: every linear layer of the encoder on each real (not padding) token,
   attention scores and their weighted sum over each text's own length, and the output layer (transform + 8,192-way
   decoder) on the masked positions only: what :func:`models.pretrain.loss.loss_of` needs, not the Kaplan
-  convention (6 × parameters per token, the output layer on every position).
+  convention (6 × parameters per token, the output layer on every position). The lab's presets and page count
+  the same way (:mod:`models.pretrain.flops`).
 - **padded FLOPs**: what a forward over the padded (B, W) batch computes (transformers' ``BertModel``: every
   position, attention W × W). A batch is padded to its longest text; WordNet's glosses are short, so most of
   the positions are padding. :mod:`models.pretrain.unpadded` runs the linear layers on the real tokens only.
@@ -59,20 +60,15 @@ class StepFlops:
 
 
 def step_flops(config: TrainConfig, input_ids: Any, attention_mask: Any, labels: Any) -> StepFlops:
-    """FLOPs of one masked-LM training step (forward + backward = 3 × forward) on a padded batch (B, W)."""
-    h, f, n_layers, vocab = config.hidden, config.ffn, config.layers, VOCAB_SIZES[config.vocab]
+    """FLOPs of one masked-LM training step on a padded batch (B, W): on its real tokens (the lab's convention,
+    :func:`models.pretrain.flops.step_flops`) and over the padded positions."""
+    from models.pretrain import flops
+
     lengths = [int(n) for n in attention_mask.sum(dim=1)]
     batch, width = attention_mask.shape
     masked = int((labels != -100).sum())
-    linear = 2 * (4 * h * h + 2 * h * f)  # q, k, v, output; FFN in and out: per token, per layer
-    attention = 2 * 2 * h  # q·k over the keys, weights·v: per (query, key) pair, per layer
-    head = 2 * (h * h + h * vocab)  # transform, decoder: per masked position
-
-    def forward(rows: int, pairs: int) -> float:
-        return n_layers * (rows * linear + pairs * attention) + masked * head
-
-    model = 3 * forward(sum(lengths), sum(n * n for n in lengths))
-    padded = 3 * forward(batch * width, batch * width * width)
+    model = flops.step_flops(config, sum(lengths), sum(n * n for n in lengths), masked, batch)
+    padded = flops.step_flops(config, batch * width, batch * width * width, masked, batch)
     return StepFlops(sum(lengths), batch * width, masked, model, padded)
 
 

@@ -63,8 +63,9 @@ SETTINGS: tuple[Setting, ...] = (
             "warms, and a model that crashes or runs out of memory takes no session down: the process is restarted); "
             "`0`: they run in the web process."),
     Setting("lab_concurrency", "BFE_LAB_CONCURRENCY", "1",
-            "Pre-training lab: how many training runs one server runs at once (each in its own background "
-            "process); the rest wait in the queue with their position shown."),
+            "Labs: how many training runs one server runs at once (each in its own background process); the rest "
+            "wait in the queue with their position shown. `0`: this server only queues runs, and a headless worker "
+            "(`python -m services.lab worker`) on another machine sharing the database trains them."),
     Setting("lab_lease_s", "BFE_LAB_LEASE_S", "60",
             "Labs: a running run's lease, in seconds. Its worker renews it with every progress write (about once a "
             "second); a run whose lease is older than this (its server or worker died, or hangs) is marked "
@@ -120,14 +121,14 @@ def _raw(setting: Setting) -> str:
     return value or setting.default
 
 
-def _count(raw: dict[str, str], name: str, env: str, most: int, example: int) -> int:
-    """A whole number from 1 to ``most`` (a concurrency), or InvalidSetting naming ``env``."""
+def _count(raw: dict[str, str], name: str, env: str, most: int, example: int, least: int = 1) -> int:
+    """A whole number from ``least`` to ``most`` (a concurrency), or InvalidSetting naming ``env``."""
     try:
         value = int(raw[name])
-        if not 1 <= value <= most:
+        if not least <= value <= most:
             raise ValueError
     except ValueError:
-        raise InvalidSetting(f"{env}={raw[name][:30]!r} is not a number from 1 to {most}.",
+        raise InvalidSetting(f"{env}={raw[name][:30]!r} is not a number from {least} to {most}.",
                              f"Use a small whole number such as {example}.") from None
     return value
 
@@ -164,7 +165,7 @@ def get_settings() -> Settings:
                              "Use a whole number such as 1000000000.") from None
     model_concurrency = _count(raw, "model_concurrency", "BFE_MODEL_CONCURRENCY", 64, 2)
     page_concurrency = _count(raw, "page_concurrency", "BFE_PAGE_CONCURRENCY", 256, 4)
-    lab_concurrency = _count(raw, "lab_concurrency", "BFE_LAB_CONCURRENCY", 64, 1)
+    lab_concurrency = _count(raw, "lab_concurrency", "BFE_LAB_CONCURRENCY", 64, 1, least=0)
     lab_memory_mb = _count(raw, "lab_memory_mb", "BFE_LAB_MEMORY_MB", 10**7, 4096)
     lab_lease_s = _count(raw, "lab_lease_s", "BFE_LAB_LEASE_S", 86_400, 60)
     if lab_lease_s < 5:

@@ -131,9 +131,11 @@ class FineTuneResult:
     tokens: int = 0
     checkpoint: str = ""
     curve: list[tuple[int, float]] = field(default_factory=list)  # (step, training loss)
-    epochs: list[dict[str, float]] = field(default_factory=list)  # {epoch, train_loss, test_accuracy}
+    epochs: list[dict[str, float]] = field(default_factory=list)  # {epoch, train_loss, validation_accuracy}
     layer_change: list[dict[str, Any]] = field(default_factory=list)  # {layer, weight_change, cka}
     correct: list[int] = field(default_factory=list)  # per test item, 1 = right (for paired comparisons)
+    items: list[str] = field(default_factory=list)  # the test items' ids, in the order of ``correct``
+    clusters: list[str] = field(default_factory=list)  # their clusters (a built-in task's lemma), for the intervals
     stopped: str = ""
 
     @property
@@ -167,15 +169,21 @@ def default_lr(parameters: int) -> float:
     return 5e-5 if parameters <= 60_000_000 else 3e-5 if parameters <= 200_000_000 else 2e-5
 
 
+#: The most validation examples a run scores after each epoch (a built-in task's validation split has up to 1,000).
+VALIDATION_MAX = 500
+
+
 def load_config_task(config: FineTuneConfig) -> Task:
     """The task of a run: a built-in one, or a user's CSV read from its path (checked)."""
     if config.task in BUILT_IN:
-        return load_task(config.task, max_train=config.max_train, max_test=config.max_test, seed=config.seed)
+        return load_task(config.task, max_train=config.max_train, max_test=config.max_test, seed=config.seed,
+                         max_validation=min(config.max_test, VALIDATION_MAX))
     path = Path(config.task)
     if not path.is_file():
         raise InvalidData(f"No task file {path.name!r}.")
     task = parse_task_csv(path.read_bytes(), name=config.task_name, seed=config.seed)
-    return Task(task.name, task.kind, task.labels, task.train[: config.max_train], task.test[: config.max_test], task.source)
+    return Task(task.name, task.kind, task.labels, task.train[: config.max_train], task.test[: config.max_test], task.source,
+                task.validation[:VALIDATION_MAX])
 
 
 # ------------------------------------------------------------------------------------------ inputs
@@ -218,6 +226,11 @@ def encode(tok: Any, task: Task, examples: Sequence[Example], max_len: int) -> d
         out["word_index"] = [first_token(i, span, 0) for i, (_, span) in enumerate(a)]
     if task.kind == "pair":
         out["word_index_b"] = [first_token(i, marked(e.text_b or "", e.span_b)[1], 1) for i, e in enumerate(examples)]
+        if not any(e.span is not None and e.span_b is not None for e in examples):
+            # No word marked in the texts (a user's text_a,text_b CSV): a frozen read-out encodes each text alone.
+            single = [Example(e.text, e.label) for e in examples], [Example(e.text_b or "", e.label) for e in examples]
+            text_task = Task(task.name, "single", task.labels, (), (), task.source)
+            out["alone"] = tuple(encode(tok, text_task, side, max_len) for side in single)
     return out
 
 
@@ -351,13 +364,25 @@ def hidden_states(model: Any, enc: dict[str, Any], idx: Sequence[int], pad_id: i
     return [np.concatenate(chunks) for chunks in per_layer]
 
 
+def pair_features(u: Any, v: Any) -> Any:
+    """The standard features of a pair of vectors, [u, v, |u − v|, u ⊙ v] (Conneau et al. 2017, InferSent; SentEval),
+    for (B, H) arrays or tensors: a linear classifier on them can compare the two, which it cannot on u and v alone."""
+    import numpy as np
+
+    return np.concatenate([u, v, np.abs(u - v), u * v], axis=-1)
+
+
 def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_task: bool, batch: int = 64) -> Any:
     """Frozen features, one row per example, at the chosen layer(s): the marked word's first sub-token (a token
-    task); for a pair whose texts mark a word (WiC), the two words' vectors u, v as [u, v, u⊙v, |u−v|] (the usual
-    pair features, Conneau et al. 2017); otherwise the mean of the text's real tokens."""
+    task); for a pair, :func:`pair_features` of the two marked words' vectors (WiC) or, where the texts mark no word,
+    of each text encoded alone and averaged over its tokens (SentEval's convention: a joined pair's mean would blur
+    the two texts into one vector); otherwise the mean of the text's real tokens."""
     import numpy as np
     import torch
 
+    if "alone" in enc:
+        u, v = (features(model, side, layer, pad_id, False, batch) for side in enc["alone"])
+        return pair_features(u, v)
     body = encoder_of(model)
     dev = next(model.parameters()).device
     rows = []
@@ -377,7 +402,7 @@ def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_tas
             elif pair_words:
                 u = h[torch.arange(len(idx)), torch.tensor([enc["word_index"][i] for i in idx])]
                 v = h[torch.arange(len(idx)), torch.tensor([enc["word_index_b"][i] for i in idx])]
-                rows.append(torch.cat([u, v, u * v, (u - v).abs()], dim=-1).numpy())
+                rows.append(pair_features(u.numpy(), v.numpy()))
             else:
                 m = b["attention_mask"].unsqueeze(-1).float()
                 rows.append(((h * m).sum(1) / m.sum(1)).numpy())
@@ -409,8 +434,10 @@ def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], 
              on_epoch: Callable[[dict[str, float]], None] | None = None, should_stop: Callable[[], bool] | None = None,
              save: bool = True) -> FineTuneResult:
     """Fine-tune (or freeze, or train from scratch) ``config.model`` on ``config.task``, score it on the test split
-    and measure the per-layer change. ``on_progress(step, loss, seconds)`` and ``on_epoch({epoch, train_loss,
-    test_accuracy})`` report as it goes; ``should_stop()`` cancels between steps (the result says so, no checkpoint).
+    once, at the end, and measure the per-layer change. ``on_progress(step, loss, seconds)`` and ``on_epoch({epoch,
+    train_loss, validation_accuracy})`` report as it goes (accuracy on the validation split, NaN where the task has
+    none: the test split is never looked at before the end); ``should_stop()`` cancels between steps (the result says
+    so, no checkpoint).
 
     Raises:
         InvalidConfig, InvalidData, InvalidTaskFile, UnknownTask (the request, checked before any work);
@@ -434,6 +461,8 @@ def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], 
     pad = tok.pad_token_id
     train_enc = encode(tok, task, task.train, config.max_len)
     test_enc = encode(tok, task, task.test, config.max_len)
+    val_enc = encode(tok, task, task.validation, config.max_len) if task.validation else None
+    y_val = np.array([e.label for e in task.validation])
     result = FineTuneResult(config, majority_baseline=task.majority_baseline(), train_examples=len(task.train),
                             test_examples=len(task.test), labels=task.labels)
     cka_idx = list(range(min(CKA_SENTENCES, len(task.test))))
@@ -453,10 +482,12 @@ def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], 
         clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=config.seed))
         clf.fit(x_train, [e.label for e in task.train])
         pred = np.asarray(clf.predict(x_test))
+        val_acc = float((np.asarray(clf.predict(features(model, val_enc, config.layer, pad, token_task))) == y_val).mean()) \
+            if val_enc is not None else float("nan")
         result.trainable_parameters = int(x_train.shape[1] * (len(task.labels) if len(task.labels) > 2 else 1)
                                           + (len(task.labels) if len(task.labels) > 2 else 1))
         result.tokens = sum(map(len, train_enc["input_ids"])) + sum(map(len, test_enc["input_ids"]))
-        result.epochs = [{"epoch": 1, "train_loss": float("nan"), "test_accuracy": float((pred == y_test).mean())}]
+        result.epochs = [{"epoch": 1, "train_loss": float("nan"), "validation_accuracy": val_acc}]
     else:
         accelerator = training.make_accelerator()
         params = [p for p in model.parameters() if p.requires_grad]
@@ -492,8 +523,8 @@ def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], 
             if result.stopped:
                 break
             model.eval()
-            acc = float((np.array(_predict(model, test_enc, pad, token_task)) == y_test).mean())
-            row = {"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"), "test_accuracy": acc}
+            acc = float((np.array(_predict(model, val_enc, pad, token_task)) == y_val).mean()) if val_enc is not None else float("nan")
+            row = {"epoch": epoch, "train_loss": float(np.mean(losses)) if losses else float("nan"), "validation_accuracy": acc}
             result.epochs.append(row)
             if on_epoch is not None:
                 on_epoch(row)
@@ -503,10 +534,13 @@ def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], 
     result.seconds = time.perf_counter() - start
     correct = (pred == y_test).astype(int)
     result.correct = correct.tolist()
+    result.items, result.clusters = [e.item for e in task.test], [e.cluster for e in task.test]
+    clusters = result.clusters if all(result.clusters) else None  # a lemma's items are not independent: resample lemmas
     result.accuracy = float(correct.mean())
-    result.accuracy_interval = bootstrap_interval(y_test, pred, "accuracy", seed=config.seed)
+    result.accuracy_interval = bootstrap_interval(y_test, pred, "accuracy", seed=config.seed, clusters=clusters)
     result.macro_f1 = macro_f1(y_test, pred, len(task.labels))
-    result.macro_f1_interval = bootstrap_interval(y_test, pred, "macro_f1", seed=config.seed, n_labels=len(task.labels))
+    result.macro_f1_interval = bootstrap_interval(y_test, pred, "macro_f1", seed=config.seed, n_labels=len(task.labels),
+                                                  clusters=clusters)
     after_states = hidden_states(model, test_enc, cka_idx, pad)
     changes = dict(weight_change(model, before_weights))
     names = ["embeddings"] + [f"layer {i}" for i in range(1, len(after_states))]
@@ -554,9 +588,11 @@ def downstream(checkpoint: str, spec: dict[str, Any], seed: int, control: bool =
     """Fine-tune a pre-trained ``checkpoint`` on each task of ``spec`` (:func:`check_downstream`) with ``seed`` and,
     with ``control``, the same architecture from random initialisation: the lab presets' downstream measure.
 
-    Returns ``{task: {accuracy, interval, baseline, correct, seconds, [random_accuracy, random_correct, random_seconds]}}``
-    (``correct``: 1 per right test item, the test subset drawn from the seed, so two arms with the same seed are
-    scored on the same items). A cancelled fine-tune stops the loop; what finished is returned.
+    Returns ``{task: {accuracy, interval, baseline, correct, items, clusters, seconds, [random_accuracy, random_correct,
+    random_seconds]}}`` (``correct``: 1 per right test item, ``items`` their ids and ``clusters`` their lemmas; the test
+    subset is drawn from the seed, so two arms with the same seed are scored on the same items, and two seeds on
+    different ones where the split is larger than ``max_test``). A cancelled fine-tune stops the loop; what finished
+    is returned.
     """
     spec = check_downstream(spec)
     out: dict[str, Any] = {}
@@ -576,7 +612,8 @@ def downstream(checkpoint: str, spec: dict[str, Any], seed: int, control: bool =
             prefix = "random_" if mode == "random" else ""
             row.update({f"{prefix}accuracy": r.accuracy, f"{prefix}correct": r.correct, f"{prefix}seconds": round(r.seconds, 2)})
             if mode == "finetune":
-                row.update(interval=list(r.accuracy_interval), baseline=r.majority_baseline, test_examples=r.test_examples)
+                row.update(interval=list(r.accuracy_interval), baseline=r.majority_baseline, test_examples=r.test_examples,
+                           items=r.items, clusters=r.clusters)
         out[task] = row
     return out
 
@@ -631,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config.validate()
         result = finetune(config, on_epoch=lambda r: print(f"epoch {r['epoch']}: train loss {r['train_loss']:.4f}, "
-                                                             f"test accuracy {r['test_accuracy']:.3f}", file=sys.stderr, flush=True),
+                                                             f"validation accuracy {r['validation_accuracy']:.3f}", file=sys.stderr, flush=True),
                           save=not args.no_save)
     except ExplorerError as err:
         print(err, file=sys.stderr)

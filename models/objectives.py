@@ -393,6 +393,10 @@ def generate(model: Any, prompt: str, max_new_tokens: int = 20, sample: bool = F
         raise InvalidText("Temperature must be in (0, 5], top-p in (0, 1], top-k in [0, 1000].")
     check_text_length(prompt, "prompt")
     enc = tok(prompt.strip(), return_tensors="pt").to(dev)
+    n = int(enc["input_ids"].shape[1])
+    if n + max_new_tokens > lm.max_tokens:  # past its positions a decoder has no embedding to look up
+        raise InvalidText(f"The prompt is {n} tokens and {max_new_tokens} more were asked for; {lm.model_id} reads at most "
+                          f"{lm.max_tokens} tokens in all.", "Shorten the prompt or ask for fewer new tokens.")
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     with torch.inference_mode():

@@ -203,6 +203,21 @@ def xlnet_tokens(tokenizer: Any, text: str) -> tuple[list[int], list[str]]:
     return ids, toks
 
 
+def word_tokens(text: str) -> list[str]:
+    """The sentence's words as tokens, with XLNet's trailing ``<sep> <cls>``: what the masks are drawn over when no XLNet
+    tokenizer is at hand (no torch). Refused like :func:`xlnet_tokens`: empty, or more than :data:`MAX_TOKENS` tokens."""
+    if not isinstance(text, str):
+        raise InvalidText("The sentence must be text.")
+    check_text_length(text, "sentence")
+    words = text.split()
+    if not words:
+        raise InvalidText("The sentence is empty.", "Type a sentence, for example 'New York is a city'.")
+    if len(words) + 2 > MAX_TOKENS:
+        raise InvalidText(f"The sentence has {len(words) + 2} tokens (its words and <sep> <cls>); this lab takes at most "
+                          f"{MAX_TOKENS}.", "Use a shorter sentence.")
+    return [*words, "<sep>", "<cls>"]
+
+
 def tokens_for(model_id: str, text: str) -> tuple[list[int], list[str]]:
     """:func:`xlnet_tokens` with ``model_id``'s tokenizer (a model id in, plain lists out: the pages call it in the
     model process)."""

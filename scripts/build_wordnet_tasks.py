@@ -13,9 +13,11 @@ Writes into ``data/tasks/``:
 
 Example sentences are the double-quoted parts of a synset's gloss, as in ``scripts/build_wordnet_corpus.py``;
 the target word is one of the synset's lemmas, found in the sentence as written or as a regular inflection
-(``regular_forms``). Both tasks split by lemma (a word is in train or in test, never both: ``split_of``), and
-every choice is seeded, so the same WordNet gives the same bytes. The script prints the tables that
-``data/tasks/README.md`` shows.
+(``regular_forms``). Both tasks split by lemma into train, validation and test (``split_of``); then nothing of a
+held-out row is left in train (``disjoint``): a train row that shares a sentence, a synset or a word of its lemma with a
+validation or test row is dropped, so a test sentence never appears word for word in train under a related lemma
+(``back up`` / ``back``). Every choice is seeded, so the same WordNet gives the same bytes. The script prints the
+tables and the leak counts that ``data/tasks/README.md`` shows.
 
 WordNet 3.0 licence: ``data/corpus/LICENSE-WordNet``.
 """
@@ -36,17 +38,21 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent.parent / "data" / "tasks"
 SEED = 13
-#: Share of lemmas that go to test (by a hash of the lemma, so the choice does not depend on the order of the input).
+#: Shares of lemmas that go to test and to validation (by a hash of the lemma, so the choice does not depend on the
+#: order of the input); the rest is train.
 TEST_FRACTION = 0.2
-#: Caps, so that a fine-tune on two CPU cores stays classroom-sized (the lab can subsample further).
-WIC_MAX = {"train": 5_000, "test": 1_200}
-SUPERSENSE_MAX = {"train": 6_000, "test": 1_500}
+VALIDATION_FRACTION = 0.1
+SPLITS = ("train", "validation", "test")
+#: Caps, so that a fine-tune on two CPU cores stays classroom-sized (the lab can subsample further). Supersense's test
+#: split keeps every row, so that a lab run drawing 1,500 test rows per seed draws different ones per seed.
+WIC_MAX = {"train": 5_000, "validation": 600, "test": 1_200}
+SUPERSENSE_MAX = {"train": 6_000, "validation": 1_000, "test": 100_000}
 #: Positive pairs one synset may give to WiC: without a cap, a few synsets with many examples would dominate.
 WIC_PAIRS_PER_SYNSET = 6
 #: A supersense with fewer sentences than this in train is dropped (noun.Tops has a handful).
 MIN_CLASS_TRAIN = 30
 #: Rows a class keeps at least when the caps sample a split down (rare classes stay learnable).
-MIN_CLASS_SAMPLE = {"train": 40, "test": 10}
+MIN_CLASS_SAMPLE = {"train": 40, "validation": 10, "test": 10}
 
 QUOTED = re.compile(r'"([^"]{8,300})"')  # as in build_wordnet_corpus.py: an example sentence in a gloss
 POS_FILES = {"n": "data.noun", "v": "data.verb"}
@@ -212,10 +218,41 @@ def occurrences(synsets: Iterable[Synset]) -> list[Occurrence]:
 # -- splits and sampling -------------------------------------------------------------------------------------
 
 
-def split_of(lemma: str, test_fraction: float = TEST_FRACTION) -> str:
-    """``"test"`` for about ``test_fraction`` of lemmas, chosen by a hash of the lemma (the same in both tasks)."""
-    h = int.from_bytes(hashlib.sha256(lemma.lower().encode("utf-8")).digest()[:8], "big")
-    return "test" if h / 2**64 < test_fraction else "train"
+def split_of(lemma: str, test_fraction: float = TEST_FRACTION, validation_fraction: float = VALIDATION_FRACTION) -> str:
+    """``"test"`` for about ``test_fraction`` of lemmas, ``"validation"`` for about ``validation_fraction``, else
+    ``"train"``: chosen by a hash of the lemma (the same in both tasks)."""
+    h = int.from_bytes(hashlib.sha256(lemma.lower().encode("utf-8")).digest()[:8], "big") / 2**64
+    return "test" if h < test_fraction else "validation" if h < test_fraction + validation_fraction else "train"
+
+
+def _keys(row: dict) -> set[tuple[str, str]]:
+    """What a row could give away to another split: its sentences, its synsets and the words of its lemma."""
+    texts = [row["text"]] if "text" in row else [row["text_a"], row["text_b"]]
+    synsets = [row["synset"]] if "synset" in row else [row["synset_a"], row["synset_b"]]
+    return {("sentence", t) for t in texts} | {("synset", x) for x in synsets} | {("word", w) for w in row["lemma"].split()}
+
+
+def disjoint(rows: Sequence[dict]) -> list[dict]:
+    """The rows without leaks between splits: a train row that shares a sentence, a synset or any word of its lemma
+    with a test or validation row is dropped, and a validation row that shares one with a test row. (Splitting by
+    lemma alone left test sentences in train under a related lemma: ``back up`` in train, ``back`` in test. Splitting
+    whole connected groups instead is not possible: synonymy and polysemy join half of WordNet's examples into one.)"""
+    held: dict[str, set[tuple[str, str]]] = {split: set() for split in SPLITS}
+    for r in rows:
+        held[r["split"]] |= _keys(r)
+    later = {"train": held["validation"] | held["test"], "validation": held["test"], "test": set()}
+    return [r for r in rows if not _keys(r) & later[r["split"]]]
+
+
+def leaks(rows: Sequence[dict]) -> dict[str, int]:
+    """Leak counts between train and the held-out splits (all 0 after :func:`disjoint`): held-out rows with a sentence
+    that is in train, held-out synsets that are in train, and words of held-out lemmas that are words of train lemmas."""
+    train = set().union(*[_keys(r) for r in rows if r["split"] == "train"]) if rows else set()
+    held = [r for r in rows if r["split"] != "train"]
+    keys = set().union(*[_keys(r) for r in held]) if held else set()
+    return {"sentences": sum(1 for r in held if {k for k in _keys(r) if k[0] == "sentence"} & train),
+            "synsets": len({k for k in keys if k[0] == "synset"} & train),
+            "words": len({k for k in keys if k[0] == "word"} & train)}
 
 
 def _stratified_sample(rows: Sequence[dict], key: str, cap: int, floor: int, rng: random.Random) -> list[dict]:
@@ -258,8 +295,8 @@ def build_wic(synsets: Sequence[Synset], seed: int = SEED, caps: dict[str, int] 
         if senses_of[o.lemma, o.pos] > 1:
             uses[o.lemma, o.pos][o.synset].append(o)
 
-    positives: dict[str, list[tuple[Occurrence, Occurrence]]] = {"train": [], "test": []}
-    negatives: dict[str, dict[tuple[str, str], list[tuple[Occurrence, Occurrence]]]] = {"train": {}, "test": {}}
+    positives: dict[str, list[tuple[Occurrence, Occurrence]]] = {split: [] for split in SPLITS}
+    negatives: dict[str, dict[tuple[str, str], list[tuple[Occurrence, Occurrence]]]] = {split: {} for split in SPLITS}
     for word, senses in sorted(uses.items()):
         # A sentence that illustrates two senses of the word would be its own counter-example.
         texts = Counter(o.text for occ in senses.values() for o in occ)
@@ -289,7 +326,7 @@ def build_wic(synsets: Sequence[Synset], seed: int = SEED, caps: dict[str, int] 
                      "synset_a": x.synset, "synset_b": y.synset, "label": label})
         return True
 
-    for split in ("train", "test"):
+    for split in SPLITS:
         pos = rng.sample(positives[split], min(len(positives[split]), caps[split] // 2))
         n_pos = len([p for p in pos if take(p, 1, split)])
         pools = {w: rng.sample(p, len(p)) for w, p in sorted(negatives[split].items())}
@@ -309,7 +346,19 @@ def build_wic(synsets: Sequence[Synset], seed: int = SEED, caps: dict[str, int] 
         if n_neg < n_pos:  # the negatives ran out: drop the last positives, so the split stays balanced
             for i in [i for i, r in enumerate(rows) if r["split"] == split and r["label"] == 1][n_neg:][::-1]:
                 del rows[i]
-    return sorted(rows, key=lambda r: (r["split"] != "train", r["lemma"], r["pos"], r["text_a"], r["text_b"]))
+    return sorted(_balanced(disjoint(rows), rng), key=lambda r: (SPLITS.index(r["split"]), r["lemma"], r["pos"], r["text_a"], r["text_b"]))
+
+
+def _balanced(rows: list[dict], rng: random.Random) -> list[dict]:
+    """Each split with as many label-0 as label-1 rows (what :func:`disjoint` dropped may have unbalanced it): the
+    larger side loses rows drawn at random."""
+    out = []
+    for split in SPLITS:
+        part = [r for r in rows if r["split"] == split]
+        by_label = {label: [r for r in part if r["label"] == label] for label in (0, 1)}
+        n = min(len(v) for v in by_label.values())
+        out += [r for label in (0, 1) for r in (by_label[label] if len(by_label[label]) == n else rng.sample(by_label[label], n))]
+    return out
 
 
 def build_supersense(synsets: Sequence[Synset], seed: int = SEED, caps: dict[str, int] = SUPERSENSE_MAX,
@@ -332,14 +381,15 @@ def build_supersense(synsets: Sequence[Synset], seed: int = SEED, caps: dict[str
         seen.add(key)
         rows.append({"split": split_of(o.lemma), "lemma": o.lemma, "pos": o.pos, "text": o.text, "start": o.start,
                      "end": o.end, "synset": o.synset, "label": o.lexname})
+    rows = disjoint(rows)
     train_counts = Counter(r["label"] for r in rows if r["split"] == "train")
     keep = {c for c, n in train_counts.items() if n >= min_class_train}
     rows = [r for r in rows if r["label"] in keep]
     out = []
-    for split in ("train", "test"):
+    for split in SPLITS:
         part = [r for r in rows if r["split"] == split]
         out += _stratified_sample(part, "label", caps[split], MIN_CLASS_SAMPLE[split], rng)
-    return sorted(out, key=lambda r: (r["split"] != "train", r["lemma"], r["pos"], r["text"], r["start"]))
+    return sorted(out, key=lambda r: (SPLITS.index(r["split"]), r["lemma"], r["pos"], r["text"], r["start"]))
 
 
 # -- output -------------------------------------------------------------------------------------------------------
@@ -358,20 +408,23 @@ def to_csv_gz(rows: Sequence[dict], columns: Sequence[str]) -> bytes:
 
 
 def summary_table(rows: Sequence[dict]) -> str:
-    """The README's Markdown table: rows per split and label, and the majority baseline on test."""
+    """The README's Markdown table: rows per split and label, the majority baseline on test, and the leak counts."""
     counts = Counter((r["split"], str(r["label"])) for r in rows)
     labels = sorted({str(r["label"]) for r in rows})
     size = Counter(r["split"] for r in rows)
-    lines = ["| label | train | test |", "| --- | ---: | ---: |"]
-    lines += [f"| {label} | {counts['train', label]} | {counts['test', label]} |" for label in labels]
-    lines.append(f"| **total** | {size['train']} | {size['test']} |")
+    lines = ["| label | train | validation | test |", "| --- | ---: | ---: | ---: |"]
+    lines += [f"| {label} | {counts['train', label]} | {counts['validation', label]} | {counts['test', label]} |" for label in labels]
+    lines.append(f"| **total** | {size['train']} | {size['validation']} | {size['test']} |")
     if not labels:
         return "\n".join(lines) + "\n\nNo rows."
     majority = max(labels, key=lambda label: (counts["train", label], -labels.index(label)))  # a tie: the first label, as analysis.tasks
     accuracy = counts["test", majority] / size["test"] if size["test"] else 0.0
-    lemmas = {s: len({r["lemma"] for r in rows if r["split"] == s}) for s in ("train", "test")}
-    return "\n".join(lines) + (f"\n\nLemmas: {lemmas['train']} train, {lemmas['test']} test. Majority class (train's most "
-                               f"frequent label, `{majority}`) on test: accuracy **{accuracy:.3f}**.")
+    lemmas = {s: len({r["lemma"] for r in rows if r["split"] == s}) for s in SPLITS}
+    leak = leaks(rows)
+    return "\n".join(lines) + (f"\n\nLemmas: {lemmas['train']} train, {lemmas['validation']} validation, {lemmas['test']} test. "
+                               f"Majority class (train's most frequent label, `{majority}`) on test: accuracy **{accuracy:.3f}**. "
+                               f"Leaks from validation and test into train: {leak['sentences']} sentences, {leak['synsets']} "
+                               f"synsets, {leak['words']} words of lemmas.")
 
 
 def main(wordnet_dir: str, out_dir: Path = OUT) -> None:

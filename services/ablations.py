@@ -24,7 +24,8 @@ from core.errors import ExplorerError, InvalidConfig
 from models.pretrain.config import TrainConfig, hf_config
 from services import lab
 
-DOWNSTREAM_LABELS = {"supersense": "supersense accuracy (38 classes)", "wic": "WiC accuracy (2 classes)"}
+DOWNSTREAM_LABELS = {"supersense": "supersense accuracy ({classes} classes)", "wic": "WiC accuracy (2 classes)",
+                     "average": "average accuracy over the suite's tasks"}
 INTRINSIC_LABELS = {"sop_accuracy": "SOP accuracy (held-out pairs)", "nsp_accuracy": "NSP accuracy (held-out pairs)",
                     "held_out_loss": "Held-out loss", "scaling": "Scaling exponent", "isoflop": "Compute-optimal size"}
 CHANCE = {"sop_accuracy": 0.5, "nsp_accuracy": 0.5, "probe:pos": 0.25}
@@ -48,7 +49,7 @@ class Claim:
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {
     "albert": (
-        Claim("sop", "sop_accuracy", "A model trained with SOP solves SOP; one trained with NSP does not (52.0 vs 86.5).",
+        Claim("sop", "sop_accuracy", "A model trained with SOP solves SOP; one trained with NSP does not (86.5 vs 52.0).",
               "Lan et al. 2019, ALBERT, Table 5 (intrinsic SOP accuracy, ALBERT-base)", "sop", "nsp"),
         Claim("downstream", "downstream", "SOP pre-training helps downstream more than NSP (average 80.1 vs 79.2).",
               "Lan et al. 2019, ALBERT, Table 5 (downstream average of SQuAD1.1/2.0, MNLI, SST-2, RACE, dev)", "sop", "nsp"),
@@ -144,33 +145,45 @@ def planned_flops(preset: str, base: TrainConfig, budget: str) -> tuple[int, flo
     """(runs, training FLOPs) a preset at a budget would start, from the calculator: for an estimate of its time."""
     b = budget_of(preset, budget)
     runs = lab.plan_runs(preset, apply_budget(base, b), "estimate", b.seeds, b.widths)
-    return len(runs), sum(lab.size(p.config).flops_per_token * p.config.steps * p.config.batch * p.config.seq_len for p in runs)
+    return len(runs), sum(lab.size(p.config).flops_per_step * p.config.steps for p in runs)
 
 
 # ------------------------------------------------------------------------------------------ reading the runs
 
 
-def _measures(claim: Claim, suite: dict[str, Any] | None) -> list[str]:
-    """The measures a claim is decided on: ``downstream`` is every task of the suite and the frozen part-of-speech
-    probe every run measures anyway (a linear read-out shows what pre-training put in the vectors even where a
-    small model's fine-tuning washes it out)."""
+def _measures(claim: Claim, suite: dict[str, Any] | None) -> list[tuple[str, bool]]:
+    """The measures a claim is decided on, each with whether it is the claim's primary one. A downstream claim's
+    primary measure is the suite's average accuracy (the papers report an average or a GLUE-style score); each task
+    of a suite of several, and the frozen part-of-speech probe every run measures anyway (no paper's measure: a
+    linear read-out of what pre-training put in the vectors), are exploratory."""
     if claim.measure != "downstream":
-        return [claim.measure]
-    return [f"downstream:{t}" for t in (suite or {}).get("tasks", [])] + ["probe:pos"]
+        return [(claim.measure, True)]
+    tasks = list((suite or {}).get("tasks", []))
+    return [("downstream:average", True)] + [(f"downstream:{t}", False) for t in tasks if len(tasks) > 1] + [("probe:pos", False)]
 
 
 def measure_label(measure: str) -> str:
     if measure.startswith("downstream:"):
-        return "Downstream: " + DOWNSTREAM_LABELS.get(measure.split(":", 1)[1], measure)
+        name = measure.split(":", 1)[1]
+        label = DOWNSTREAM_LABELS.get(name, measure)
+        if "{classes}" in label:
+            from analysis.tasks import class_count
+
+            label = label.format(classes=class_count(name))
+        return "Downstream: " + label
     if measure == "probe:pos":
         return "Frozen probe: part of speech (4 classes, chance 0.25)"
     return INTRINSIC_LABELS.get(measure, measure)
 
 
 def score_of(run: dict[str, Any], measure: str, control: bool = False) -> float | None:
-    """A finished run's score on ``measure`` (``downstream:<task>``, an evaluation key); ``control``: the random-init
-    control's score on that task, where this run measured it."""
+    """A finished run's score on ``measure`` (``downstream:<task>``, ``downstream:average`` over the run's suite,
+    ``probe:pos``, an evaluation key); ``control``: the random-init control's score, where this run measured it."""
     ev = run.get("evaluation") or {}
+    if measure == "downstream:average":
+        tasks = (run.get("config") or {}).get("downstream", {}).get("tasks") or list(ev.get("downstream") or {})
+        values = [score_of(run, f"downstream:{t}", control) for t in tasks]
+        return float(sum(values) / len(values)) if values and all(v is not None for v in values) else None
     if measure.startswith("downstream:"):
         row = (ev.get("downstream") or {}).get(measure.split(":", 1)[1]) or {}
         value = row.get("random_accuracy" if control else "accuracy")
@@ -181,6 +194,45 @@ def score_of(run: dict[str, Any], measure: str, control: bool = False) -> float 
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
+def items_of(run: dict[str, Any], measure: str) -> dict[str, Any] | None:
+    """A finished run's per-item scores on ``measure`` for the verdict's item term (:func:`analysis.verdicts.items_of`):
+    values, ids, clusters, strata and weights (an average weights each task equally); None where the run did not keep
+    them (runs from before they were kept)."""
+    ev = run.get("evaluation") or {}
+    if measure == "downstream:average":
+        tasks = (run.get("config") or {}).get("downstream", {}).get("tasks") or list(ev.get("downstream") or {})
+        parts = [items_of(run, f"downstream:{t}") for t in tasks]
+        if not parts or any(p is None for p in parts):
+            return None
+        out: dict[str, list[Any]] = {"values": [], "ids": [], "clusters": [], "strata": [], "weights": []}
+        for p in parts:
+            n = len(p["values"])
+            for k in ("values", "ids", "clusters", "strata"):
+                out[k] += list(p[k])
+            out["weights"] += [1.0 / (n * len(parts))] * n
+        return out
+    if measure.startswith("downstream:"):
+        task = measure.split(":", 1)[1]
+        row = (ev.get("downstream") or {}).get(task) or {}
+        values, ids, clusters = row.get("correct"), row.get("items"), row.get("clusters")
+    elif measure == "probe:pos":
+        task, values, ids, clusters = "pos", ev.get("pos_probe_correct"), ev.get("pos_probe_items"), ev.get("pos_probe_clusters")
+    elif measure in ("sop_accuracy", "nsp_accuracy"):
+        task = measure.split("_")[0]
+        values = ev.get(f"{task}_correct")
+        ids = clusters = None
+    else:
+        return None
+    if not values:
+        return None
+    ids = [f"{task}:{i}" for i in (ids or range(len(values)))]
+    clusters = [f"{task}:{c}" for c in clusters] if clusters and len(clusters) == len(values) and all(clusters) else ids
+    if len(ids) != len(values):
+        return None
+    return {"values": list(values), "ids": ids, "clusters": clusters, "strata": [task] * len(values),
+            "weights": [1.0 / len(values)] * len(values)}
+
+
 def _run_rows(frame: Any) -> list[dict[str, Any]]:
     rows = []
     for r in frame.sort_values("id").to_dict("records"):
@@ -189,24 +241,28 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
             tc = TrainConfig.from_stored(cfg)
             z = lab.size(tc)
             flops, per_token, non_embedding = z.flops_per_token * (r["tokens"] or 0), z.flops_per_token, z.non_embedding
-            kind = hf_config(tc)[0]["model_type"]
+            parameters, kind = z.parameters, hf_config(tc)[0]["model_type"]
         except ExplorerError:
-            flops, per_token, non_embedding, kind = float("nan"), float("nan"), 0, ""
+            flops, per_token, non_embedding, parameters, kind = float("nan"), float("nan"), 0, 0, ""
         ds = (r["evaluation"] or {}).get("downstream") or {}
         ds_seconds = sum(float(v.get("seconds", 0)) + float(v.get("random_seconds", 0)) for v in ds.values())
         rows.append({**r, "arm": cfg.get("arm", r["name"]), "replicate": int(cfg.get("replicate", 0)), "kind": kind,
-                     "flops": flops, "flops_per_token": per_token, "non_embedding": non_embedding,
+                     "flops": flops, "flops_per_token": per_token, "non_embedding": non_embedding, "parameters": parameters,
                      "downstream_seconds": ds_seconds})
     return rows
 
 
-def report(group: str, engine: Any = None, settle_now: bool = True) -> dict[str, Any]:
+def report(group: str, engine: Any = None) -> dict[str, Any]:
     """One experiment: its state (``running``, ``partial``, ``complete``, ``gone``), per run and per arm what was
     spent, and per claim the per-seed scores, the verdict and each arm's effect over random initialisation.
 
-    A complete experiment's verdicts are computed and stored (``settle_now``); an experiment whose runs were
-    deleted after its verdict shows the stored verdict and says its runs are gone.
+    A read: it computes a complete experiment's verdicts and stores nothing (:func:`settle` stores them). An
+    experiment whose runs were deleted after its verdict shows the stored verdict and says its runs are gone.
     """
+    return _report(group, engine)
+
+
+def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, Any]:
     from analysis import verdicts as V
     from analysis.results_db import runs as R
     from analysis.results_db import verdicts as stored_verdicts
@@ -244,12 +300,14 @@ def report(group: str, engine: Any = None, settle_now: bool = True) -> dict[str,
     out["arms"] = arms
     finished = [r for r in rows if r["status"] == "finished"]
     out["claims"] = []
+    family = sum(1 for c in claims if c.measure not in ("scaling", "isoflop") for _, primary in _measures(c, suite) if not primary)
+    out["family"] = family
     for claim in claims:
         if claim.measure in ("scaling", "isoflop"):
             out["claims"].append(_trend_claim(claim, finished, state, V))
             continue
-        for measure in _measures(claim, suite):
-            out["claims"].append(_arm_claim(claim, measure, finished, state, V))
+        for measure, primary in _measures(claim, suite):
+            out["claims"].append(_arm_claim(claim, measure, finished, state, V, primary, 1 if primary else max(family, 1)))
     deleted = 0
     if stored:
         have = {int(r["id"]) for r in rows}
@@ -258,7 +316,7 @@ def report(group: str, engine: Any = None, settle_now: bool = True) -> dict[str,
     if deleted:
         out["note"] = f"{deleted} of this experiment's runs were deleted after its verdict; the stored verdict is shown."
         out["claims"] = [s["payload"] for s in stored]
-    elif state == "complete" and settle_now:
+    elif state == "complete" and store:
         # Decided once: a stored verdict is not re-dated by a later read, and one that a killed settle did not get
         # to store is stored now (all of an experiment's verdicts go in one transaction, so that is rare).
         have = {s["claim_key"] for s in stored}
@@ -268,21 +326,25 @@ def report(group: str, engine: Any = None, settle_now: bool = True) -> dict[str,
     return out
 
 
-def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state: str, V: Any) -> dict[str, Any]:
+def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state: str, V: Any, primary: bool = True,
+               family: int = 1) -> dict[str, Any]:
     scores: dict[str, dict[int, float]] = {}
+    items: dict[str, dict[int, dict[str, Any] | None]] = {}
     controls: dict[tuple[str, int], float] = {}
     kinds: dict[str, str] = {}
     for r in finished:
         value = score_of(r, measure)
         if value is not None:
             scores.setdefault(r["arm"], {})[r["replicate"]] = value
+            items.setdefault(r["arm"], {})[r["replicate"]] = items_of(r, measure)
             kinds[r["arm"]] = r["kind"]
         control = score_of(r, measure, control=True)
         if control is not None:
             controls[(r["kind"], r["replicate"])] = control
     a, b = scores.get(claim.a, {}), scores.get(claim.b, {})
-    out: dict[str, Any] = {"key": f"{claim.key}:{measure.split(':', 1)[1]}" if claim.measure == "downstream" else claim.key,
-                           "claim": asdict(claim), "measure": measure, "label": measure_label(measure),
+    key = claim.key if primary or claim.measure != "downstream" else f"{claim.key}:{measure.split(':', 1)[1]}"
+    out: dict[str, Any] = {"key": key, "claim": asdict(claim), "measure": measure, "label": measure_label(measure),
+                           "primary": primary, "family": family,
                            "scores": {arm: sorted(v.items()) for arm, v in scores.items()}, "chance": CHANCE.get(measure),
                            "controls": {}, "control_effects": {}, "verdict": None,
                            "run_ids": [int(r["id"]) for r in finished]}
@@ -298,45 +360,64 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
         out["why_none"] = ("the experiment is still running" if state == "running" else
                            "some runs did not finish (partial results, no verdict)")
         return out
-    common = sorted(set(a) & set(b))
-    paired = len(common) == len(a) == len(b)
-    v = V.verdict([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], claim.op, claim.margin, paired=paired) if a and b else None
-    if v is None:
+    if not (a and b):
         out["why_none"] = f"no scores for {claim.a if not a else claim.b}"
         return out
+    common = sorted(set(a) & set(b))
+    paired = len(common) == len(a) == len(b)
+    ia, ib = [items[claim.a][k] for k in sorted(a)], [items[claim.b][k] for k in sorted(b)]
+    given = all(x is not None for x in ia + ib)
+    v = V.verdict([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], claim.op, claim.margin, paired=paired,
+                  items_a=ia if given else None, items_b=ib if given else None, family=family)
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
     return out
 
 
 def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str, V: Any) -> dict[str, Any]:
-    points, limited = [], []
+    points, limited, flagged = [], [], set()
     for r in finished:
         loss = (r["evaluation"] or {}).get("held_out_loss")
-        n = r["non_embedding"]  # the calculator's, read once per run by _run_rows
+        n = r["non_embedding"]  # the calculator's, read once per run by _run_rows: Kaplan's N, what the law counts
         if not n or not isinstance(loss, int | float) or not r["tokens"]:
             continue
-        ratio = r["tokens"] / n
+        ratio = r["tokens"] / max(r["parameters"] or n, 1)  # Chinchilla's 20 tokens per parameter counts all of them
         if ratio < DATA_LIMITED_TOKENS_PER_PARAMETER:
             limited.append({"run": r["name"], "tokens per parameter": round(ratio, 1)})
+            flagged.add(len(points))
         if claim.measure == "scaling":
             points.append((r["replicate"], n, float(loss)))
         else:
             points.append((r["replicate"], round(r["flops_per_token"] * r["tokens"], -6), n, float(loss)))
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "points": points,
-                           "label": measure_label(claim.measure),
+                           "label": measure_label(claim.measure), "primary": True,
                            "data_limited": limited, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
     if state != "complete":
         out["why_none"] = ("the experiment is still running" if state == "running" else
                            "some runs did not finish (partial results, no verdict)")
         return out
+
+    def decide(pts: list[Any]) -> Any:
+        return V.scaling_verdict(pts) if claim.measure == "scaling" else V.isoflop_verdict(_isoflop_cells(pts))
+
     try:
-        v = V.scaling_verdict(points) if claim.measure == "scaling" else V.isoflop_verdict(_isoflop_cells(points))
+        v = decide(points)
     except ExplorerError as err:
         out["why_none"] = str(err)
         return out
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
+    if limited:
+        out["sentence"] += (f". {len(limited)} of {len(points)} runs are data-limited (fewer than "
+                            f"{DATA_LIMITED_TOKENS_PER_PARAMETER} tokens per parameter, Chinchilla's compute-optimal ratio): "
+                            "they sit above a law fitted to converged models")
+        try:
+            without = decide([p for i, p in enumerate(points) if i not in flagged])
+        except ExplorerError as err:
+            out["without_data_limited"] = {"why_none": str(err)}
+        else:
+            out["without_data_limited"] = without.to_dict()
+            out["sentence"] += f"; without them: {without.sentence[0].lower()}{without.sentence[1:]}"
     return out
 
 
@@ -354,9 +435,10 @@ def _isoflop_cells(points: list[tuple[int, float, int, float]]) -> list[tuple[in
 
 
 def settle(group: str, engine: Any = None) -> None:
-    """Store the verdicts of ``group`` if its runs are complete (called by the worker when a run ends)."""
+    """Store the verdicts of ``group`` if its runs are complete (called by the worker when a run ends, and by
+    ``bench/verdicts.py``); a verdict already stored keeps its date, and one a killed settle left out is stored now."""
     if group:
-        report(group, engine)
+        _report(group, engine, store=True)
 
 
 def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
@@ -371,8 +453,20 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
             continue
         p = v["payload"]
         verdict = p.get("verdict") or {}
+        notes = []
+        if p.get("data_limited"):
+            notes.append(f"{len(p['data_limited'])} run(s) data-limited (< {DATA_LIMITED_TOKENS_PER_PARAMETER} tokens/parameter)")
+        if p.get("without_data_limited", {}).get("label"):
+            notes.append(f"without them: {p['without_data_limited']['label']}")
+        if verdict.get("reason") and v["label"] != "agrees":
+            notes.append(verdict["reason"])
         rows.append({"preset": lab.PRESETS[preset].title if preset in lab.PRESETS else preset, "verdict": v["label"],
+                     "role": "primary" if p.get("primary", True) else f"exploratory (Bonferroni, {p.get('family', 1)})",
                      "measure": p.get("label") or p.get("measure"), "effect": verdict.get("effect", verdict.get("estimate")),
-                     "95% low": verdict.get("low"), "95% high": verdict.get("high"), "claim": p["claim"]["statement"],
+                     "low": verdict.get("low"), "high": verdict.get("high"),
+                     "interval": f"{verdict.get('level') or 0.95:.1%}".replace(".0%", "%"),
+                     "notes": "; ".join(notes), "claim": p["claim"]["statement"],
                      "source": p["claim"]["source"], "experiment": v["group"], "decided": v["created_at"]})
+    first = {g: i for i, g in enumerate(dict.fromkeys(r["experiment"] for r in rows))}
+    rows.sort(key=lambda r: (first[r["experiment"]], r["role"] != "primary"))  # each experiment's primary verdicts first
     return rows

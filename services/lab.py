@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ExplorerError, InvalidConfig, InvalidData
-from models.pretrain.config import MAX_USER_CORPUS_BYTES, VOCAB_SIZES, TrainConfig, hf_config, trained_dir
+from models.pretrain.config import MAX_USER_CORPUS_BYTES, TrainConfig, hf_config, trained_dir
 from models.run_config import RUN_NAME, check_run_name
 
 log = logging.getLogger("bert_family_explorer")
@@ -63,17 +63,25 @@ class Size:
     parameters: int  # every trained tensor (ELECTRA: generator + discriminator, shared embeddings once)
     non_embedding: int  # Kaplan et al. (2020)'s N: 2·d·L·(2·d_attn + d_ff), what scaling laws count
     memory_bytes: int  # one training step, fp32 AdamW (analysis.memory.training_memory)
-    flops_per_token: float  # training: 3 × forward (Kaplan et al. 2020, Table 1) + the output layer over the vocabulary
+    flops_per_token: float  # training FLOPs per real token as the loop performs them (models.pretrain.flops)
+    kaplan_flops_per_token: float  # Kaplan et al. 2020's 6N + attention per token, for reference
+    tokens_per_step: float  # real tokens in a batch: its texts' mean length × batch (the padded batch × length is more)
+
+    @property
+    def flops_per_step(self) -> float:
+        return self.flops_per_token * self.tokens_per_step
 
 
 def size(config: TrainConfig) -> Size:
-    """Exact parameters, predicted memory and training FLOPs per token of ``config``.
+    """Exact parameters, predicted memory, and the training FLOPs and real tokens of a step of ``config`` (its corpus
+    read once, with its tokenizer, for the texts' lengths).
 
     Raises:
-        InvalidConfig: a configuration the calculator cannot build.
+        InvalidConfig: a configuration the calculator cannot build; InvalidData: a corpus that cannot be read.
     """
     from analysis.memory import TrainingSetup, training_memory
     from analysis.params import parameter_breakdown
+    from models.pretrain import flops
 
     config.validate()
     setup = TrainingSetup(precision="fp32", optimizer="adamw")
@@ -81,13 +89,6 @@ def size(config: TrainConfig) -> Size:
     main = parameter_breakdown(cfg, head)
     params = main.total
     memory = training_memory(main, config.batch, config.seq_len, setup).total
-    vocab = VOCAB_SIZES[config.vocab]
-
-    def forward(h: int, f: int, out_vocab: bool) -> float:
-        n = 2 * h * config.layers * (2 * h + f)
-        return 2 * n + 2 * config.layers * config.seq_len * h + (2 * vocab * h if out_vocab else 0)
-
-    flops = 3 * forward(config.hidden, config.ffn, config.objective != "electra")
     non_embedding = 2 * config.hidden * config.layers * (2 * config.hidden + config.ffn)
     if config.objective == "electra":
         gcfg, ghead = hf_config(config, "generator")
@@ -95,10 +96,11 @@ def size(config: TrainConfig) -> Size:
         shared = sum(t.numel for t in gen.tensors if t.group == "embeddings" and t.part != "embedding projection")
         params += gen.total - shared
         memory += training_memory(gen, config.batch, config.seq_len, setup).total - 16 * shared
-        g_h, g_f = int(config.hidden * config.generator_ratio), max(16, int(config.ffn * config.generator_ratio))
-        flops += 3 * forward(g_h, g_f, False) + 3 * 2 * vocab * config.hidden  # the generator's logits over the vocabulary
-        non_embedding += 2 * g_h * config.layers * (2 * g_h + g_f)
-    return Size(params, non_embedding, memory, float(flops))
+        g = flops.shapes(config)["generator"]
+        non_embedding += 2 * g.hidden * g.layers * (2 * g.hidden + g.ffn)
+    stats = flops.length_stats(config)
+    return Size(params, non_embedding, memory, flops.per_token(config, stats), flops.kaplan_per_token(config),
+                stats.tokens_per_sequence * config.batch)
 
 
 def check_fits(config: TrainConfig, budget_mb: int | None = None) -> Size:
@@ -129,10 +131,11 @@ class Preset:
 
 
 def _equal_compute(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
-    """ELECTRA and a masked LM of the same width, the MLM given as many steps as ELECTRA's FLOPs buy it."""
+    """ELECTRA and a masked LM of the same width, the MLM given as many steps as ELECTRA's FLOPs buy it (FLOPs as the
+    loop performs them: :mod:`models.pretrain.flops`)."""
     electra = replace(base, objective="electra")
     mlm = replace(base, objective="mlm")
-    steps = max(1, round(base.steps * size(electra).flops_per_token / size(mlm).flops_per_token))
+    steps = max(1, round(base.steps * size(electra).flops_per_step / size(mlm).flops_per_step))
     return [("electra", electra), ("mlm", replace(mlm, steps=min(steps, MAX_STEPS)))]
 
 
@@ -147,14 +150,15 @@ def _scaling(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> lis
 
 
 def _isoflop(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> list[tuple[str, TrainConfig]]:
-    """Chinchilla's approach 2 in miniature: for each compute budget, the four widths, each trained for the steps
-    that budget buys it (so small models see more tokens)."""
-    ref = size(replace(base, objective="mlm", hidden=128, ffn=512, heads=min(base.heads, 8)))
-    budget = ref.flops_per_token * base.steps * base.batch * base.seq_len
+    """Chinchilla's approach 2 in miniature: for each compute budget, the widths, each trained for the steps that
+    budget buys it (so small models see more tokens). The budgets are priced from the middle width of those tried,
+    at the base run's steps, so the optimum can fall inside the grid."""
+    runs = _scaling(base, widths)
+    budget = size(runs[len(runs) // 2][1]).flops_per_step * base.steps
     out = []
     for scale in ISOFLOP_BUDGETS:
-        for name, cfg in _scaling(base, widths):
-            steps = round(scale * budget / (size(cfg).flops_per_token * cfg.batch * cfg.seq_len))
+        for name, cfg in runs:
+            steps = round(scale * budget / size(cfg).flops_per_step)
             out.append((f"c{scale:g}-{name}", replace(cfg, steps=max(1, min(steps, MAX_STEPS)))))
     return out
 
@@ -311,8 +315,9 @@ def _reap(proc: subprocess.Popen) -> None:
     threading.Thread(target=proc.wait, daemon=True, name=f"lab-reaper-{proc.pid}").start()
 
 
-def dispatch(engine: Any = None) -> list[int]:
-    """Mark dead runs interrupted, then start a worker for each queued run a free slot allows; return their ids.
+def dispatch(engine: Any = None, slots: int | None = None) -> list[int]:
+    """Mark dead runs interrupted, then start a worker for each queued run a free slot allows (``slots``, default
+    ``BFE_LAB_CONCURRENCY``, per host); return their ids.
 
     Holds a file lock beside the checkpoints, so two servers' or workers' dispatches on one host never both
     see the same free slot.
@@ -320,7 +325,7 @@ def dispatch(engine: Any = None) -> list[int]:
     from analysis.results_db import runs
     from core.settings import get_settings
 
-    limit = get_settings().lab_concurrency
+    limit = get_settings().lab_concurrency if slots is None else slots
     started = []
     with open(_lock_path(), "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -328,9 +333,9 @@ def dispatch(engine: Any = None) -> list[int]:
             if host == runs.host_name() and pid:
                 _stop_hung_worker(rid, pid)
         while (rid := runs.claim_next(limit, engine)) is not None:
-            log = _lock_path().parent / ".logs" / f"{rid}.log"
-            log.parent.mkdir(exist_ok=True)
-            with open(log, "ab") as out:
+            log_path = _lock_path().parent / ".logs" / f"{rid}.log"
+            log_path.parent.mkdir(exist_ok=True)
+            with open(log_path, "ab") as out:
                 proc = subprocess.Popen([sys.executable, "-m", "services.worker", str(rid)], stdout=out, stderr=out,
                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=ROOT,
                                         env={**os.environ, "OMP_NUM_THREADS": str(WORKER_THREADS)})
@@ -642,48 +647,78 @@ def _work_finetune(run: dict[str, Any], engine: Any) -> str:
     return _run_and_close(run_id, engine, curve, fit, "; no score is reported for a cancelled run.", outcome)
 
 
+#: Config keys that do not make two fine-tuning runs different treatments: the seed is the replicate, the rest names it.
+_NOT_A_SETTING = ("seed", "run", "kind")
+
+
+def _settings(config: dict[str, Any], without: tuple[str, ...] = ()) -> str:
+    """A fine-tuning run's treatment as a short, stable text: every config value but the seed and the names (and
+    ``without``); the layer read out only where it is read (frozen mode)."""
+    skip = set(_NOT_A_SETTING) | set(without) | ({"layer"} if config.get("mode") != "frozen" else set())
+    short = {"max_train": "train", "max_test": "test", "max_len": "length", "lr": "lr"}
+    return " · ".join(f"{short.get(k, k)} {'auto' if v is None else v}" for k, v in sorted(config.items())
+                      if k not in skip and k not in ("model", "task", "mode"))
+
+
 def finetune_table(frame: Any) -> Any:
-    """Finished fine-tuning runs in the shape of Peters et al.'s table: one row per model × mode, one column per
-    task with the mean accuracy over seeds, its spread, the seeds counted and the mean bootstrap interval; and
-    Δ = fine-tuned − frozen per model and task."""
+    """Finished fine-tuning runs in the shape of Peters et al.'s table, comparing like with like: one row per
+    experiment × model × mode × task × the rest of the config (epochs, rate, sizes, layer), so that only the seeds of
+    one treatment are averaged; per row the mean accuracy over seeds, its spread, the seeds, and Student's t interval
+    for the mean (one seed: its bootstrap interval over test items, said so)."""
     import pandas as pd
+    from scipy import stats
 
     from analysis.stats import seed_summary
 
     done = frame[(frame["objective"] == FINETUNE) & (frame["status"] == "finished")]
     rows = []
     for r in done.itertuples():
-        ev = r.evaluation or {}
-        rows.append({"model": r.config.get("model"), "mode": r.config.get("mode"), "task": ev.get("task") or r.config.get("task"),
-                     "accuracy": ev.get("accuracy"), "low": (ev.get("accuracy_interval") or [None])[0],
-                     "high": (ev.get("accuracy_interval") or [None, None])[1], "macro_f1": ev.get("macro_f1"),
-                     "majority": ev.get("majority_baseline"), "seed": r.config.get("seed")})
-    cols = ["model", "mode", "task", "accuracy (mean)", "spread (sd)", "seeds", "95% interval (mean of seeds)",
-            "macro-F1", "majority baseline"]
+        ev, cfg = r.evaluation or {}, dict(r.config or {})
+        rows.append({"experiment": r.group or "", "model": cfg.get("model"), "mode": cfg.get("mode"),
+                     "task": ev.get("task") or cfg.get("task"), "settings": _settings(cfg),
+                     "pair": _settings(cfg, ("mode", "layer")), "layer": cfg.get("layer") if cfg.get("mode") == "frozen" else "",
+                     "accuracy": ev.get("accuracy"), "interval": ev.get("accuracy_interval"), "macro_f1": ev.get("macro_f1"),
+                     "majority": ev.get("majority_baseline")})
+    cols = ["experiment", "model", "mode", "task", "settings", "accuracy (mean)", "spread (sd)", "seeds",
+            "95% interval (mean over seeds)", "macro-F1", "majority baseline"]
     if not rows:
         return pd.DataFrame(columns=cols)
     long = pd.DataFrame(rows)
     out = []
-    for (model, mode, task), g in long.groupby(["model", "mode", "task"], sort=False):
+    for (experiment, model, mode, task, settings), g in long.groupby(["experiment", "model", "mode", "task", "settings"], sort=False):
         s = seed_summary(g["accuracy"].astype(float).tolist())
-        out.append({"model": model, "mode": mode, "task": task, "accuracy (mean)": s["mean"], "spread (sd)": s["std"],
-                    "seeds": s["n"], "95% interval (mean of seeds)": f"[{g['low'].mean():.3f}, {g['high'].mean():.3f}]",
-                    "macro-F1": float(g["macro_f1"].astype(float).mean()), "majority baseline": float(g["majority"].astype(float).mean())})
-    return pd.DataFrame(out, columns=cols)
+        if s["n"] >= 2:
+            half = float(stats.t.ppf(0.975, s["n"] - 1)) * s["std"] / s["n"] ** 0.5
+            interval = f"[{s['mean'] - half:.3f}, {s['mean'] + half:.3f}] (t, {s['n']} seeds)"
+        else:
+            lo_hi = g["interval"].iloc[0] or [float("nan")] * 2
+            interval = f"[{lo_hi[0]:.3f}, {lo_hi[1]:.3f}] (1 seed: over test items)"
+        out.append({"experiment": experiment, "model": model, "mode": mode, "task": task, "settings": settings,
+                    "accuracy (mean)": s["mean"], "spread (sd)": s["std"], "seeds": s["n"],
+                    "95% interval (mean over seeds)": interval, "macro-F1": float(g["macro_f1"].astype(float).mean()),
+                    "majority baseline": float(g["majority"].astype(float).mean()),
+                    "_pair": g["pair"].iloc[0], "_layer": g["layer"].iloc[0]})
+    table = pd.DataFrame(out)
+    shown = table[cols].copy()
+    shown.attrs["pairs"] = table[["experiment", "model", "task", "_pair", "mode", "_layer", "accuracy (mean)"]].to_dict("records")
+    return shown
 
 
 def finetune_delta(table: Any) -> Any:
-    """Δ = fine-tuned − frozen (mean accuracy) per model and task, from :func:`finetune_table`."""
+    """Δ = fine-tuned − frozen (mean accuracy) between rows of :func:`finetune_table` that differ in mode alone
+    (the same experiment, model, task, epochs, rate and sizes; a frozen row per layer read out)."""
     import pandas as pd
 
-    if table.empty:
-        return pd.DataFrame(columns=["model", "task", "frozen", "fine-tuned", "Δ (fine-tuned − frozen)"])
-    wide = table.pivot_table(index=["model", "task"], columns="mode", values="accuracy (mean)").reset_index()
-    for m in ("frozen", "finetune"):
-        if m not in wide:
-            wide[m] = float("nan")
-    wide["Δ (fine-tuned − frozen)"] = wide["finetune"] - wide["frozen"]
-    return wide.rename(columns={"finetune": "fine-tuned"})[["model", "task", "frozen", "fine-tuned", "Δ (fine-tuned − frozen)"]]
+    cols = ["experiment", "model", "task", "frozen layer", "frozen", "fine-tuned", "Δ (fine-tuned − frozen)"]
+    pairs = table.attrs.get("pairs") or []
+    out = []
+    for f in (p for p in pairs if p["mode"] == "frozen"):
+        for t in (p for p in pairs if p["mode"] == "finetune"):
+            if all(f[k] == t[k] for k in ("experiment", "model", "task", "_pair")):
+                out.append({"experiment": f["experiment"], "model": f["model"], "task": f["task"], "frozen layer": f["_layer"],
+                            "frozen": f["accuracy (mean)"], "fine-tuned": t["accuracy (mean)"],
+                            "Δ (fine-tuned − frozen)": t["accuracy (mean)"] - f["accuracy (mean)"]})
+    return pd.DataFrame(out, columns=cols)
 
 
 # ------------------------------------------------------------------------------------------ views of the runs
@@ -778,3 +813,55 @@ def run_info(model_id: str) -> dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+
+
+# ------------------------------------------------------------------------------------------ the headless worker
+
+
+def serve_worker(slots: int, interval: float = 5.0, once: bool = False) -> int:
+    """A training machine with no web server: claim queued runs from the shared database into ``slots`` local
+    worker processes, every ``interval`` seconds, until SIGTERM or SIGINT (``once``: a single dispatch). The web
+    replicas can then run with ``BFE_LAB_CONCURRENCY=0`` and every run trains here, on this machine's device; its
+    checkpoints go to this machine's ``BFE_MODEL_DIR`` (a backend on the same machine serves them to the pages).
+    Returns the number of runs it started."""
+    if not (type(slots) is int and 1 <= slots <= 64):
+        raise InvalidConfig(f"--slots must be a whole number from 1 to 64, not {slots!r}.")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    started = 0
+    log.info("lab worker: %d slot(s) on %s", slots, os.uname().nodename)
+    while True:
+        try:
+            started += len(dispatch(slots=slots))
+        except ExplorerError as err:
+            raise SystemExit(f"lab worker: {err}") from None
+        except Exception as err:  # a database outage: try again, as the web supervisor does
+            log.warning("lab worker: %s", err)
+        if once or stop.wait(interval):
+            return started
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m services.lab worker --slots N``: see :func:`serve_worker`."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m services.lab", description="The labs' headless training worker.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("worker", help="claim queued runs from the shared database and train them on this machine")
+    w.add_argument("--slots", type=int, default=1, help="runs trained at once on this machine (1-64)")
+    w.add_argument("--interval", type=float, default=5.0, help="seconds between looks at the queue")
+    w.add_argument("--once", action="store_true", help="dispatch once and exit (the started runs go on)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        n = serve_worker(args.slots, max(0.5, min(args.interval, 3600.0)), args.once)
+    except InvalidConfig as err:
+        print(err, file=sys.stderr)
+        return 2
+    print(f"lab worker: started {n} run(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

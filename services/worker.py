@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         from analysis.results_db import runs
 
         ablations.settle(runs.get_run(run_id)["group"])
-    except ExplorerError as err:  # the run itself is closed; a verdict that cannot be stored now is settled on the next read
+    except ExplorerError as err:  # the run itself is closed; a verdict that cannot be stored now is stored by the next settle
         log.warning("Could not settle the verdicts after run %s: %s", run_id, err)
     return 0
 

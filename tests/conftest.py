@@ -144,3 +144,13 @@ def lab_env(empty_model_dir: Path):
     for r in runs.list_runs().itertuples():
         if r.status == "running":
             wait_for(lambda rid=r.id: status(rid) != "running", timeout=60)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """What the crawl and the fuzzers tried (tests.support.SUMMARY), after the results."""
+    from tests.support import SUMMARY
+
+    if SUMMARY:
+        terminalreporter.section("states and cases tried")
+        for line in SUMMARY:
+            terminalreporter.write_line(line)

@@ -8,8 +8,9 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -87,6 +88,41 @@ def test_the_frozen_mode_is_logistic_regression_on_the_extracted_features(model_
     assert all(r["weight_change"] == 0 for r in result.layer_change if r["layer"] != "head")
     assert all(r["cka"] == pytest.approx(1.0) for r in result.layer_change if r["layer"] != "head")
     assert result.trainable_parameters == x_train.shape[1] * len(task.labels) + len(task.labels) and not result.checkpoint
+
+
+def test_a_pair_without_marked_words_is_read_out_frozen_as_each_text_alone(model_env: Path, tmp_path: Path) -> None:
+    """A user's text_a,text_b,label CSV: the frozen read-out encodes each text alone, mean-pools it (u, v) and classifies
+    [u, v, |u − v|, u ⊙ v] (SentEval, InferSent), not the mean of the joined pair. On "is text_b the same sentence as
+    text_a?" the |u − v| part makes that a linear read-out even of a random encoder; the joined pair's mean does not."""
+    import random
+
+    import torch
+
+    sentences = [f"the {a} {b} in the {c} ." for a in ("cat", "dog", "boy", "man") for b in ("sat", "plays", "went")
+                 for c in ("snow", "street", "store", "mat")]
+    rng = random.Random(0)
+    rows = []
+    for s_ in sentences * 2:
+        same = rng.random() < 0.5
+        rows.append(f"{s_},{s_ if same else rng.choice([t for t in sentences if t != s_])},{int(same)}")
+    task_file = tmp_path / "same.csv"
+    task_file.write_text("text_a,text_b,label\n" + "\n".join(rows) + "\n")
+    cfg = replace(TINY, task=str(task_file), mode="frozen", layer="last", max_train=80, max_test=16)
+    result = F.finetune(cfg, save=False)
+    task = F.load_config_task(cfg)
+    model, tok = F.build(cfg, task)
+    model.eval()
+    enc = F.encode(tok, task, task.test, cfg.max_len)
+    with torch.no_grad():
+        x = F.features(model, enc, "last", tok.pad_token_id, False)
+        u, v = (F.features(model, F.encode(tok, F.Task("t", "single", task.labels, (), (), ""),
+                                             [F.Example(getattr(e, side) or "", e.label) for e in task.test], cfg.max_len),
+                           "last", tok.pad_token_id, False) for side in ("text", "text_b"))
+    hidden = model.config.hidden_size
+    assert x.shape == (len(task.test), 4 * hidden)
+    assert np.allclose(x, np.concatenate([u, v, np.abs(u - v), u * v], axis=1), atol=1e-6)
+    assert np.allclose(x[:, 2 * hidden: 3 * hidden][[e.label == 1 for e in task.test]], 0.0)  # |u − v| of identical texts
+    assert result.accuracy >= 0.9, result.accuracy
 
 
 def test_random_initialisation_is_the_same_architecture_with_other_weights(model_env: Path) -> None:
@@ -204,9 +240,38 @@ def test_the_queue_runs_a_fine_tune_and_the_table_has_the_slides_shape(lab_env: 
     assert row["checkpoint"] == "trained/cls-bert-base-uncased-finetune-s0" and len(row["evaluation"]["correct"]) == 24
     table = lab.finetune_table(frame)
     assert sorted(table["mode"]) == ["finetune", "frozen"] and set(table["seeds"]) == {1}
+    assert all("1 seed: over test items" in x for x in table["95% interval (mean over seeds)"])
     delta = lab.finetune_delta(table)
+    assert len(delta) == 1 and delta["experiment"].iloc[0] == "cls"
     assert delta["Δ (fine-tuned − frozen)"].iloc[0] == pytest.approx(delta["fine-tuned"].iloc[0] - delta["frozen"].iloc[0])
     assert lab.delete(ids[0]) == row["name"] and not (lab_env / "trained" / "cls-bert-base-uncased-finetune-s0").exists()
+
+
+def test_the_table_averages_only_seeds_of_one_treatment_and_pairs_modes_only(lab_env: Path) -> None:
+    """Runs that differ in epochs, rate or experiment are never averaged as seeds; the interval is Student's t for the
+    mean over seeds; Δ pairs a frozen and a fine-tuned row only when nothing but the mode (and layer) differs."""
+    from analysis.results_db import runs
+
+    def finished(group: str, mode: str, seed: int, accuracy: float, **changes: Any) -> None:
+        cfg = replace(TINY, mode=mode, seed=seed, run=f"{group}-{mode}-{seed}-{len(changes)}", **changes)
+        rid = runs.create_run(cfg.run_name, lab.FINETUNE, {"kind": lab.FINETUNE, **asdict(cfg)}, group=group)
+        runs.start_run(rid)
+        runs.finish_run(rid, "finished", evaluation={"task": cfg.task, "accuracy": accuracy, "accuracy_interval": [0.0, 1.0],
+                                                     "macro_f1": accuracy, "majority_baseline": 0.5}, tokens=1, seconds=1.0)
+
+    for seed, acc in enumerate((0.70, 0.72, 0.74)):
+        finished("x", "finetune", seed, acc)
+        finished("x", "frozen", seed, acc - 0.1)
+    finished("x", "finetune", 0, 0.99, epochs=7)  # another treatment: not a fourth seed
+    finished("y", "finetune", 0, 0.10)  # another experiment's seed 0: not a fourth seed either
+    table = lab.finetune_table(runs.list_runs())
+    assert len(table) == 4
+    main = table[(table["experiment"] == "x") & (table["mode"] == "finetune") & (table["seeds"] == 3)].iloc[0]
+    assert main["accuracy (mean)"] == pytest.approx(0.72)
+    half = 4.303 * 0.02 / 3 ** 0.5  # t(0.975, 2) × sd / √n
+    assert main["95% interval (mean over seeds)"].startswith(f"[{0.72 - half:.3f}, {0.72 + half:.3f}]")
+    delta = lab.finetune_delta(table)
+    assert len(delta) == 1 and delta["Δ (fine-tuned − frozen)"].iloc[0] == pytest.approx(0.1)
 
 
 def test_sizes_before_starting_are_exact(model_env: Path) -> None:

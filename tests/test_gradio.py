@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.support import free_port
+from tests.support import gradio_server
 
 pytestmark = pytest.mark.slow  # each test starts a server or a browser: seconds, not milliseconds
 
@@ -33,29 +30,9 @@ def server_db(tmp_path_factory: pytest.TempPathFactory) -> str:
 def client(tiny_dir: Path, server_db: str):
     from gradio_client import Client
 
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": server_db, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False",
-           "BFE_GRADIO_CONCURRENCY": "2", "BFE_GRADIO_MCP": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "app.gradio_app", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                break
-        except OSError:
-            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("the Gradio app did not start in 120 s")
-    try:
+    env = {"DATABASE_URL": server_db, "BFE_MODEL_DIR": str(tiny_dir), "BFE_GRADIO_CONCURRENCY": "2", "BFE_GRADIO_MCP": "1"}
+    with gradio_server(env) as url:
         yield Client(url, verbose=False)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        assert proc.returncode is not None
 
 
 def test_every_endpoint_is_documented(client) -> None:
@@ -257,7 +234,7 @@ def test_results_runs_and_verdicts_equal_the_library_and_write_nothing(client, s
     assert latest == jsonable(ablations.results_so_far())
     assert any(v["experiment"] == group and v["verdict"] == "agrees" for v in latest)
     report = client.predict(group, api_name="/verdicts")
-    assert report["group"] == group and report["state"] == ablations.report(group, settle_now=False)["state"]
+    assert report["group"] == group and report["state"] == ablations.report(group)["state"]
 
     rows = client.predict("bert-base, RoBERTa-large", "mnli", "dev", True, api_name="/results")
     lib = results_frame(models=["BERT-base", "RoBERTa-large"], tasks=["MNLI"], splits=["dev"], variants=False)

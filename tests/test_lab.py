@@ -15,6 +15,7 @@ import pytest
 
 from core.errors import InvalidConfig
 from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parameter_count, tokenizer
+from models.pretrain.config import VOCAB_SIZES
 from services import lab
 from tests.support import run_status as status
 from tests.support import wait_for
@@ -31,7 +32,7 @@ TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, st
 def test_the_calculator_counts_exactly_what_transformers_builds(objective: str, vocab: str) -> None:
     config = replace(TINY, objective=objective, vocab=vocab, layers=2, hidden=64, heads=4, ffn=96)
     tok = tokenizer(vocab)
-    assert len(tok) == lab.VOCAB_SIZES[vocab]
+    assert len(tok) == VOCAB_SIZES[vocab]
     assert lab.size(config).parameters == parameter_count(build_model(config, len(tok), tok))
 
 
@@ -44,8 +45,8 @@ def test_presets_plan_the_papers_ablations() -> None:
     assert [o for _, o, _ in arms["xlnet"]] == ["plm", "mlm"] and arms["single"] == [("g", "mlm", "dynamic")]
     # ELECTRA vs MLM: the MLM gets the steps that ELECTRA's compute buys it (within one step)
     (_, electra), (_, mlm) = lab.plan("electra", base, "g")
-    e = lab.size(electra).flops_per_token * electra.steps
-    m = lab.size(mlm).flops_per_token
+    e = lab.size(electra).flops_per_step * electra.steps
+    m = lab.size(mlm).flops_per_step
     assert abs(e - m * mlm.steps) <= m and mlm.steps != electra.steps
     # scaling: four widths, one token budget; IsoFLOP: each budget's runs cost that budget (within one step)
     scaling = lab.plan("scaling", base, "g")
@@ -53,7 +54,7 @@ def test_presets_plan_the_papers_ablations() -> None:
     grid = lab.plan("isoflop", base, "g")
     assert len(grid) == len(lab.ISOFLOP_BUDGETS) * len(lab.SCALING_WIDTHS)
     for scale in lab.ISOFLOP_BUDGETS:
-        costs = [lab.size(c).flops_per_token * c.steps * c.batch * c.seq_len for n, c in grid if n.startswith(f"g-c{scale:g}-")]
+        costs = [lab.size(c).flops_per_step * c.steps for n, c in grid if n.startswith(f"g-c{scale:g}-")]
         assert max(costs) / min(costs) < 1.1, costs
     assert sum(c.steps for _, c in grid if c.hidden == 32) > sum(c.steps for _, c in grid if c.hidden == 256)
 

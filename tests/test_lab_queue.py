@@ -94,6 +94,21 @@ def test_a_stale_lease_is_taken_by_any_replica_and_the_slow_worker_stops_without
     assert runs.get_run(rid)["status"] == "interrupted" and runs.claim_next(1) is None  # never re-queued
 
 
+def test_a_second_worker_of_the_same_run_writes_nothing_and_is_told_to_stop() -> None:
+    """Two workers on one run (a run dispatched while another process trained it): only the one whose pid the run holds
+    writes; the other's curve, lease and end are dropped, so it cannot overwrite the owner's evaluation."""
+    from analysis.results_db import runs
+
+    rid = _queue(1, "twice")[0]
+    assert runs.claim_next(1) == rid and runs.record_curve(rid, [(1, 9.0)], evaluation={"phase": "mine"}) is False
+    runs.set_pid(rid, os.getpid() + 1)  # another worker took it over
+    assert runs.record_curve(rid, [(1, 9.0), (2, 1.0)], evaluation={"phase": "late"}) is True
+    assert runs.renew_lease(rid) is True
+    assert runs.finish_run(rid, "failed", message="late") is False
+    run = runs.get_run(rid)
+    assert run["status"] == "running" and run["curve"] == [(1, 9.0)] and run["evaluation"] == {"phase": "mine"}
+
+
 @pytest.mark.slow
 def test_leases_follow_the_database_clock_so_replicas_with_skewed_clocks_agree(pg_url: str, monkeypatch) -> None:
     """On PostgreSQL a replica whose own clock runs 10 minutes ahead (or behind) neither takes a live run nor keeps
@@ -205,3 +220,24 @@ def _pid(rid: int) -> int:
 
     with E.session(E.get_engine()) as s:
         return s.get(TrainingRun, rid).pid
+
+
+def test_a_headless_worker_trains_what_a_web_replica_with_no_slots_queued(lab_env: Path, monkeypatch) -> None:
+    """``BFE_LAB_CONCURRENCY=0`` on the web side: a submit only queues. ``python -m services.lab worker --slots 1``
+    (another process, as on the GPU machine) claims the run and trains it to the end; bad slots are refused by name."""
+    from analysis.results_db import runs
+    from services import lab
+
+    monkeypatch.setenv("BFE_LAB_CONCURRENCY", "0")
+    [rid] = lab.submit("single", replace(TINY, steps=5), "headless")
+    assert runs.get_run(rid)["status"] == "queued"
+    done = subprocess.run([sys.executable, "-m", "services.lab", "worker", "--slots", "1", "--once"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "BFE_LAB_CONCURRENCY": "0"})
+    assert done.returncode == 0 and "started 1 run(s)" in done.stdout, done.stderr
+    wait_for(lambda: runs.get_run(rid)["status"] in ("finished", "failed"), timeout=180)
+    run = runs.get_run(rid)
+    assert run["status"] == "finished", run["message"]
+    assert (lab_env / "trained" / run["name"]).is_dir()
+    bad = subprocess.run([sys.executable, "-m", "services.lab", "worker", "--slots", "0"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "--slots must be a whole number from 1 to 64" in bad.stderr

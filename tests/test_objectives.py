@@ -140,3 +140,7 @@ def test_generation_is_reproducible_with_a_seed() -> None:
     assert len(bert.new_text.split()) == 3 and bert.seconds > 0
     with pytest.raises(InvalidText, match="empty"):
         O.generate("gpt2", "  ")
+    # the tiny GPT-2 has 64 positions: a prompt and its new tokens must fit them (past them there is no embedding)
+    with pytest.raises(InvalidText, match="reads at most 64 tokens in all"):
+        O.generate("gpt2", "the cat sat on the mat " * 10, max_new_tokens=20)
+    assert O.generate("gpt2", "the cat sat on the mat " * 5, max_new_tokens=30).text

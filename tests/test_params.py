@@ -195,3 +195,52 @@ def test_form_fields_follow_the_architecture() -> None:
     assert "pos" not in params.form_fields("xlnet") and "types" in params.form_fields("xlm-roberta")
     with pytest.raises(UnsupportedArchitecture):
         params.config_from_form("t5", params.form_from_config({"model_type": "bert"}))
+
+
+# ------------------------------------------------------------------------------------------ any valid configuration
+
+def _sizes(draw, st):
+    heads = draw(st.sampled_from([1, 2, 4]))
+    return heads, heads * draw(st.integers(2, 12)), draw(st.integers(1, 3)), draw(st.integers(3, 64)), draw(st.integers(5, 300))
+
+
+def _config(draw, st, model_type: str) -> dict:
+    """A random valid configuration of ``model_type``: heads dividing the width, any FFN, vocabulary and depth."""
+    heads, hidden, layers, ffn, vocab = _sizes(draw, st)
+    tie = draw(st.booleans())
+    if model_type == "gpt2":
+        return {"model_type": "gpt2", "vocab_size": vocab, "n_embd": hidden, "n_layer": layers, "n_head": heads,
+                "n_positions": draw(st.integers(8, 64)), "n_inner": ffn, "tie_word_embeddings": tie}
+    if model_type == "xlnet":
+        return {"model_type": "xlnet", "vocab_size": vocab, "d_model": hidden, "n_layer": layers, "n_head": heads, "d_inner": ffn,
+                "tie_word_embeddings": tie}
+    if model_type == "distilbert":
+        return {"model_type": "distilbert", "vocab_size": vocab, "dim": hidden, "n_layers": layers, "n_heads": heads,
+                "hidden_dim": ffn, "max_position_embeddings": draw(st.integers(8, 64)), "tie_word_embeddings": tie}
+    cfg = {"model_type": model_type, "vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "intermediate_size": ffn, "max_position_embeddings": draw(st.integers(8, 64)),
+           "type_vocab_size": draw(st.integers(1, 3)), "tie_word_embeddings": tie}
+    if model_type in ("albert", "electra"):
+        cfg["embedding_size"] = draw(st.integers(4, 48))
+    if model_type == "albert":
+        groups = draw(st.sampled_from([g for g in (1, 2, 3) if layers % g == 0]))
+        cfg |= {"num_hidden_groups": groups, "inner_group_num": draw(st.integers(1, 2))}
+    return cfg
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "albert", "electra", "distilbert", "gpt2", "xlnet"])
+def test_any_valid_configuration_counts_exactly_what_transformers_builds(model_type: str) -> None:
+    """Property: for random valid configurations (widths, depths, vocabularies, tied or not, ALBERT's groups), and each
+    head of the architecture, the counter equals ``sum(p.numel())`` of the model transformers builds."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=12, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(data) -> None:
+        config = _config(data.draw, st, model_type)
+        head = data.draw(st.sampled_from(ARCH_HEADS[model_type]))
+        expected, cls = real_count(config, head)
+        assert count_parameters(config, head) == expected, (cls, config)
+
+    check()

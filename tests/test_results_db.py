@@ -721,3 +721,34 @@ def test_runs_round_trip_and_a_dead_process_is_interrupted(engine) -> None:
     assert runs.request_cancel(q2, engine) == "cancelled"  # queued: at once
     assert runs.request_cancel(q1, engine) == "running" and runs.record_curve(q1, [(1, 9.0)], engine, seconds=0.5) is True
     assert runs.claim_next(2, engine) is None  # nothing left queued
+
+
+def test_random_bytes_are_results_or_an_invalid_result() -> None:
+    """Property: an uploaded results CSV of random bytes, text or rows under the import header is imported or refused
+    with InvalidResult, nothing else (and a refusal stores nothing)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from analysis import results_db as db
+    from core.errors import InvalidResult
+
+    engine = db.get_engine()
+    db.ensure_seeded(engine)
+    before = len(db.results_frame(engine))
+    cell = st.one_of(st.text(max_size=10), st.sampled_from(["BERT-base", "MNLI", "acc", "dev", "single", "84.6", "1e999", "-1", ""]))
+    rows = st.lists(st.lists(cell, min_size=1, max_size=len(db.IMPORT_COLUMNS) + 1), max_size=20)
+
+    @settings(max_examples=120, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.one_of(st.binary(max_size=2000),
+                     rows.map(lambda r: (",".join(db.IMPORT_COLUMNS) + "\n" + "\n".join(",".join(x) for x in r)).encode())))
+    def check(raw: bytes) -> None:
+        n = len(db.results_frame(engine))
+        try:
+            report = db.import_csv(raw, engine)
+        except InvalidResult:
+            assert len(db.results_frame(engine)) == n
+            return
+        assert len(db.results_frame(engine)) == n + report.rows
+
+    check()
+    assert len(db.results_frame(engine)) >= before

@@ -185,3 +185,66 @@ def test_user_csv_limits_and_garbage() -> None:
         scaling.read_csv(b"")
     mixed = scaling.read_csv(b"x,y,name\n1,2,a\n2,oops,b\n3,1,c\n")
     assert scaling.numeric_columns(mixed) == ["x"]
+
+
+# ------------------------------------------------------------------------------------------ properties
+
+def test_the_interval_covers_the_true_exponent_at_about_its_stated_rate() -> None:
+    """60 data sets of 20 points from L(x) = (x_c / x)^α with 3% noise: the bootstrap's 95% interval holds the true α
+    in about 95% of them (a binomial 95% band around 57 of 60 is 52 to 60)."""
+    true = {"x_c": 8.8e13, "alpha": 0.076}
+    x = np.logspace(6, 10, 20)
+    inside = 0
+    for seed in range(60):
+        f = scaling.fit("power", x, scaling.synthetic("power", true, x, 0.03, seed=100 + seed), bootstrap=200, seed=seed)
+        lo, hi = f.interval()["alpha"]
+        inside += lo <= 0.076 <= hi
+    assert 52 <= inside <= 60, inside
+
+
+def test_values_a_log_scale_cannot_hold_are_refused_by_row_and_name() -> None:
+    """Property: a zero, a negative, a NaN or an infinity anywhere in x or y is refused with InvalidData naming the row
+    (never a math error, never a fit)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None)
+    @given(st.integers(0, 9), st.sampled_from(["x", "y"]),
+           st.sampled_from([0.0, -1.0, -1e-300, float("nan"), float("inf"), float("-inf")]))
+    def check(row: int, column: str, bad: float) -> None:
+        xs, ys = list(np.logspace(6, 9, 10)), list(np.linspace(4.0, 2.0, 10))
+        (xs if column == "x" else ys)[row] = bad
+        with pytest.raises(InvalidData, match=f"Row {row + 1} of {column}"):
+            scaling.fit("power", xs, ys, bootstrap=0)
+
+    check()
+
+
+def test_a_fit_of_a_rising_or_flat_quantity_draws_or_says_why() -> None:
+    """Quantities that rise with x (layers against parameters) and bootstrap resamples where y is flat: the fit and its
+    band are finite numbers (a degenerate x_c is never evaluated), or the fit is refused by name."""
+    df = scaling.load_dataset("bert_size_ablation")
+    for y in ("layers", "hidden", "heads", "mrpc", "lm_ppl"):
+        f = scaling.fit("power", df["parameters"], df[y], bootstrap=200)
+        lo, hi = f.band(np.array([1e9, 1e12]))
+        assert np.all(np.isfinite(f.predict(np.array([1e9, 1e12])))) and np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+    with pytest.raises(FitFailed, match="hardly changes"):
+        scaling.fit("power", [1e6, 1e7, 1e8], [3.0, 3.0, 3.0], bootstrap=0)
+
+
+def test_a_users_csv_of_random_bytes_is_read_or_refused_by_name() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    @given(st.one_of(st.binary(max_size=2000), st.text(max_size=500).map(str.encode),
+                     st.lists(st.lists(st.one_of(st.floats(), st.text(max_size=8)), max_size=5), max_size=30)
+                     .map(lambda rows: "\n".join(",".join(map(str, r)) for r in rows).encode())))
+    def check(raw: bytes) -> None:
+        try:
+            df = scaling.read_csv(raw)
+        except InvalidData:
+            return
+        scaling.numeric_columns(df)
+
+    check()

@@ -34,6 +34,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("env", "value"), [
     ("BFE_DEVICE", "tpu"), ("BFE_DEVICE", "cpu:0"), ("BFE_MODEL_CACHE_MB", "lots"),
     ("BFE_MODEL_CACHE_MB", "-5"), ("BFE_ONLINE", "maybe"), ("BFE_GRADIO_CONCURRENCY", "0"), ("BFE_GRADIO_CONCURRENCY", "many"),
+    ("BFE_LAB_CONCURRENCY", "-1"), ("BFE_LAB_CONCURRENCY", "65"),
 ])
 def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: str, value: str) -> None:
     monkeypatch.setenv(env, value)
@@ -46,3 +47,9 @@ def test_the_settings_page_documents_every_setting(setting) -> None:
     rows = [line for line in SETTINGS_DOC.read_text(encoding="utf-8").splitlines() if line.startswith(f"| `{setting.env}` |")]
     assert len(rows) == 1, f"docs/settings.md's table lacks {setting.env} (or has it twice)"
     assert f"| `{setting.default}` |" in rows[0] or setting.default.startswith(("~", "sqlite")), rows[0]
+
+
+def test_a_replica_may_run_no_training_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BFE_LAB_CONCURRENCY=0: a web replica that only queues runs (a headless worker elsewhere trains them)."""
+    monkeypatch.setenv("BFE_LAB_CONCURRENCY", "0")
+    assert get_settings().lab_concurrency == 0

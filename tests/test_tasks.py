@@ -99,7 +99,7 @@ def test_find_word_matches_the_lemma_or_a_regular_inflection(builder, sentence: 
 def test_the_builder_is_deterministic(builder, wordnet: Path) -> None:
     def build() -> tuple[bytes, bytes]:
         synsets = builder.read_synsets(wordnet)
-        wic = builder.build_wic(synsets, caps={"train": 100, "test": 100})
+        wic = builder.build_wic(synsets, caps={"train": 100, "validation": 100, "test": 100})
         supersense = builder.build_supersense(synsets, min_class_train=1)
         return builder.to_csv_gz(wic, builder.WIC_COLUMNS), builder.to_csv_gz(supersense, builder.SUPERSENSE_COLUMNS)
 
@@ -141,15 +141,25 @@ def frames() -> dict[str, pd.DataFrame]:
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
-def test_files_are_small_and_have_both_splits(name: str, frames: dict[str, pd.DataFrame]) -> None:
+def test_files_are_small_and_have_three_splits(name: str, frames: dict[str, pd.DataFrame]) -> None:
     assert (TASKS / f"{name}.csv.gz").stat().st_size < 1.5e6
-    assert set(frames[name].split) == {"train", "test"}
+    assert set(frames[name].split) == {"train", "validation", "test"}
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
-def test_no_lemma_in_both_train_and_test(name: str, frames: dict[str, pd.DataFrame]) -> None:
+def test_nothing_of_a_held_out_row_is_in_train(name: str, frames: dict[str, pd.DataFrame]) -> None:
+    """No lemma, sentence, synset or word of a lemma of a validation or test row occurs in train (the leak counts
+    data/tasks/README.md states are these, and 0)."""
     df = frames[name]
-    assert not set(df.lemma[df.split == "train"]) & set(df.lemma[df.split == "test"])
+    texts = ["text"] if name == "supersense" else ["text_a", "text_b"]
+    synsets = ["synset"] if name == "supersense" else ["synset_a", "synset_b"]
+    train, held = df[df.split == "train"], df[df.split != "train"]
+    assert not set(train.lemma) & set(held.lemma)
+    assert not set(train[texts].to_numpy().ravel()) & set(held[texts].to_numpy().ravel())
+    assert not set(train[synsets].to_numpy().ravel()) & set(held[synsets].to_numpy().ravel())
+    assert not {w for lemma in train.lemma for w in lemma.split()} & {w for lemma in held.lemma for w in lemma.split()}
+    assert "Leaks from validation and test into train: 0 sentences, 0 synsets, 0 words of lemmas." in \
+           (TASKS / "README.md").read_text(encoding="utf-8").split(f"#### `{name}`", 1)[1].split("####", 1)[0]
 
 
 def test_wic_is_balanced_with_each_sentence_pair_once(frames: dict[str, pd.DataFrame]) -> None:
@@ -170,7 +180,7 @@ def _is_form_of(word: str, lemma: str) -> bool:
         return True
     stem = lemma[:-2] if lemma.endswith("ie") else lemma[:-1] if lemma.endswith(("e", "y")) else lemma
     suffix = word[len(stem):]
-    endings = {"s", "es", "d", "ed", "ing", "e", "eing", "y", "ie", "ies", "ied", "ying", "ys", "yed"}
+    endings = {"s", "es", "d", "ed", "ing", "e", "eing", "y", "ie", "ies", "ied", "ying", "ys", "yed", "yes"}
     return word.startswith(stem) and (suffix in endings or suffix in {stem[-1] + "ed", stem[-1] + "ing"})
 
 
@@ -200,14 +210,15 @@ def test_supersense_test_labels_occur_in_train(frames: dict[str, pd.DataFrame]) 
 
 
 def _readme_tables() -> dict[str, tuple[dict[str, tuple[int, int]], str, float]]:
-    """From data/tasks/README.md, per task: {label: (train, test)}, the total row under "total", the majority label and accuracy."""
+    """From data/tasks/README.md, per task: {label: (train, validation, test)}, the total row under "total", the majority
+    label and accuracy."""
     text = (TASKS / "README.md").read_text(encoding="utf-8")
     out = {}
     for name in BUILT_IN:
         section = text.split(f"#### `{name}`", 1)[1].split("####", 1)[0]
         rows = {}
-        for cells in re.findall(r"^\|\s*([^|]+?)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|$", section, flags=re.MULTILINE):
-            rows[cells[0].strip("*")] = (int(cells[1]), int(cells[2]))
+        for cells in re.findall(r"^\|\s*([^|]+?)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|$", section, flags=re.MULTILINE):
+            rows[cells[0].strip("*")] = (int(cells[1]), int(cells[2]), int(cells[3]))
         majority, accuracy = re.search(r"label, `([^`]+)`\) on test: accuracy \*\*([0-9.]+)\*\*", section).groups()
         out[name] = (rows, majority, float(accuracy))
     return out
@@ -218,12 +229,12 @@ def test_readme_states_the_files_sizes_counts_and_baseline(name: str, frames: di
     rows, majority, accuracy = _readme_tables()[name]
     df = frames[name]
     counts = df.groupby(["label", "split"]).size()
-    assert rows.pop("total") == ((df.split == "train").sum(), (df.split == "test").sum())
-    assert rows == {str(label): (int(counts.get((label, "train"), 0)), int(counts.get((label, "test"), 0)))
-                    for label in sorted(set(df.label))}
+    splits = ("train", "validation", "test")
+    assert rows.pop("total") == tuple((df.split == split).sum() for split in splits)
+    assert rows == {str(label): tuple(int(counts.get((label, split), 0)) for split in splits) for label in sorted(set(df.label))}
     task = load_task(name)  # and the loader sees the same numbers
     names = {str(k): (task.labels[int(k)] if name == "wic" else k) for k in rows}
-    assert {names[k]: v for k, v in rows.items()} == {label: (task.label_counts("train")[label], task.label_counts("test")[label])
+    assert {names[k]: v for k, v in rows.items()} == {label: tuple(task.label_counts(split)[label] for split in splits)
                                                       for label in task.labels}
     assert task.majority_label == names[majority]
     assert round(task.majority_baseline(), 3) == accuracy
@@ -240,7 +251,9 @@ def test_load_task_gives_the_kinds_and_spans() -> None:
     assert e.text_b and e.span and e.span_b and e.label in (0, 1)
     assert all(e.span is not None and e.text_b is None and 0 <= e.span[0] < e.span[1] <= len(e.text) for e in ss.test)
     summary = ss.summary()
-    assert summary["sizes"] == {"train": len(ss.train), "test": len(ss.test)}
+    assert summary["sizes"] == {"train": len(ss.train), "validation": len(ss.validation), "test": len(ss.test)}
+    assert len({e.item for e in (*ss.train, *ss.validation, *ss.test)}) == len(ss.train) + len(ss.validation) + len(ss.test)
+    assert all(e.cluster for e in wic.test) and len({e.cluster for e in wic.test}) < len(wic.test)  # lemmas: clusters
     assert sum(summary["label_counts"]["test"].values()) == len(ss.test)
     assert 0 < summary["majority_baseline"] < 0.2
 
@@ -356,3 +369,30 @@ def test_committed_files_are_gzip_with_no_timestamp() -> None:
         assert head[:2] == b"\x1f\x8b" and head[4:8] == b"\0\0\0\0"
         with gzip.open(TASKS / f"{name}.csv.gz", "rt", encoding="utf-8") as f:
             assert f.readline().startswith("split,lemma,pos,")
+
+
+def test_random_bytes_are_a_task_or_an_invalid_task_file() -> None:
+    """Property: whatever a user uploads as a task CSV (random bytes, random text, random rows under a valid header),
+    parse_task_csv returns a task or raises InvalidTaskFile, never anything else."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from analysis.tasks import parse_task_csv
+    from core.errors import InvalidTaskFile
+
+    cell = st.one_of(st.text(max_size=12), st.integers(-5, 5).map(str), st.sampled_from(["", '"', '""', "\r", "\x00", "=1+1"]))
+    rows = st.lists(st.lists(cell, min_size=1, max_size=4), max_size=40)
+    header = st.sampled_from(["text,label", "text_a,text_b,label", "label,text", "text", "a,b,c", ""])
+
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
+    @given(st.one_of(st.binary(max_size=3000), st.text(max_size=800).map(str.encode),
+                     st.tuples(header, rows).map(lambda hr: (hr[0] + "\n" + "\n".join(",".join(r) for r in hr[1])).encode())))
+    def check(raw: bytes) -> None:
+        try:
+            task = parse_task_csv(raw)
+        except InvalidTaskFile:
+            return
+        assert task.train and task.test and len(task.labels) >= 2
+
+    check()
+

@@ -113,11 +113,18 @@ def start_run(run_id: int, engine: Engine | None = None) -> None:
     write(engine, change)
 
 
+def _ours(run: TrainingRun) -> bool:
+    """Whether this process trains ``run``: it is running, and its pid and host are this process's (set by
+    :func:`start_run`, :func:`claim_next` or :func:`set_pid`). A second worker of the same run, or one whose lease was
+    taken, is not its owner: what it writes is dropped, and it is told to stop."""
+    return run.status == "running" and run.pid == os.getpid() and run.host == host_name()
+
+
 def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None, seconds: float | None = None,
                  evaluation: dict[str, Any] | None = None) -> bool:
     """Store the loss curve so far (thinned to :data:`MAX_CURVE_POINTS`, the last point kept), the seconds trained and,
-    where given, the evaluation so far (a fine-tune's epochs); return whether the run was asked to stop
-    (:func:`request_cancel`), so a worker needs one round trip."""
+    where given, the evaluation so far (a fine-tune's epochs); return whether the worker should stop: the run was asked
+    to (:func:`request_cancel`), or this process no longer owns it (:func:`_ours`; nothing is written then)."""
     if len(curve) > MAX_CURVE_POINTS:
         step = len(curve) / MAX_CURVE_POINTS
         curve = [curve[int(i * step)] for i in range(MAX_CURVE_POINTS - 1)] + [curve[-1]]
@@ -127,14 +134,15 @@ def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | N
         run = s.get(TrainingRun, run_id)
         if run is None:
             raise RunNotFound(f"No run {run_id}.")
+        if not _ours(run):
+            return True  # its lease was taken, it ended, or another worker trains it: stop, and overwrite nothing
         run.curve = json.dumps(curve)
         if seconds is not None:
             run.seconds = seconds
         if evaluation is not None:
             run.evaluation = json.dumps(evaluation, default=str)
-        if run.status == "running":
-            run.lease_at = _lease_clock(s)
-        return bool(run.cancel) or run.status != "running"  # cancelled, or its lease was taken: stop
+        run.lease_at = _lease_clock(s)
+        return bool(run.cancel)
 
     return write(engine, change)
 
@@ -146,11 +154,10 @@ def renew_lease(run_id: int, engine: Engine | None = None) -> bool:
 
     def change(s) -> bool:
         run = s.get(TrainingRun, run_id)
-        if run is None:
+        if run is None or not _ours(run):
             return True
-        if run.status == "running":
-            run.lease_at = _lease_clock(s)
-        return bool(run.cancel) or run.status != "running"
+        run.lease_at = _lease_clock(s)
+        return bool(run.cancel)
 
     return write(engine, change)
 
@@ -208,9 +215,10 @@ def set_pid(run_id: int, pid: int, engine: Engine | None = None) -> None:
 
 def finish_run(run_id: int, status: str, *, evaluation: dict[str, Any] | None = None, checkpoint: str = "", message: str = "",
                seconds: float | None = None, tokens: int | None = None, parameters: int | None = None,
-               engine: Engine | None = None) -> None:
+               engine: Engine | None = None) -> bool:
     """Close a run as ``finished``, ``failed`` or ``cancelled``, with what it measured; returns whether it did. A run
-    that is no longer ``running`` (another replica marked it interrupted when its lease ran out) is left as it is."""
+    that is no longer ``running`` (another replica marked it interrupted when its lease ran out), or that another process
+    trains (:func:`_ours`), is left as it is."""
     if status not in ("finished", "failed", "cancelled"):
         raise ValueError(f"a run finishes as finished, failed or cancelled, not {status!r}")
     fields = {"status": status, "evaluation": json.dumps(evaluation or {}, default=str), "checkpoint": checkpoint[:200],
@@ -220,7 +228,7 @@ def finish_run(run_id: int, status: str, *, evaluation: dict[str, Any] | None = 
         run = s.get(TrainingRun, run_id)
         if run is None:
             raise RunNotFound(f"No run {run_id}.")
-        if run.status not in ("running", "queued"):
+        if run.status not in ("running", "queued") or (run.status == "running" and not _ours(run)):
             return False
         for k, v in fields.items():
             setattr(run, k, v)

@@ -88,7 +88,7 @@ def save_url_state(defaults: dict[str, Any]) -> None:
     for key, default in defaults.items():
         value = st.session_state.get(key, default)
         shadow[key] = value
-        if value == default:
+        if value == default or value is None:  # None: a segmented control clicked off; "None" in a link would not restore
             if key in st.query_params:
                 del st.query_params[key]
         elif st.query_params.get(key) != _format(value):

@@ -133,12 +133,14 @@ if not groups:
 if s["ft_show"] not in groups:
     s["ft_show"] = groups[0]
 st.selectbox("Show", groups, key="ft_show", help="An experiment's runs share a name; the newest is first.")
-live = bool(frame["status"].isin(ACTIVE).any())
+# Live while the shown experiment has runs waiting or training (another experiment's runs are not drawn here: polling for
+# them, and the rerun when they end, would redraw this page forever).
+live = bool(frame[(frame["group"] == s["ft_show"]) | (frame["name"] == s["ft_show"])]["status"].isin(ACTIVE).any())
 
 
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
-    """The shown experiment's runs, refreshed every 2 s while any run trains or waits."""
+    """The shown experiment's runs, refreshed every 2 s while one of them trains or waits."""
     mine = R.list_runs(group=s["ft_show"])
     if mine.empty:
         st.info("This experiment's runs were deleted.")
@@ -149,13 +151,15 @@ def watch() -> None:
         last = (ev.get("epochs") or [{}])[-1]
         rows.append({"run": r["name"], "mode": F.MODES.get(r["config"].get("mode"), ""), "status": STATUS_ICONS.get(r["status"], r["status"]),
                      "step": r["curve"][-1][0] if r["curve"] else 0, "loss now": r["curve"][-1][1] if r["curve"] else None,
-                     "epochs done": len(ev.get("epochs") or []), "test accuracy": ev.get("accuracy", last.get("test_accuracy")),
+                     "epochs done": len(ev.get("epochs") or []),
+                     "validation accuracy (last epoch)": last.get("validation_accuracy"), "test accuracy": ev.get("accuracy"),
                      "95% interval": "[{:.3f}, {:.3f}]".format(*ev["accuracy_interval"]) if ev.get("accuracy_interval") else "",
                      "macro-F1": ev.get("macro_f1"), "majority": ev.get("majority_baseline"),
                      "seconds": round(r["seconds"] or 0), "message": r["message"]})
     table = pd.DataFrame(rows)
     st.dataframe(table.drop(columns=["message"]), hide_index=True, width="stretch",
-                 column_config={k: st.column_config.NumberColumn(format="%.3f") for k in ("loss now", "test accuracy", "macro-F1", "majority")})
+                 column_config={k: st.column_config.NumberColumn(format="%.3f") for k in ("loss now", "validation accuracy (last epoch)",
+                                                                                 "test accuracy", "macro-F1", "majority")})
     for r in table.itertuples():
         if r.message:
             st.caption(f"**{r.run}**: {r.message}")
@@ -183,13 +187,17 @@ table = lab.finetune_table(frame)
 if table.empty:
     st.info("The table fills in as runs finish.")
 else:
-    st.caption("Accuracy on the test split, the mean over seeds with its spread (standard deviation) and the mean bootstrap 95% "
-               "interval over test items; the shape of Peters, Ruder & Smith 2019's Table 2 (rows: model × mode).")
+    st.caption("Accuracy on the test split (scored once, after the last epoch), one row per experiment × model × mode × "
+               "task × settings, so that only seeds of one treatment are averaged: the mean over seeds, its spread "
+               "(standard deviation) and Student's t 95% interval for the mean (a single seed shows its bootstrap interval "
+               "over test items, lemmas resampled whole). The shape of Peters, Ruder & Smith 2019's Table 2.")
     ui.main_result().dataframe(table, hide_index=True, width="stretch",
                                column_config={k: st.column_config.NumberColumn(format="%.3f") for k in
                                               ("accuracy (mean)", "spread (sd)", "macro-F1", "majority baseline")})
     ui.table_to_pack(table, "ft_table", title="Fine-tuning lab: frozen vs fine-tuned", sources=(SOURCE,))
     delta = lab.finetune_delta(table)
+    st.caption("Δ pairs a frozen and a fine-tuned row only where nothing but the mode differs (same experiment, model, task, "
+               "epochs, rate and sizes).")
     st.dataframe(delta, hide_index=True, width="stretch",
                  column_config={k: st.column_config.NumberColumn(format="%+.3f" if k.startswith("Δ") else "%.3f")
                                 for k in ("frozen", "fine-tuned", "Δ (fine-tuned − frozen)")})

@@ -25,7 +25,8 @@ ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(P.OBJECTIVES), "
            "lb_batch": (1, 128), "lb_steps": (1, lab.MAX_STEPS), "lb_lr": (1e-6, 0.5), "lb_seed": (0, 10**6),
            "lb_vocab": list(P.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
            "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "custom"], "lb_seeds": (1, lab.MAX_SEEDS)}
-VERDICT_BOXES = {"agrees": st.success, "cannot tell at this budget": st.warning, "disagrees": st.error, "no verdict": st.info}
+VERDICT_BOXES = {"agrees": st.success, "agrees on direction only": st.warning, "cannot tell at this budget": st.warning,
+                 "disagrees": st.error, "no verdict": st.info}
 VERDICT_ICONS = {"agrees": ":material/check_circle:", "cannot tell at this budget": ":material/help:",
                  "disagrees": ":material/cancel:", "no verdict": ":material/info:"}
 STATUS_ICONS = {"queued": "⏳ queued", "running": "▶ running", "finished": "✔ finished", "failed": "✖ failed",
@@ -172,16 +173,20 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
         budget = get_settings().lab_memory_mb
         table = pd.DataFrame([{"run": name, "objective": P.OBJECTIVES[cfg.objective], "masking": cfg.masking, "hidden": cfg.hidden,
                                "steps": cfg.steps, "parameters (exact)": z.parameters, "N (non-embedding)": z.non_embedding,
-                               "memory (MB, predicted)": round(z.memory_bytes / 2**20), "tokens": cfg.steps * cfg.batch * cfg.seq_len,
-                               "training FLOPs": z.flops_per_token * cfg.steps * cfg.batch * cfg.seq_len}
+                               "memory (MB, predicted)": round(z.memory_bytes / 2**20), "tokens (real)": round(z.tokens_per_step * cfg.steps),
+                               "training FLOPs": z.flops_per_step * cfg.steps,
+                               "Kaplan's 6N FLOPs": z.kaplan_flops_per_token * z.tokens_per_step * cfg.steps}
                               for (name, cfg), z in zip(planned, sizes, strict=True)])
         st.dataframe(table, hide_index=True, width="stretch",
                      column_config={"training FLOPs": st.column_config.NumberColumn(format="%.2e"),
+                                    "Kaplan's 6N FLOPs": st.column_config.NumberColumn(format="%.2e"),
                                     "parameters (exact)": st.column_config.NumberColumn(format="localized")})
         st.caption(f"Parameters are counted by the calculator from the configuration (`analysis.params`, checked against "
                    f"the models transformers builds); memory is the calculator's prediction for one fp32 AdamW step "
-                   f"(`analysis.memory`); this server allows {budget:,} MB per run (BFE_LAB_MEMORY_MB). FLOPs: 3 × forward "
-                   f"(Kaplan et al. 2020, Table 1) with the output layer over the vocabulary.")
+                   f"(`analysis.memory`); this server allows {budget:,} MB per run (BFE_LAB_MEMORY_MB). Tokens: the real ones (the "
+                   f"texts' mean length × batch × steps, read from the corpus; a batch is padded to its longest text). "
+                   f"FLOPs as the loop performs them (models.pretrain.flops): 3 × forward on the real tokens, each output "
+                   f"layer only where the loss reads it; Kaplan et al. 2020's 6N per token beside it for reference.")
         pace = lab.flops_per_second(frame)
         total = float(table["training FLOPs"].sum())
         if pace:
@@ -218,12 +223,14 @@ if not groups:
 if s["lb_show"] not in groups:
     s["lb_show"] = groups[0]
 st.selectbox("Show", groups, key="lb_show", help="An experiment's runs share a name; the newest is first.")
-live = bool(frame["status"].isin(ACTIVE).any())
+# Live while the shown experiment has runs waiting or training (another experiment's runs are not drawn here: polling for
+# them, and the rerun when they end, would redraw this page forever).
+live = bool(frame[(frame["group"] == s["lb_show"]) | (frame["name"] == s["lb_show"])]["status"].isin(ACTIVE).any())
 
 
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
-    """The selected experiment's runs, refreshed every 2 s while any run trains or waits."""
+    """The selected experiment's runs, refreshed every 2 s while one of them trains or waits."""
     mine = R.list_runs(group=s["lb_show"])  # only the shown experiment's curves are read every 2 s
     if mine.empty:
         st.info("This experiment's runs were deleted.")
@@ -282,9 +289,18 @@ def verdict_view(group: str) -> None:
     elif rep["state"] == "partial":
         st.warning("Partial results, no verdict: " + ", ".join(rep["missing"]) + " did not finish. An ablation with a "
                    "missing arm or seed is not decided.", icon=":material/warning:")
+    explored = False
     for i, c in enumerate(rep["claims"]):
         claim, v = c["claim"], c.get("verdict")
-        st.markdown(f"##### {c.get('label', claim['measure'])}\n**The paper:** {claim['statement']}  \n:gray[Source: {claim['source']}]")
+        if not c.get("primary", True) and not explored:
+            explored = True
+            st.markdown(f"#### Exploratory measures\nNot the paper's measure, or one part of it: shown to explore, each "
+                        f"with a Bonferroni interval over the {c.get('family', 1)} exploratory comparisons (family-wise "
+                        "95%), so that one spurious decisive label among them stays unlikely. The verdict is the primary "
+                        "measure's above.")
+        role = "Primary measure" if c.get("primary", True) else "Exploratory"
+        st.markdown(f"##### {role}: {c.get('label', claim['measure'])}\n**The paper:** {claim['statement']}  \n"
+                    f":gray[Source: {claim['source']}]")
         if v:
             VERDICT_BOXES.get(v["label"], st.info)(c["sentence"], icon=VERDICT_ICONS.get(v["label"]))
         elif c.get("why_none"):
@@ -303,20 +319,24 @@ def verdict_view(group: str) -> None:
                          column_config={k: st.column_config.NumberColumn(format="%+.3f") for k in
                                         ("effect over random init", "95% low", "95% high")})
         if c.get("data_limited"):
-            st.caption("Data-limited runs (fewer than 20 tokens per non-embedding parameter, Chinchilla's compute-optimal "
-                       "ratio): Kaplan's L(N) holds for models trained near convergence, so these points sit above the law: "
-                       + ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"]) + ".")
-        if v and v.get("label") == "cannot tell at this budget":
-            st.caption("What would resolve it: " + (f"about {v['seeds_needed']} seeds per arm at this budget (from the spread "
-                       "observed here)" if v.get("seeds_needed") else (v.get("reason") or "a larger budget per run")) + "; or the "
-                       "thorough budget.")
+            st.caption("Data-limited runs (fewer than 20 tokens per parameter, all parameters counted as Chinchilla's "
+                       "compute-optimal ratio does): Kaplan's L(N) holds for models trained near convergence, so these "
+                       "points sit above the law: " + ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"])
+                       + ". The verdict above also says what the fit gives without them.")
+        if v and v.get("label") == "cannot tell at this budget" and not (v.get("seeds_needed") or v.get("items_needed")):
+            st.caption("What would resolve it: " + (v.get("reason") or "a larger budget per run") + "; or the thorough budget.")
+    st.caption("How the interval is made: Student's t over seeds (each seed's difference of scores is one paired "
+               "observation), plus the test items' noise where the seeds share test items (a cluster-robust covariance "
+               "term from the per-item scores; a lemma's items count as one cluster), with Satterthwaite's degrees of "
+               "freedom. Seed and item counts that would resolve a \"cannot tell\" are estimates from the spread seen here.")
     if rep.get("arms"):
         st.dataframe(pd.DataFrame([{"arm": arm, "runs": a["runs"], "training FLOPs": a["flops"],
                                     "pre-training": fmt_seconds(a["pretrain_seconds"]),
                                     "downstream": fmt_seconds(a["downstream_seconds"])} for arm, a in rep["arms"].items()]),
                      hide_index=True, width="stretch", column_config={"training FLOPs": st.column_config.NumberColumn(format="%.2e")})
-        st.caption("Compute per arm: FLOPs from the calculator (3 × forward, Kaplan et al. 2020, Table 1) × the tokens each "
-                   "run trained on; wall time on this server.")
+        st.caption("Compute per arm: training FLOPs as the loop performs them (models.pretrain.flops: 3 × forward on the "
+                   "real tokens each run trained on, each output layer only where the loss reads it, as ELECTRA's own "
+                   "counter does); wall time on this server.")
 
 
 try:
@@ -369,8 +389,10 @@ if so_far:
     table["experiment"] = "./lab?lb_show=" + table["experiment"]
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"experiment": st.column_config.LinkColumn(display_text=r"lb_show=(.*)"),
-                                **{k: st.column_config.NumberColumn(format="%+.3f") for k in ("effect", "95% low", "95% high")}})
-    st.caption("Every preset's latest verdicts on this server, each beside the paper's claim and its source.")
+                                **{k: st.column_config.NumberColumn(format="%+.3f") for k in ("effect", "low", "high")}})
+    st.caption("Every preset's latest verdicts on this server, each beside the paper's claim and its source: the primary "
+               "measure's verdict first, then the exploratory ones (Bonferroni intervals; \"interval\" gives the level). "
+               "\"Agrees on direction only\": a fitted exponent with the paper's sign whose interval leaves out the paper's value.")
 
 st.subheader("All runs")
 c = st.columns([2, 2, 1])

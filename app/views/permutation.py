@@ -7,7 +7,7 @@ from analysis import attention_plots as plots
 from analysis.safe_text import csv_bytes
 from app import ui
 from core import registry
-from core.errors import ExplorerError, InvalidText
+from core.errors import ExplorerError
 from models import permutation as P
 
 XLNET, BERT = "xlnet-base-cased", "bert-base-uncased"
@@ -50,10 +50,7 @@ try:
     if have_xlnet:
         ids, tokens = ui.model_call(P.tokens_for, xlnet_id, s["pm_text"])
     else:
-        words = s["pm_text"].split()
-        if not words:
-            raise InvalidText("The sentence is empty.", "Type a sentence, for example 'New York is a city'.")
-        tokens = [*words[: P.MAX_TOKENS], "<sep>", "<cls>"]
+        tokens = P.word_tokens(s["pm_text"])
 except ExplorerError as err:
     ui.show_error(err)
     ui.save_url_state(DEFAULTS)
@@ -80,8 +77,11 @@ except ExplorerError as err:
 
 s["pm_k"] = min(s["pm_k"], n)
 c = st.columns([2, 2])
-c[0].slider("K: predict the last K positions of the order", 1, n, key="pm_k",
-            help="XLNet's partial prediction: only the last 1/K of the order is predicted (the paper uses K = 6 or 7).")
+if n > 1:
+    c[0].slider("K: predict the last K positions of the order", 1, n, key="pm_k",
+                help="XLNet's partial prediction: only the last 1/K of the order is predicted (the paper uses K = 6 or 7).")
+else:
+    c[0].caption("One position: K is 1, it is the only target.")
 inputs = P.permutation_inputs(order, s["pm_k"], specials=[n, n + 1])
 targets = list(inputs.targets)
 if s["pm_target"] not in targets:

@@ -123,7 +123,7 @@ elif current == "Charts":
     ui.chart(glue_plots.grouped_bars(comp), "gl_bars", main=True, title="GLUE results side by side", caption=f"{split}, {setting} models",
              sources=comp_sources)
     st.toggle("One radar per model", key="gl_radar_each")
-    ui.chart(glue_plots.radar(comp, separate=st.session_state["gl_radar_each"]), "gl_radar", main=True, title="GLUE results as radars",
+    ui.chart(glue_plots.radar(comp, separate=st.session_state["gl_radar_each"]), "gl_radar", title="GLUE results as radars",
              caption=f"{split}, {setting} models", sources=comp_sources)
     rows = list(comp.values.index)
     base = st.session_state["gl_base"] if st.session_state["gl_base"] in rows else rows[0]
@@ -260,7 +260,8 @@ else:
     counts = df_all.groupby("source").size()
     src = src.assign(results=src["key"].map(counts).fillna(0).astype(int),
                      link=[f"https://arxiv.org/abs/{a}" if a else u for a, u in zip(src["arxiv"], src["url"], strict=True)])
-    st.dataframe(src[["key", "title", "authors", "year", "venue", "results", "link", "note"]], hide_index=True, width="stretch",
+    st.dataframe(src[["key", "title", "authors", "year published", "first arXiv", "venue", "results", "link", "note"]],
+                 hide_index=True, width="stretch",
                  column_config={"link": st.column_config.LinkColumn()})
 
 ui.save_url_state(DEFAULTS)

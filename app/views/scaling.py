@@ -139,15 +139,16 @@ if f is not None:
     x_max = float(np.max(f.x if f.x.ndim == 1 else f.x[:, 0]))
     x_to = s["sc_extra"] if s["sc_extra"] > x_max else 10 * x_max
     left, right = st.columns([3, 2])
+    sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
+    residuals = plots.residual_figure(f, s["sc_x"])
     if f.x.ndim == 1:
         fig = plots.fit_figure(f, s["sc_x"], y_label, x_to, labels=labels)
-        sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
         ui.chart(fig, "sc_plot", where=left, main=True, title=f"Scaling fit: {f.formula}",
                  caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
     else:
-        sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
+        fig = residuals  # a two-variable law has no single curve: its residuals are the picture (and the HTML download)
         left.markdown("**Residuals against N** (a two-variable law has no single curve to draw)")
-    ui.chart(plots.residual_figure(f, s["sc_x"]), "sc_resid", where=left, title=f"Residuals of {f.formula}",
+    ui.chart(residuals, "sc_resid", where=left, main=f.x.ndim != 1, title=f"Residuals of {f.formula}",
              caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
     with right:
         st.markdown(f"**{f.formula}** fitted to {len(f.y)} points")

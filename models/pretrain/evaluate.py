@@ -4,6 +4,7 @@ linear part-of-speech probe on frozen vectors (against the same shape with rando
 from __future__ import annotations
 
 import gzip
+import hashlib
 import math
 import random
 import re
@@ -46,7 +47,9 @@ def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str]) -> 
                       max_length=config.seq_len, return_tensors="pt", return_token_type_ids=True)
             with torch.no_grad():
                 logits = model(**{k: v.to(model.device) for k, v in enc.items()}).seq_relationship_logits
-            out[f"{kind}_accuracy"] = float((logits.argmax(-1).cpu() == torch.tensor([lab for _, _, lab in pairs])).float().mean())
+            right = (logits.argmax(-1).cpu() == torch.tensor([lab for _, _, lab in pairs])).int()
+            out[f"{kind}_accuracy"] = float(right.float().mean())
+            out[f"{kind}_correct"] = right.tolist()  # per held-out pair (the same pairs for every seed): for the verdict's item term
     out.update(pos_probe(config, main_model(model), tok))
     return out
 
@@ -94,12 +97,14 @@ def _word_vectors(model: Any, tok: Any, rows: list[tuple[str, str, str]], seq_le
 def pos_probe(config: TrainConfig, model: Any, tok: Any) -> dict[str, Any]:
     """A linear probe (logistic regression on frozen vectors) for a word's part of speech in WordNet's example
     sentences (held out from training: the corpus is the glosses), for the trained model and for the same
-    shape with random weights. Accuracy on 200 test words, four balanced classes (chance 0.25)."""
+    shape with random weights. Accuracy on 200 test words, four balanced classes (chance 0.25). The words are drawn
+    from the seed (each seed its own test words, so seeds replicate the items' noise too), and the per-word
+    correctness, the words' ids and their lemmas (clusters) are kept for the verdict's interval."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    rows = pos_examples()
+    rows = pos_examples(seed=config.seed)
     labels = [r[2] for r in rows]
     cut = len(rows) - 200
     torch.manual_seed(config.seed + 1)
@@ -109,7 +114,13 @@ def pos_probe(config: TrainConfig, model: Any, tok: Any) -> dict[str, Any]:
         x = _word_vectors(m, tok, rows, config.seq_len)
         clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, C=0.5))
         clf.fit(x[:cut], labels[:cut])
-        out[name] = float(clf.score(x[cut:], labels[cut:]))
+        right = (clf.predict(x[cut:]) == np.asarray(labels[cut:])).astype(int)
+        out[name] = float(right.mean())
+        if name == "pos_probe_accuracy":
+            out["pos_probe_correct"] = right.tolist()
+    test = rows[cut:]
+    out["pos_probe_items"] = [f"pos:{w}:{hashlib.sha1(s.encode()).hexdigest()[:10]}" for s, w, _ in test]
+    out["pos_probe_clusters"] = [f"pos:{w.lower()}" for _, w, _ in test]
     return out
 
 
