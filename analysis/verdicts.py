@@ -62,6 +62,7 @@ MIN_SEEDS = 2
 MAX_SEEDS = 1000
 MAX_ITEMS = 100_000
 LEVEL = 0.95
+_SEP = "\x1f"  # between an item's task and its cluster in a residual's key
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Verdict:
         if self.label == NO_VERDICT:
             return f"No verdict: {self.reason}"
         level = self.level or LEVEL
-        name = f"{level:.0%}" if round(level, 2) == level else f"{level:.1%}"
+        name = f"{level * 100:.4g}%"
         family = f", Bonferroni over {self.family} exploratory comparisons" if (self.family or 1) > 1 else ""
         line = (f"{self.label.capitalize()}: effect {self.effect:+.3f} ({name} interval {self.low:+.3f} to {self.high:+.3f}; "
                 f"{self.method}{family})")
@@ -137,7 +138,7 @@ class Items:
         wv = np.bincount(task, self.weights * self.values, len(strata))
         w = np.bincount(task, self.weights, len(strata))
         centre = np.divide(wv, w, out=np.zeros_like(wv), where=w > 0)
-        keys = np.char.add(np.char.add(np.asarray(self.strata, dtype=str), "\x1f"), np.asarray(self.clusters, dtype=str))
+        keys = np.char.add(np.char.add(np.asarray(self.strata, dtype=str), _SEP), np.asarray(self.clusters, dtype=str))
         names, cluster = np.unique(keys, return_inverse=True)
         sums = np.bincount(cluster, self.weights * (self.values - centre[task]), len(names))
         return dict(zip(names.tolist(), sums.tolist(), strict=True))
@@ -229,13 +230,19 @@ def _cross(a: list[dict[Any, float]], b: list[dict[Any, float]] | None = None) -
     return {c: sum_a[c] * sum_b[c] / (len(a) * len(b)) for c in sum_a if c in sum_b}
 
 
-def _item_term(parts: dict[Any, float]) -> tuple[float, float]:
-    """The shared items' covariance term from its per-cluster parts, with the centring correction G/(G−1), and its
-    degrees of freedom for Satterthwaite: 2·C² / Var(C), Var(C) from the spread of the clusters' independent parts."""
-    g = len(parts)
+def _item_term(parts: dict[str, float]) -> tuple[float, float]:
+    """The shared items' covariance term from its per-cluster parts, and its degrees of freedom for Satterthwaite:
+    2·C² / Var(C), Var(C) from the spread of the clusters' independent parts. Residuals are centred per task
+    (stratum), which costs each stratum one cluster's worth: its parts are scaled by G_k/(G_k−1) (a stratum with
+    one cluster has residuals of 0 and adds nothing)."""
+    strata: dict[str, list[float]] = {}
+    for key, value in parts.items():
+        strata.setdefault(key.split(_SEP, 1)[0], []).append(value)
+    scaled = [v * len(vs) / (len(vs) - 1) for vs in strata.values() if len(vs) > 1 for v in vs]
+    g = len(scaled)
     if g < 2:
         return 0.0, 0.0
-    x = np.fromiter(parts.values(), dtype=float) * g / (g - 1)
+    x = np.asarray(scaled, dtype=float)
     value = float(x.sum())
     spread = float(g / (g - 1) * ((x - value / g) ** 2).sum())
     return value, (2 * value * value / spread if spread > 0 and value > 0 else float(g - 1))
@@ -260,20 +267,25 @@ class _Variance:
         denom = sum(v * v / df for v, df in terms if df > 0)
         return var, (var * var / denom if denom > 0 else float("inf"))
 
+    def seeds_for(self, target: float, level: float, start: int) -> int | None:
+        """The fewest seeds per arm (from ``start`` to :data:`MAX_SEEDS`) whose interval's half-width is below
+        ``target``, this spread and item term assumed; None if none. Every count is tried (vectorised): the half-width
+        need not fall monotonically (with a small item df, Satterthwaite's df sinks towards it as seeds grow)."""
+        n = np.arange(max(start, MIN_SEEDS), MAX_SEEDS + 1, dtype=float)
+        parts = [(s2 / n, n - 1) for s2, _ in self.seed_terms]
+        if self.item > 0 and self.item_df > 0:
+            parts.append((np.full_like(n, self.item), np.full_like(n, self.item_df)))
+        var = sum(v for v, _ in parts)
+        denom = sum(v * v / df for v, df in parts)
+        df = np.divide(var * var, denom, out=np.full_like(n, np.inf), where=denom > 0)
+        half = stats.t.ppf(0.5 + level / 2, df) * np.sqrt(var)
+        hits = np.flatnonzero(half < target)
+        return int(n[hits[0]]) if len(hits) else None
+
 
 def _half(var: _Variance, level: float, seeds: int | None = None, item_factor: float = 1.0) -> float:
     v, df = var.total(seeds, item_factor)
     return float(stats.t.ppf(0.5 + level / 2, df) * math.sqrt(v)) if v > 0 and df > 0 else 0.0
-
-
-def _smallest(ok: Any, low: int, high: int) -> int | None:
-    """The smallest n in [low, high] with ok(n), for ok monotone in n (a half-width falls as seeds grow); None if none."""
-    if not ok(high):
-        return None
-    while low < high:
-        mid = (low + high) // 2
-        low, high = (low, mid) if ok(mid) else (mid + 1, high)
-    return low
 
 
 def seeds_needed(spread: float, target: float, paired: bool = True, start: int = MIN_SEEDS, level: float = LEVEL) -> int | None:
@@ -316,6 +328,10 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
     ia, ib = _seed_items("items_a", items_a, len(a)), _seed_items("items_b", items_b, len(b))
     if (ia is None) != (ib is None):
         raise InvalidData("Per-item scores must be given for both arms or for neither.")
+    for name, scores, rows in (("a", a, ia), ("b", b, ib)):
+        if rows is not None and any(abs(x - float((r.weights * r.values).sum())) > 1e-6 for x, r in zip(scores, rows, strict=True)):
+            raise InvalidData(f"Arm {name}'s per-seed scores are not the weighted means of its per-item scores.",
+                              "Give the items each score was computed from (a score is Σ weight × item value).")
     paired = (len(a) == len(b)) if paired is None else paired
     if paired and len(a) != len(b):
         raise InvalidData(f"Paired seeds need the same count on both arms ({len(a)} vs {len(b)}).")
@@ -353,7 +369,8 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
     item = max(item, 0.0)  # a covariance estimate below 0 is noise: shared items cannot make the effect less variable
     per_seed = float(np.mean([len(x.values) for x in ia + ib])) if ia is not None and ib is not None else 0.0
     if ia is not None and ib is not None:
-        name += " + shared test items (cluster-robust, Satterthwaite df)" if parts else " (no test items shared between seeds)"
+        name += (" + shared test items (cluster-robust, Satterthwaite df)" if item > 0 else
+                 " (shared test items add no measurable variance)" if parts else " (no test items shared between seeds)")
     else:
         name += " (per-item scores not given: the test items' noise is in it only where each seed drew its own)"
     var = _Variance(seed_terms, item, item_df, per_seed)
@@ -366,7 +383,7 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
     reason = ""
     if label == CANNOT_TELL:
         start = max(len(a), len(b)) + 1
-        need_seeds = _smallest(lambda n: _half(var, level, n) < target, start, MAX_SEEDS) if target > 0 else None
+        need_seeds = var.seeds_for(target, level, start) if target > 0 else None
         if item > 0 and per_seed and target > 0:
             factor = next((k for k in (1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 100) if _half(var, level, None, k) < target), None)
             need_items = math.ceil(per_seed * factor) if factor else None

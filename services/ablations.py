@@ -219,16 +219,16 @@ def items_of(run: dict[str, Any], measure: str) -> dict[str, Any] | None:
         task, values, ids, clusters = "pos", ev.get("pos_probe_correct"), ev.get("pos_probe_items"), ev.get("pos_probe_clusters")
     elif measure in ("sop_accuracy", "nsp_accuracy"):
         task = measure.split("_")[0]
-        values = ev.get(f"{task}_correct")
-        ids = clusters = None
+        values, ids, clusters = ev.get(f"{task}_correct"), ev.get(f"{task}_items"), None
     else:
         return None
-    if not values:
-        return None
-    ids = [f"{task}:{i}" for i in (ids or range(len(values)))]
+    if not values or not ids or len(ids) != len(values):
+        return None  # without the items' names, which items two seeds share is unknown: no item term
+    score = score_of(run, measure)
+    if score is None or abs(score - sum(values) / len(values)) > 1e-6:
+        return None  # items that do not add up to the score are not this score's items
+    ids = [f"{task}:{i}" for i in ids]
     clusters = [f"{task}:{c}" for c in clusters] if clusters and len(clusters) == len(values) and all(clusters) else ids
-    if len(ids) != len(values):
-        return None
     return {"values": list(values), "ids": ids, "clusters": clusters, "strata": [task] * len(values),
             "weights": [1.0 / len(values)] * len(values)}
 
@@ -263,11 +263,10 @@ def report(group: str, engine: Any = None) -> dict[str, Any]:
 
 
 def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, Any]:
-    from analysis import verdicts as V
-    from analysis.results_db import runs as R
+    from analysis.results_db import runs
     from analysis.results_db import verdicts as stored_verdicts
 
-    frame = R.list_runs(engine, group=group)
+    frame = runs.list_runs(engine, group=group)
     frame = frame[frame["objective"] != lab.FINETUNE]
     stored = stored_verdicts.for_group(group, engine)
     if frame.empty:
@@ -304,10 +303,10 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     out["family"] = family
     for claim in claims:
         if claim.measure in ("scaling", "isoflop"):
-            out["claims"].append(_trend_claim(claim, finished, state, V))
+            out["claims"].append(_trend_claim(claim, finished, state))
             continue
         for measure, primary in _measures(claim, suite):
-            out["claims"].append(_arm_claim(claim, measure, finished, state, V, primary, 1 if primary else max(family, 1)))
+            out["claims"].append(_arm_claim(claim, measure, finished, state, primary, 1 if primary else max(family, 1)))
     deleted = 0
     if stored:
         have = {int(r["id"]) for r in rows}
@@ -326,8 +325,10 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     return out
 
 
-def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state: str, V: Any, primary: bool = True,
+def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state: str, primary: bool = True,
                family: int = 1) -> dict[str, Any]:
+    from analysis import verdicts  # numpy and scipy: imported when a report is read, not with the page
+
     scores: dict[str, dict[int, float]] = {}
     items: dict[str, dict[int, dict[str, Any] | None]] = {}
     controls: dict[tuple[str, int], float] = {}
@@ -355,7 +356,7 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
             out["controls"]["random init" + (f" ({kinds[arm]})" if several else "")] = sorted(ctrl.items())
             common = sorted(set(ctrl) & set(values))
             if len(common) >= 1:
-                out["control_effects"][arm] = V.verdict([values[k] for k in common], [ctrl[k] for k in common], ">").to_dict()
+                out["control_effects"][arm] = verdicts.verdict([values[k] for k in common], [ctrl[k] for k in common], ">").to_dict()
     if state != "complete":
         out["why_none"] = ("the experiment is still running" if state == "running" else
                            "some runs did not finish (partial results, no verdict)")
@@ -367,14 +368,16 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
     paired = len(common) == len(a) == len(b)
     ia, ib = [items[claim.a][k] for k in sorted(a)], [items[claim.b][k] for k in sorted(b)]
     given = all(x is not None for x in ia + ib)
-    v = V.verdict([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], claim.op, claim.margin, paired=paired,
+    v = verdicts.verdict([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], claim.op, claim.margin, paired=paired,
                   items_a=ia if given else None, items_b=ib if given else None, family=family)
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
     return out
 
 
-def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str, V: Any) -> dict[str, Any]:
+def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
+    from analysis import verdicts
+
     points, limited, flagged = [], [], set()
     for r in finished:
         loss = (r["evaluation"] or {}).get("held_out_loss")
@@ -398,7 +401,7 @@ def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str, V: An
         return out
 
     def decide(pts: list[Any]) -> Any:
-        return V.scaling_verdict(pts) if claim.measure == "scaling" else V.isoflop_verdict(_isoflop_cells(pts))
+        return verdicts.scaling_verdict(pts) if claim.measure == "scaling" else verdicts.isoflop_verdict(_isoflop_cells(pts))
 
     try:
         v = decide(points)

@@ -49,7 +49,9 @@ def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str]) -> 
                 logits = model(**{k: v.to(model.device) for k, v in enc.items()}).seq_relationship_logits
             right = (logits.argmax(-1).cpu() == torch.tensor([lab for _, _, lab in pairs])).int()
             out[f"{kind}_accuracy"] = float(right.float().mean())
-            out[f"{kind}_correct"] = right.tolist()  # per held-out pair (the same pairs for every seed): for the verdict's item term
+            out[f"{kind}_correct"] = right.tolist()  # per held-out pair, for the verdict's item term; the held-out texts
+            # are drawn with the seed, so a pair is named by its text (two seeds share a pair only if they hold its text)
+            out[f"{kind}_items"] = [hashlib.sha1(f"{a}\x1f{b}".encode()).hexdigest()[:12] for a, b, _ in pairs]
     out.update(pos_probe(config, main_model(model), tok))
     return out
 
