@@ -115,7 +115,7 @@ class Verdict:
             if self.items_needed:
                 hints.append(f"about {self.items_needed:,} test items per seed")
             line += (". Estimated from the observed spread, an effect this size would need " + " or ".join(hints)
-                     if hints else ". " + self.reason)
+                     if hints else f". {self.reason[:1].upper()}{self.reason[1:]}")
         return line
 
 
@@ -372,7 +372,7 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
         name += (" + shared test items (cluster-robust, Satterthwaite df)" if item > 0 else
                  " (shared test items add no measurable variance)" if parts else " (no test items shared between seeds)")
     else:
-        name += " (per-item scores not given: the test items' noise is in it only where each seed drew its own)"
+        name += " (no per-item scores: the items' noise counts only where each seed drew its own)"
     var = _Variance(seed_terms, item, item_df, per_seed)
     total, df = var.total()
     half = _half(var, level)

@@ -11,6 +11,16 @@ Endpoints (``gradio_client.Client(url).predict(..., api_name=...)``), each retur
   {"tokens", "order", "targets", "content_mask", "query_mask", "perm_mask", "target_mapping"}
 - ``/calculator`` (model: catalog id, head, precision, optimizer, batch_size, seq_len, zero_stage, data_parallel, gpu) →
   {"parameters", "non_embedding", "parts", "memory_bytes", "memory_total_bytes", "max_batch"}
+- ``/hidden_states`` (model, texts, layer, method, seed) → token vectors of a layer projected to 2-D (PCA, t-SNE, UMAP)
+- ``/cka`` (model_a, model_b, texts) → linear CKA between every pair of layers
+- ``/nearest_contexts`` (model, text, position, k, layer) → the corpus tokens whose vectors are nearest (exBERT's search)
+- ``/attribution`` (model, output, text, text_b, position, steps) → integrated gradients per token (Captum)
+- ``/scaling_fit`` (law, x, y, n, bootstrap, seed) → a scaling law's parameters with bootstrap intervals
+- ``/results`` (models, tasks, splits, main_only) → the published results, each row with its source
+- ``/lab_runs`` (kind, group) → the labs' runs and the fine-tuning table
+- ``/verdicts`` (group) → an ablation's verdicts, or every preset's latest
+
+Each function's docstring gives its arguments and the keys it returns; the MCP tools are the same functions.
 
 The functions below only translate between JSON and the library; every error a user can cause
 comes back as a ``gradio.Error`` with the library's message and hint, never a traceback. Models are

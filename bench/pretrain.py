@@ -2,7 +2,7 @@
 
     python bench/pretrain.py
 
-Target (issue 17): the lab's bookkeeping (accelerate, the loss curve, snapshots of the last good state,
+Target: the lab's bookkeeping (accelerate, the loss curve, snapshots of the last good state,
 progress callbacks) costs at most 20%: train's tokens/s ≥ 0.8 × a plain loop's on the same model, the
 same batches (the same collator) and the same steps. Runs interleaved, medians of 3. CPU here; on a
 GPU the same script reports the same ratio.

@@ -2,7 +2,7 @@
 
     python bench/representations.py
 
-Targets (issue 16): PCA of 2,000 token vectors ≤ 0.5 s (UMAP and t-SNE reported); nearest contexts over
+Targets: PCA of 2,000 token vectors ≤ 0.5 s (UMAP and t-SNE reported); nearest contexts over
 ≥ 50,000 token vectors ≤ 100 ms per query once the index is built; integrated gradients with 50 steps,
 batched, ≤ 2 × one batched forward + backward over the 50 interpolation points done by hand (so
 Captum's bookkeeping is small), at 16 and 128 tokens. Medians; IG and its reference interleaved.

@@ -57,7 +57,8 @@ def run_presets(presets: list[str], budget: str, first_seed: int = 0) -> None:
 def print_report(group: str, header: str = "") -> None:
     """An experiment's arms, per-seed scores, verdicts (primary and exploratory) and effects over random init."""
     rep = ablations.report(group)
-    print(f"\n== {group} ({rep.get('preset')}, {rep.get('budget')} budget): {header} (state {rep['state']}) ==")
+    print(f"\n== {group} ({rep.get('preset')}, {rep.get('budget')} budget): " + (f"{header}, " if header else "")
+          + f"state {rep['state']} ==")
     for arm, a in rep["arms"].items():
         print(f"  {arm:>16}: {a['runs']} runs, {a['flops']:.2e} FLOPs, pre-training {a['pretrain_seconds']:.0f} s, "
               f"downstream {a['downstream_seconds']:.0f} s")

@@ -100,10 +100,11 @@ CLASSROOM_SUITE = {"tasks": ["supersense"], "epochs": 3, "max_train": 2000, "max
 THOROUGH_SUITE = {"tasks": ["supersense", "wic"], "epochs": 3, "max_train": 6000, "max_test": 1500}
 # Minutes on the reference machine (2 CPU cores, bench/verdicts.py): "measured" from the submit to the last run
 # closed, through the real queue; "estimated" from the calculator's FLOPs at the lab's measured pace.
-_MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("electra", "classroom"): "Measured here: 5.5 min",
+_MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("electra", "classroom"): "Measured here: 3.8 min",
             ("roberta", "classroom"): "Estimated: about 7 min", ("xlnet", "classroom"): "Estimated: about 5 min",
             ("scaling", "classroom"): "Estimated: about 2 min", ("isoflop", "classroom"): "Estimated: about 9 min",
-            ("albert", "thorough"): "Measured here: about 80 min on a 2-core CPU; 7.1 min on one H100 in bf16 (10 runs at once)",
+            ("albert", "thorough"): "Measured here: 44 min on a 2-core CPU (80 min in an earlier, busier run); 7.1 min on one "
+                                    "H100 in bf16 (10 runs at once)",
             ("electra", "thorough"): "Measured here: about 70 min on a 2-core CPU; 7.8 min on one H100 in bf16 (5 runs at once)",
             ("roberta", "thorough"): "Estimated: about 3 h 20 min on a 2-core CPU",
             ("xlnet", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",

@@ -1,4 +1,4 @@
-"""Presets that end in verdicts (issue 26): plans with equal seeds per arm, ELECTRA at equal FLOPs, the downstream
+"""Presets that end in verdicts: plans with equal seeds per arm, ELECTRA at equal FLOPs, the downstream
 suite with its random-init control, stored verdicts that outlive their runs, partial and one-seed experiments."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def test_family_frame_and_lineage() -> None:
     assert ("bert-base-uncased", "roberta-base") in edges
     assert ("transformer-xl", "xlnet-base-cased") in edges
     assert ("openai-gpt", "gpt2") in edges and ("gpt2", "gpt-3") in edges
-    # the successors, to 2024 (issue 15): RoBERTa -> XLM-R and DeBERTa, BERT + XLNet -> MPNet, BERT -> ModernBERT
+    # the successors, to 2024: RoBERTa -> XLM-R and DeBERTa, BERT + XLNet -> MPNet, BERT -> ModernBERT
     fams = family_tree.family_edges()
     assert {("roberta", "xlm-r"), ("roberta", "deberta"), ("bert", "mpnet"), ("xlnet", "mpnet"), ("bert", "modernbert")} <= set(fams)
     assert max(df["year"]) == 2024

@@ -1,4 +1,4 @@
-"""The fine-tuning lab (issue 25): modes, scores with intervals, what changed per layer, saving and loading, the
+"""The fine-tuning lab: modes, scores with intervals, what changed per layer, saving and loading, the
 command line, the queue, refusals, and the page."""
 
 from __future__ import annotations

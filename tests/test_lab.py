@@ -1,4 +1,4 @@
-"""The pre-training lab (issue 17): sizes from the calculator, presets, the background queue (one run at a time,
+"""The pre-training lab: sizes from the calculator, presets, the background queue (one run at a time,
 cancel, a killed worker, two processes submitting at once), data-parallel training over 2 processes, the page."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pre-training library (issue 17, first part): every objective learns, runs repeat, masking is static or
+"""The pre-training library: every objective learns, runs repeat, masking is static or
 dynamic as asked, checkpoints load on every page, and bad configs, corpora, NaN losses and full disks are handled."""
 
 from __future__ import annotations

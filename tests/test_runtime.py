@@ -1,4 +1,4 @@
-"""The model process (issue 28): the pages' model calls run there, errors come back as themselves, a process that dies
+"""The model process: the pages' model calls run there, errors come back as themselves, a process that dies
 is restarted and the call runs once more, Home is drawn while the model side is slow or absent, the web process of
 `python -m app.serve` has not imported torch when Home is drawn, and stopping the server leaves no process behind."""
 

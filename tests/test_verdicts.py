@@ -12,7 +12,7 @@ from core.errors import InvalidData
 
 def test_a_clear_win_agrees_a_clear_loss_disagrees_and_an_overlap_cannot_tell():
     win = V.verdict([0.80, 0.82, 0.81], [0.60, 0.61, 0.59], ">")
-    assert win.label == V.AGREES and win.low > 0 and win.method.startswith("paired t over seeds (per-item scores not given")
+    assert win.label == V.AGREES and win.low > 0 and win.method.startswith("paired t over seeds (no per-item scores")
     assert win.effect == pytest.approx(0.21)
     loss = V.verdict([0.60, 0.61, 0.59], [0.80, 0.82, 0.81], ">")
     assert loss.label == V.DISAGREES and loss.high < 0

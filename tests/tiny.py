@@ -36,7 +36,7 @@ TINY_MODELS: dict[str, tuple[str, str]] = {
     "google/electra-small-generator": ("electra", "ElectraForMaskedLM"),
     "google/electra-small-discriminator": ("electra", "ElectraForPreTraining"),
     "gpt2": ("gpt2", "GPT2LMHeadModel"),
-    # the successors (issue 15), each with a tokenizer of its real kind
+    # the successors, each with a tokenizer of its real kind
     "bert-base-multilingual-cased": ("mbert", "BertForPreTraining"),
     "xlm-roberta-base": ("xlm-roberta", "XLMRobertaForMaskedLM"),
     "mpnet-base": ("mpnet", "MPNetForMaskedLM"),

@@ -323,8 +323,8 @@ def verdict_view(group: str) -> None:
                        "compute-optimal ratio does): Kaplan's L(N) holds for models trained near convergence, so these "
                        "points sit above the law: " + ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"])
                        + ". The verdict above also says what the fit gives without them.")
-        if v and v.get("label") == "cannot tell at this budget" and not (v.get("seeds_needed") or v.get("items_needed")):
-            st.caption("What would resolve it: " + (v.get("reason") or "a larger budget per run") + "; or the thorough budget.")
+        if v and v.get("label") == "cannot tell at this budget" and budget != "thorough":
+            st.caption("The thorough budget spends more seeds, steps and test items per arm.")
     st.caption("How the interval is made: Student's t over seeds (each seed's difference of scores is one paired "
                "observation), plus the test items' noise where the seeds share test items (a cluster-robust covariance "
                "term from the per-item scores; a lemma's items count as one cluster), with Satterthwaite's degrees of "
