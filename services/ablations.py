@@ -105,7 +105,8 @@ _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("el
             ("scaling", "classroom"): "Estimated: about 2 min", ("isoflop", "classroom"): "Estimated: about 9 min",
             ("albert", "thorough"): "Measured here: 44 min on a 2-core CPU (80 min in an earlier, busier run); 7.1 min on one "
                                     "H100 in bf16 (10 runs at once)",
-            ("electra", "thorough"): "Measured here: about 70 min on a 2-core CPU; 7.8 min on one H100 in bf16 (5 runs at once)",
+            ("electra", "thorough"): "Measured here: 38 min on a 2-core CPU (two runs at once for most of it); 7.8 min on one "
+                                     "H100 in bf16 (5 runs at once)",
             ("roberta", "thorough"): "Estimated: about 3 h 20 min on a 2-core CPU",
             ("xlnet", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
             ("scaling", "thorough"): "Estimated: about 3 h 35 min on a 2-core CPU",
