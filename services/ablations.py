@@ -178,12 +178,18 @@ def measure_label(measure: str) -> str:
     return INTRINSIC_LABELS.get(measure, measure)
 
 
+def _suite_tasks(run: dict[str, Any]) -> list[str]:
+    """The downstream tasks a run was given (its config's suite; else those it has scores for)."""
+    suite = (run.get("config") or {}).get("downstream") or {}
+    return list(suite.get("tasks") or ((run.get("evaluation") or {}).get("downstream") or {}))
+
+
 def score_of(run: dict[str, Any], measure: str, control: bool = False) -> float | None:
     """A finished run's score on ``measure`` (``downstream:<task>``, ``downstream:average`` over the run's suite,
     ``probe:pos``, an evaluation key); ``control``: the random-init control's score, where this run measured it."""
     ev = run.get("evaluation") or {}
     if measure == "downstream:average":
-        tasks = (run.get("config") or {}).get("downstream", {}).get("tasks") or list(ev.get("downstream") or {})
+        tasks = _suite_tasks(run)
         values = [score_of(run, f"downstream:{t}", control) for t in tasks]
         return float(sum(values) / len(values)) if values and all(v is not None for v in values) else None
     if measure.startswith("downstream:"):
@@ -196,14 +202,14 @@ def score_of(run: dict[str, Any], measure: str, control: bool = False) -> float 
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
-def items_of(run: dict[str, Any], measure: str) -> dict[str, Any] | None:
-    """A finished run's per-item scores on ``measure`` for the verdict's item term (:func:`analysis.verdicts.items_of`):
+def run_items(run: dict[str, Any], measure: str) -> dict[str, Any] | None:
+    """A finished run's per-item scores on ``measure`` for the verdict's item term (the shape :func:`analysis.verdicts.items_of` reads):
     values, ids, clusters, strata and weights (an average weights each task equally); None where the run did not keep
     them (runs from before they were kept)."""
     ev = run.get("evaluation") or {}
     if measure == "downstream:average":
-        tasks = (run.get("config") or {}).get("downstream", {}).get("tasks") or list(ev.get("downstream") or {})
-        parts = [items_of(run, f"downstream:{t}") for t in tasks]
+        tasks = _suite_tasks(run)
+        parts = [run_items(run, f"downstream:{t}") for t in tasks]
         if not parts or any(p is None for p in parts):
             return None
         out: dict[str, list[Any]] = {"values": [], "ids": [], "clusters": [], "strata": [], "weights": []}
@@ -339,7 +345,7 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
         value = score_of(r, measure)
         if value is not None:
             scores.setdefault(r["arm"], {})[r["replicate"]] = value
-            items.setdefault(r["arm"], {})[r["replicate"]] = items_of(r, measure)
+            items.setdefault(r["arm"], {})[r["replicate"]] = run_items(r, measure)
             kinds[r["arm"]] = r["kind"]
         control = score_of(r, measure, control=True)
         if control is not None:
