@@ -312,7 +312,10 @@ def _huber_cost(law: Law, t: np.ndarray, logx: np.ndarray, logy: np.ndarray, del
     return float(np.sum(np.where(a <= delta, 0.5 * r**2, delta * (a - 0.5 * delta))))
 
 
-def _refine(law: Law, t0: np.ndarray, logx: np.ndarray, logy: np.ndarray, delta: float, max_nfev: int = 2000):
+def _refine(law: Law, t0: np.ndarray, logx: np.ndarray, logy: np.ndarray, delta: float, strict: bool = True):
+    """One robust least-squares fit from ``t0`` (2,000 evaluations at most). ``strict``: a fit that used up its
+    evaluations is refused (the data's own fit tries the next start); a bootstrap refit keeps its last point, since
+    dropping the hard resamples would narrow the interval."""
     from scipy.optimize import least_squares
 
     def residual(t: np.ndarray) -> np.ndarray:
@@ -323,23 +326,21 @@ def _refine(law: Law, t0: np.ndarray, logx: np.ndarray, logy: np.ndarray, delta:
         j = law.jacobian(t, logx)
         return np.where(np.isfinite(j), j, 0.0)
 
-    tol = 1e-8 if max_nfev >= 2000 else 1e-6  # bootstrap refits start at the optimum and need less
     try:
         res = least_squares(residual, t0, jac=jac, loss="huber", f_scale=delta, method="trf", x_scale=1.0,
-                            max_nfev=max_nfev, ftol=tol, xtol=tol, gtol=tol)
+                            max_nfev=2000, ftol=1e-8, xtol=1e-8, gtol=1e-8)
     except (ValueError, FloatingPointError):
         return None
-    # status 0 (evaluation budget used up) is kept for bootstrap refits, which start at the optimum.
-    if not np.all(np.isfinite(res.x)) or res.status < 0 or (res.status == 0 and max_nfev >= 2000):
+    if not np.all(np.isfinite(res.x)) or res.status < 0 or (res.status == 0 and strict):
         return None
     return res
 
 
 def _fit_theta(law: Law, logx: np.ndarray, logy: np.ndarray, starts: list[np.ndarray], delta: float,
-               max_nfev: int = 2000) -> np.ndarray | None:
+               strict: bool = True) -> np.ndarray | None:
     best, best_cost = None, float("inf")
     for t0 in starts:
-        res = _refine(law, t0, logx, logy, delta, max_nfev)
+        res = _refine(law, t0, logx, logy, delta, strict)
         if res is None:
             continue
         cost = _huber_cost(law, res.x, logx, logy, delta)
@@ -384,7 +385,10 @@ def fit(law: str, x: Any, y: Any, bootstrap: int = 200, seed: int = 0, huber_del
             cols = [lx] if lx.ndim == 1 else [lx[:, 0], lx[:, 1]]
             if any(np.unique(c).size < 2 for c in cols):
                 continue  # a resample without spread cannot be fitted; skip it
-            t = _fit_theta(spec, lx, logy[idx], [theta], huber_delta, max_nfev=50)
+            # Each resample is fitted to convergence, as the data's own fit is: capping its evaluations (50 once) left
+            # resamples near θ and the interval too narrow (Chinchilla's law covered its exponents 85% of the time at
+            # 95%, 92.5% uncapped; tests/test_scaling.py). One that uses up its evaluations keeps its last point.
+            t = _fit_theta(spec, lx, logy[idx], [theta], huber_delta, strict=False)
             if t is not None and np.all(np.isfinite(t)):
                 thetas.append(t)
         if thetas:

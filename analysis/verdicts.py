@@ -115,6 +115,8 @@ class Verdict:
             if self.items_needed:
                 hints.append(f"about {self.items_needed:,} test items per seed")
             line += (". Estimated from the observed spread, an effect this size would need " + " or ".join(hints)
+                     + " (a half-width equal to the effect's distance from the claim's boundary: about even odds of a "
+                       "decisive label if the true effect is the one observed)"
                      if hints else f". {self.reason[:1].upper()}{self.reason[1:]}")
         return line
 
@@ -385,6 +387,8 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
         start = max(len(a), len(b)) + 1
         need_seeds = var.seeds_for(target, level, start) if target > 0 else None
         if item > 0 and per_seed and target > 0:
+            # More items per seed shrink the item term as 1/items: true for independent items; where items come in
+            # clusters (a lemma's WiC pairs) only new clusters help, so for clustered items this is a lower bound.
             factor = next((k for k in (1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 100) if _half(var, level, None, k) < target), None)
             need_items = math.ceil(per_seed * factor) if factor else None
         if not (need_seeds or need_items):
@@ -392,6 +396,21 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
                       "resolve it; a larger budget per run (longer pre-training, more fine-tuning data) may")
     return Verdict(label, low=low, high=high, method=name, seeds_needed=need_seeds, items_needed=need_items, reason=reason,
                    df=float(df) if math.isfinite(df) else None, item_share=(item / total if total > 0 else 0.0), **base)
+
+
+#: The label of a comparison that no claim is decided on (the effect over random initialisation): an effect and
+#: its interval, shown for context, never "agrees" or "disagrees".
+DESCRIPTIVE = "descriptive (no verdict)"
+
+
+def effect_interval(scores_a: Sequence[float], scores_b: Sequence[float], *, paired: bool | None = None) -> dict[str, Any]:
+    """The effect mean(a) − mean(b) with its 95% t interval over seeds, labelled :data:`DESCRIPTIVE`: for a
+    comparison shown beside a verdict (pre-trained against random initialisation) that is not itself tested, so it
+    joins no family-wise correction and no label of it can be read as a finding. Per-item noise is not counted (the
+    random-init controls keep no per-item scores), which the method says."""
+    out = verdict(scores_a, scores_b, ">", paired=paired).to_dict()
+    out.update(label=DESCRIPTIVE, seeds_needed=None, items_needed=None, reason="descriptive: no claim is decided on it")
+    return out
 
 
 # ------------------------------------------------------------------------------ fitted exponents
@@ -462,10 +481,13 @@ def _trend(quantity: str, estimate: float, low: float, high: float, reference: f
     if label == AGREES and not inside:
         label = AGREES_ON_DIRECTION
         reason = f"the sign is the paper's, the value is not: {reference:g} lies outside the interval"
-    if edges and label in (AGREES, AGREES_ON_DIRECTION):
-        label = CANNOT_TELL
-        reason = (f"the best width of {len(edges)} budget(s) ({', '.join(f'{c:.2g}' for c in edges)} FLOPs) lies at the edge "
-                  "of the widths tried, so its optimum is clipped: add a narrower or a wider size")
+    if edges:
+        # A clipped optimum is a bound, not an estimate: it can only lower confidence, and it is said whatever the label.
+        edge = (f"the best width of {len(edges)} budget(s) ({', '.join(f'{c:.2g}' for c in edges)} FLOPs) lies at the edge "
+                "of the widths tried, so its optimum is clipped: add a narrower or a wider size")
+        if label in (AGREES, AGREES_ON_DIRECTION):
+            label = CANNOT_TELL
+        reason = f"{reason}; {edge}" if reason else edge
     return TrendVerdict(label, quantity, estimate, low, high, reference, source, inside, points, method, reason, tuple(edges))
 
 

@@ -4,8 +4,11 @@
     python bench/verdicts.py estimate                                      # every preset × budget: runs, FLOPs, time
     python bench/verdicts.py mfu [--steps 60] [--repeats 3]                # the lab's model FLOP/s against the matmul peak
     python bench/verdicts.py report GROUP                                  # an experiment's verdicts again, from the database
+    python bench/verdicts.py coverage [--draws 1000]                       # the intervals' coverage on simulated arms
 
-``presets`` queues each preset at the budget through :func:`services.ablations.submit` (the same path as the page:
+``coverage`` simulates arms whose seed and test-item noise are known (the simulator of ``tests/test_verdicts.py``)
+and prints how often the seeds-only t and the two-level interval cover the true effect, and how often a planted
+null gives "cannot tell". ``presets`` queues each preset at the budget through :func:`services.ablations.submit` (the same path as the page:
 worker processes, the downstream suite, the random-init control), waits, and prints its wall time from the submit,
 each claim's verdict with its interval, and the effect over random initialisation. ``estimate`` prices every
 budget from the calculator's FLOPs at this machine's pace (measured here with a short default-size run).
@@ -69,11 +72,32 @@ def print_report(group: str, header: str = "") -> None:
         for name, pts in c.get("controls", {}).items():
             print(f"      {name:>16}: " + ", ".join(f"{v:.3f}" for _, v in pts))
         print("    → " + (c.get("sentence") or f"no verdict: {c.get('why_none')}"))
+        v = c.get("verdict") or {}
+        if v.get("item_share") is not None:
+            print(f"      share of the effect's variance from the shared test items: {v['item_share']:.0%}")
+        old_rule = seeds_only(c)
+        if old_rule:
+            print(f"      seeds-only 95% rule (before the item term and the family correction): {old_rule}")
         for arm, e in c.get("control_effects", {}).items():
-            print(f"    over random init, {arm}: {e['effect']:+.3f} [{e['low']:+.3f}, {e['high']:+.3f}] {e['label']}")
+            print(f"    over random init, {arm}: {e['effect']:+.3f} [{e['low']:+.3f}, {e['high']:+.3f}] (descriptive)")
     for r in rep["runs"]:
         if r["message"]:
             print(f"  {r['name']}: {r['message']}")
+
+
+def seeds_only(claim: dict) -> str:
+    """The verdict the rule before the item term gave (a paired t over seeds at 95%, no family correction), so a
+    changed label can be told apart from changed data."""
+    from analysis import verdicts
+
+    scores, spec = claim.get("scores") or {}, claim["claim"]
+    a, b = dict(scores.get(spec.get("a"), [])), dict(scores.get(spec.get("b"), []))
+    if claim.get("measure") in ("scaling", "isoflop") or len(a) < 2 or len(b) < 2:
+        return ""
+    common = sorted(set(a) & set(b))
+    paired = len(common) == len(a) == len(b)
+    v = verdicts.verdict([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], spec["op"], spec["margin"], paired=paired)
+    return f"{v.label}, {v.effect:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
 
 
 def pace(steps: int = 40) -> float:
@@ -98,14 +122,42 @@ def estimate() -> None:
                   f"pre-training" + (" + the downstream suite" if b.downstream else ""))
 
 
+def coverage(draws: int) -> None:
+    """Coverage of the seeds-only paired t and of the two-level interval on simulated arms, per kind of test set."""
+    import numpy as np
+
+    from analysis import verdicts
+    from tests.test_verdicts import _arms
+
+    cases = {"fixed test set, sure items": dict(shared=True, seed_sd=0.005, sure=True, seeds=5),
+             "fixed test set": dict(shared=True, seeds=5),
+             "fixed test set, lemmas of 4, 3 seeds": dict(shared=True, cluster=4, seeds=3),
+             "half of the items shared, lemmas of 2": dict(shared=0.5, cluster=2, seeds=5),
+             "items drawn per seed": dict(shared=False, seeds=5)}
+    print(f"simulated arms, 300 items per seed, true effect 0.02, {draws} draws per case (planted null: effect 0)")
+    for name, case in cases.items():
+        rng = np.random.default_rng(11)
+        old = new = null = 0
+        for _ in range(draws):
+            a, b, ia, ib = _arms(rng, 0.02, items=300, **case)
+            v0, v1 = verdicts.verdict(a, b, ">"), verdicts.verdict(a, b, ">", items_a=ia, items_b=ib)
+            old += v0.low <= 0.02 <= v0.high
+            new += v1.low <= 0.02 <= v1.high
+            a, b, ia, ib = _arms(rng, 0.0, items=300, **case)
+            null += verdicts.verdict(a, b, ">", items_a=ia, items_b=ib).label == verdicts.CANNOT_TELL
+        print(f"  {name:>40}: seeds-only t covers {old / draws:.3f}, two-level {new / draws:.3f}; "
+              f"planted null → cannot tell {null / draws:.3f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["presets", "estimate", "mfu", "report"])
+    ap.add_argument("what", choices=["presets", "estimate", "mfu", "report", "coverage"])
     ap.add_argument("presets", nargs="*", default=["albert", "electra"])
     ap.add_argument("--budget", default="classroom", choices=["classroom", "thorough"])
     ap.add_argument("--first-seed", type=int, default=0, help="the first seed (a re-run with new seeds starts past the old ones)")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--draws", type=int, default=1000, help="simulated experiments per case (coverage)")
     args = ap.parse_args()
     if args.what == "presets":
         run_presets(args.presets, args.budget, args.first_seed)
@@ -114,6 +166,8 @@ def main() -> int:
             print_report(group)
     elif args.what == "estimate":
         estimate()
+    elif args.what == "coverage":
+        coverage(args.draws)
     else:
         try:
             from bench import mfu

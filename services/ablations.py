@@ -364,7 +364,7 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
             out["controls"]["random init" + (f" ({kinds[arm]})" if several else "")] = sorted(ctrl.items())
             common = sorted(set(ctrl) & set(values))
             if len(common) >= 1:
-                out["control_effects"][arm] = verdicts.verdict([values[k] for k in common], [ctrl[k] for k in common], ">").to_dict()
+                out["control_effects"][arm] = verdicts.effect_interval([values[k] for k in common], [ctrl[k] for k in common])
     if state != "complete":
         out["why_none"] = ("the experiment is still running" if state == "running" else
                            "some runs did not finish (partial results, no verdict)")
@@ -418,7 +418,13 @@ def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> di
         return out
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
-    if limited:
+    if limited and claim.measure == "isoflop":
+        # An IsoFLOP grid trains the large sizes of each budget on few tokens by design (that is where the parabola
+        # turns up); leaving them out would leave fewer than 3 sizes per budget, so they are named, not refitted.
+        out["sentence"] += (f". {len(limited)} of {len(points)} runs are data-limited (fewer than "
+                            f"{DATA_LIMITED_TOKENS_PER_PARAMETER} tokens per parameter): in an IsoFLOP grid the large sizes "
+                            "of a budget are data-limited by design, so they stay in the fit")
+    elif limited:
         out["sentence"] += (f". {len(limited)} of {len(points)} runs are data-limited (fewer than "
                             f"{DATA_LIMITED_TOKENS_PER_PARAMETER} tokens per parameter, Chinchilla's compute-optimal ratio): "
                             "they sit above a law fitted to converged models")

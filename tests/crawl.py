@@ -16,7 +16,17 @@ Moves are derived from the widgets themselves, so a widget added to a page is cr
 - text input, text area: empty, at and past its length bound, and hostile text (markup, formulas, bidi and control
   characters, ``[MASK]`` repeated, CJK and emoji);
 - button: pressed; file uploader: empty, binary, hostile CSV and text files;
-- URL state: every key a page writes to its address, with a value the page wrote, a malformed and an out-of-range one.
+- URL state: every key a page writes to its address or declares among its URL defaults, with a value the page wrote
+  (else its default), a malformed one, and out-of-range ones (a number below zero and past any bound, an option the
+  page does not offer).
+
+A state that writes (a pressed button, an uploaded file) starts from a fresh copy of the page's world — its results
+database and model folder (:class:`Worlds`) — and so does the state after it, so no state sees what another wrote
+and the crawl's order does not change what it finds. Single moves take at most ``single_cap`` options of a widget
+(40 by default, spread from the first to the last); pairs at most ``pair_cap`` of each (3).
+
+Not crawled: ``st.data_editor`` (AppTest cannot set it; the library functions behind the scaling page's editor are
+covered by property tests), and widgets that appear only after a text is typed or a button pressed.
 
 Options are compared as the browser shows them (formatted), so a move is replayed on a fresh page by its label: the
 value behind a label is the page's business, as it is in a browser.
@@ -27,6 +37,8 @@ from __future__ import annotations
 import ast
 import itertools
 import logging
+import os
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -142,7 +154,8 @@ def _forcing(cls: type, plural: bool) -> None:
     cls._widget_state = property(state)
 
 
-for _cls, _plural in ((et.Selectbox, False), (et.Radio, False), (et.ButtonGroup, True), (et.Multiselect, True)):
+for _cls, _plural in ((et.Selectbox, False), (et.Radio, False), (et.ButtonGroup, True), (et.Multiselect, True),
+                      (et.SelectSlider, True)):
     if not getattr(_cls, "_crawl_patched", False):
         _forcing(_cls, _plural)
         _cls._crawl_patched = True
@@ -379,6 +392,9 @@ def run_state(page: str, path: tuple[Move, ...], query: dict[str, str] | None = 
     _unexpected.seen.clear()
     at = open_page(page, query, prelude=prelude, entry=entry)
     found = problems(at) + build_downloads()
+    if not path:  # the defaults, a link's parameters, presentation mode: rerun with the state kept too
+        at.run()
+        found += problems(at) + build_downloads()
     for move in path:
         if not apply(at, move):
             return False, found, at
@@ -393,18 +409,106 @@ def choice(move: Move) -> bool:
     return move.ref.kind in (*CHOICE_KINDS, "multiselect", "toggle", "checkbox") and not move.label.startswith("typed")
 
 
+class Worlds:
+    """Fresh worlds for the states that write: each call points the app at a new copy of the world as it was when this
+    object was made (the SQLite results database named by ``DATABASE_URL`` and the model folder ``BFE_MODEL_DIR``),
+    and empties Streamlit's caches, as on a new server. Copies live under ``root``; the previous one is removed."""
+
+    def __init__(self, root: Path) -> None:
+        from analysis import results_db
+
+        url = os.environ.get("DATABASE_URL", "")
+        if not url.startswith("sqlite:///"):
+            raise ValueError(f"fresh worlds copy a SQLite file; DATABASE_URL is {url.split(':')[0]!r}")
+        results_db.ensure_seeded(results_db.get_engine())
+        results_db.dispose_engines()  # every connection closed: the file holds everything (no write-ahead log left)
+        self.root = root
+        self.start = root / "start"
+        self.start.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(url.removeprefix("sqlite:///"), self.start / "results.db")
+        shutil.copytree(os.environ["BFE_MODEL_DIR"], self.start / "models", dirs_exist_ok=True)
+        self.made = 0
+
+    def __call__(self) -> None:
+        import streamlit as st
+
+        from analysis import results_db
+        from models import cache
+
+        results_db.dispose_engines()
+        if self.made:
+            shutil.rmtree(self.root / f"world{self.made}", ignore_errors=True)
+        self.made += 1
+        here = self.root / f"world{self.made}"
+        here.mkdir()
+        shutil.copy2(self.start / "results.db", here / "results.db")
+        shutil.copytree(self.start / "models", here / "models")
+        os.environ["DATABASE_URL"] = f"sqlite:///{here / 'results.db'}"
+        os.environ["BFE_MODEL_DIR"] = str(here / "models")
+        cache._default_cache = None
+        st.cache_data.clear()
+        st.cache_resource.clear()
+
+
+def url_defaults(page: str) -> dict[str, Any]:
+    """The URL keys a page declares: the dict it passes first to ``restore_url_state``, read from its source, key by key;
+    a value that is not a literal (a constant from elsewhere, a call) is given as "" (the crawl then sends "" as the
+    valid value and the malformed and out-of-range ones beside it). {} where the page keeps no URL state."""
+    path = Path(page) if Path(page).is_absolute() else ENTRY.parent / page
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    name = next((n.args[0].id for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") ==
+                 "restore_url_state" and n.args and isinstance(n.args[0], ast.Name)), None)
+    if name is None:
+        return {}
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        if getattr(target, "id", "") == name and isinstance(node.value, ast.Dict):
+            for k, v in zip(node.value.keys, node.value.values, strict=True):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    try:
+                        out[k.value] = ast.literal_eval(v)
+                    except ValueError:
+                        out[k.value] = ""
+    return out
+
+
+def _url_text(value: Any) -> str:
+    """A value as the page writes it into its address (app/ui/state.py's format)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def preludes(page: str) -> tuple[tuple[str, Move], ...]:
+    """What a user does on other pages before this one is worth crawling: the pack page holds what was added to the
+    pack elsewhere (a chart on Home, a table on the results page), so its widgets for charts and tables are there."""
+    if page.endswith("pack.py"):
+        return (("views/home.py", Move(Ref("button", "home_chart_plot_pack", "Add to pack"), "click", True)),
+                ("views/results.py", Move(Ref("button", "gl_table_pack", "Add table to pack"), "click", True)))
+    return ()
+
+
 def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: int | None = 40,
                sample: int | None = None, url: bool = True, log: Callable[[str], None] | None = None,
-               prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY) -> Crawl:
+               prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY, fresh: Callable[[], None] | None = None) -> Crawl:
     """Crawl one page: its defaults and presentation mode; every widget moved once from the defaults; every pair of
     choice widgets (each capped at ``pair_cap`` options), and after each choice every widget it reveals (each move of it,
-    capped the same); every URL key the page writes with a valid, a malformed and an out-of-range value.
-    ``sample``: every n-th single move, no pairs (the quick crawl of the default suite). ``prelude`` and ``entry``: as
-    :func:`open_page` takes them."""
+    capped the same); every URL key the page writes or declares, with a valid, a malformed and out-of-range values.
+    ``sample``: every n-th single move and URL key, no pairs (the quick crawl of the default suite). ``prelude`` and ``entry``: as
+    :func:`open_page` takes them. ``fresh``: called before a state that writes (a click, an upload) and before the state
+    after it, to give each a fresh world (:class:`Worlds`)."""
     result = Crawl(page)
     t0 = time.perf_counter()
+    dirty = [fresh is not None]  # the first state starts from a fresh world too: nothing of an earlier page leaks in
 
     def visit(path: tuple[Move, ...], query: dict[str, str] | None = None, what: str = "") -> AppTest | None:
+        writes = any(m.how in ("click", "upload") for m in path)
+        if fresh and (writes or dirty[0]):
+            fresh()
+        dirty[0] = writes
         try:
             ok, found, at = run_state(page, path, query, prelude=prelude, entry=entry)
         except Exception as err:
@@ -450,20 +554,21 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
                 for a, b in itertools.product(_spread(firsts[ref_a], pair_cap), _spread(firsts[ref_b], pair_cap)):
                     visit((a, b))
         if url:
-            for key, values in sorted(url_values.items()):
-                if key == "present":
-                    continue
-                valid = sorted(values)[0]
-                for name, value in (("valid", valid), ("malformed", "\x00<b>not-a-value</b>,,;"),
-                                    ("out of range", _out_of_range(valid))):
+            declared = {k: _url_text(v) for k, v in url_defaults(page).items()} if entry == ENTRY else {}
+            keys = [k for k in sorted(set(url_values) | set(declared)) if k != "present"]
+            for key in keys[::sample] if sample else keys:
+                valid = sorted(url_values[key])[0] if key in url_values else declared[key]
+                for name, value in (("valid", valid), ("malformed", "\x00<b>not-a-value</b>,,;"), *_out_of_range(valid)):
                     visit((), {key: value}, f"?{key}= {name} {value[:40]!r}")
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def _out_of_range(valid: str) -> str:
+def _out_of_range(valid: str) -> list[tuple[str, str]]:
+    """Values past what a URL key accepts: for a number, below zero and past any bound; for a choice, an option the
+    page does not offer and a huge text."""
     try:
         float(valid)
     except ValueError:
-        return _long(HUGE_TEXT)
-    return "1e308" if not valid.startswith("-") else "-1e308"
+        return [("not offered", "no-such-option"), ("huge", _long(HUGE_TEXT))]
+    return [("below zero", "-1" if not valid.startswith("-") else "-1e308"), ("past any bound", "1e308")]

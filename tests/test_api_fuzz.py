@@ -4,14 +4,18 @@ Each endpoint's parameters come from the running server (``/gradio_api/info``; f
 and Hypothesis draws values for them from that schema: values the schema names (its defaults and choices), well-typed
 values inside and outside the widgets' bounds (huge numbers, negatives, NaN and infinities), hostile strings (markup,
 formulas, bidi and control characters, path tricks, huge texts), lists of numbers as text with holes in them, and
-values of the wrong type. Every answer must be a result, or a refusal whose message is not the app's "unexpected"
-one and holds no traceback; the server must never answer 500. Draws are derandomised (the same cases every run).
+values of the wrong type; numbers at and just past the bounds a parameter's schema states ("between 1 and 20"). Beside
+the draws, every text parameter of every endpoint gets a huge list once, the others at their defaults: 100,001
+numbers and 20,000 lines. Every answer must be a result, or a refusal whose message is not the app's "unexpected"
+one, and no answer (a result included) holds a traceback; the server must never answer 500. Draws are derandomised
+(the same cases every run).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -36,6 +40,8 @@ NUMBER_TEXT = st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True),
     .map(lambda xs: ",".join(str(x) for x in xs))
 ODD_NUMBERS = st.one_of(st.sampled_from([0, -1, 1, 2**31, 2**63, -(2**63), 10**300, 0.5, -0.5, 1e-300]),
                         st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**12, 10**12))
+#: Lists far past any bound an endpoint sets: as comma-separated numbers and as lines of text.
+HUGE_LISTS = {"100,001 numbers": ",".join(["0.5"] * 100_001), "20,000 lines": "\n".join(["the cat sat on the mat"] * 20_000)}
 WRONG_TYPES = st.one_of(st.none(), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
                         st.booleans())
 
@@ -47,7 +53,13 @@ def value_strategy(schema: dict[str, Any], default: Any = None) -> st.SearchStra
     if kind == "string":
         typed = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=300), NUMBER_TEXT)
     elif kind in ("number", "integer"):
-        typed = ODD_NUMBERS
+        bounds = re.search(r"between (-?[\d.]+) and (-?[\d.]+)", schema.get("description") or "")
+        if bounds:  # a slider's range: at and just past each end
+            lo, hi = float(bounds[1]), float(bounds[2])
+            edges = [lo, hi, lo - 1, hi + 1, lo - 1e-9, hi + 0.5]
+            typed = st.one_of(st.sampled_from([int(v) if v == int(v) else v for v in edges]), ODD_NUMBERS)
+        else:
+            typed = ODD_NUMBERS
     elif kind == "boolean":
         typed = st.booleans()
     else:
@@ -96,8 +108,12 @@ def call(base: str, name: str, data: list) -> tuple[str, Any]:
 
 def bad_answer(kind: str, payload: Any) -> str | None:
     """Why an answer is not a result or a clear refusal; None when it is one."""
+    if "Traceback (most recent call last)" in json.dumps(payload, default=str):
+        return f"a traceback in the answer: {str(payload)[:300]}"
     if kind == "complete":
-        return None if isinstance(payload, list) and payload else f"an empty result: {payload!r}"
+        if not (isinstance(payload, list) and payload):
+            return f"an empty result: {payload!r}"
+        return "the unexpected-error message in a result" if "Something unexpected" in json.dumps(payload, default=str) else None
     if kind == "error":
         message = (payload or {}).get("error") if isinstance(payload, dict) else None
         if not message:
@@ -148,13 +164,17 @@ def test_an_endpoint_answers_fuzzed_input_with_a_result_or_a_message(server: str
                                                                       name: str) -> None:
     params = endpoints[name]
     draws = cases(arguments([(p["type"], p.get("parameter_default")) for p in params]), HTTP_CASES)
+    defaults = [p.get("parameter_default") for p in params]
+    huge = [tuple(text if j == i else d for j, d in enumerate(defaults)) for i, p in enumerate(params)
+            if p["type"].get("type") == "string" and not p["type"].get("enum") for text in HUGE_LISTS.values()]
+    draws = draws + huge
     failures = []
     for values in draws:
         kind, payload = call(server, name, list(values))
         why = bad_answer(kind, payload)
         if why:
             failures.append(f"/{name}{json.dumps(list(values), default=str)[:300]}: {why}")
-    SUMMARY.append(f"API fuzzing: /{name}, {len(draws)} cases over HTTP")
+    SUMMARY.append(f"API fuzzing: /{name}, {len(draws)} cases over HTTP ({len(huge)} of them huge lists)")
     assert len(draws) >= HTTP_CASES // 2
     assert not failures, "\n".join(failures[:20])
 
@@ -180,7 +200,7 @@ def test_every_mcp_tool_answers_fuzzed_input_with_a_result_or_a_message(server: 
                     counts[tool.name] = counts.get(tool.name, 0) + 1
                     res = await session.call_tool(tool.name, json.loads(json.dumps(args, default=str)))
                     text = " ".join(getattr(c, "text", "") for c in res.content)
-                    if res.isError and (not text.strip() or "Something unexpected" in text or "Traceback" in text):
+                    if "Traceback (most recent call last)" in text or (res.isError and (not text.strip() or "Something unexpected" in text)):
                         failures.append(f"{tool.name}{json.dumps(args, default=str)[:300]}: {text[:300]!r}")
                     elif not res.isError:
                         json.loads(text)  # a result is JSON text

@@ -72,6 +72,19 @@ def test_presentation_mode_is_kept_in_the_url() -> None:
     assert "present" not in at.query_params
 
 
+def test_a_page_that_marks_two_main_results_still_draws(tmp_path: Path) -> None:
+    """The first main result of a run is the one presentation mode places; a second is a plain container, never a
+    duplicate-key error (the results page's Charts view once marked two)."""
+    page = tmp_path / "two.py"
+    page.write_text("import streamlit as st\nfrom app import ui\n"
+                    "with ui.main_result():\n    st.write('first')\n"
+                    "with ui.main_result():\n    st.write('second')\n")
+    at = AppTest.from_file(str(page)).run()
+    assert not at.exception and [m.value for m in at.markdown] == ["first", "second"]
+    at.run()
+    assert not at.exception
+
+
 def test_models_page_lists_and_loads() -> None:
     at = run("views/models.py")
     assert at.title[0].value == "Models & availability"

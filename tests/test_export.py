@@ -152,3 +152,32 @@ def test_non_latin_text_and_emoji_are_drawn_not_boxes() -> None:
     assert png("日本語") != png("中文字")
     assert png("한국어") != png("조선말")
     assert png("🙂🚀🎓") != png("🔥🧠📈")
+
+
+def test_a_saved_pack_of_random_bytes_is_read_or_refused_by_name() -> None:
+    """Property: random bytes, random deflated bytes and deflated JSON of the wrong shape are refused with the two
+    documented errors (ValueError: not a pack; ExportTooLarge: past its bounds), or read as a title and items."""
+    import json
+    import zlib
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    shapes = st.recursive(st.none() | st.booleans() | st.floats() | st.text(max_size=10),
+                          lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+                          max_leaves=20)
+    packs = st.one_of(st.binary(max_size=2000), st.binary(max_size=2000).map(zlib.compress),
+                      shapes.map(lambda doc: zlib.compress(json.dumps(doc).encode())),
+                      st.dictionaries(st.sampled_from(["title", "items", "version", "kind"]), shapes, max_size=4)
+                      .map(lambda doc: zlib.compress(json.dumps(doc).encode())))
+
+    @settings(max_examples=250, deadline=None, derandomize=True, database=None)
+    @given(packs)
+    def check(raw: bytes) -> None:
+        try:
+            title, items = export.pack_from_bytes(raw)
+        except (ValueError, ExportTooLarge):
+            return
+        assert isinstance(title, str) and all(isinstance(i, PackItem) for i in items)
+
+    check()

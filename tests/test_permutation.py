@@ -139,3 +139,18 @@ def test_new_york_contrast_runs_both_models() -> None:
     assert all(v < 0 for v in ny.values())
     with pytest.raises(InvalidText, match="does not occur"):
         P.new_york("bert-base-uncased", XLNET, "new york is a city .", "a", "is")
+
+
+def test_word_tokens_refuse_long_and_empty_sentences_by_name() -> None:
+    """The page's tokens without torch: a 1,200-character sentence of words is past the lab's token bound and refused
+    with the count; one long word is one position (the page then has no K to choose); empty is refused."""
+    assert P.word_tokens("New York is a city") == ["New", "York", "is", "a", "city", "<sep>", "<cls>"]
+    long = ("the cat sat on the mat " * 60)[:1200]
+    with pytest.raises(InvalidText, match=r"has \d+ tokens .* at most 128"):
+        P.word_tokens(long)
+    assert P.word_tokens("x" * 400) == ["x" * 400, "<sep>", "<cls>"]
+    for empty in ("", "   \t\n"):
+        with pytest.raises(InvalidText, match="empty"):
+            P.word_tokens(empty)
+    with pytest.raises(InvalidText):
+        P.word_tokens(None)  # type: ignore[arg-type]

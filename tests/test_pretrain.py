@@ -170,3 +170,28 @@ def test_evaluation_batches_go_to_the_models_device() -> None:
         moved = _on_device(model, batch)
         assert moved["input_ids"].device.type == "meta" and moved["labels"].device.type == "meta"
         assert moved["world"] == 1 and batch["input_ids"].device.type == "cpu"
+
+
+def test_an_uploaded_corpus_of_random_bytes_is_stored_then_read_or_refused_by_name(tmp_path: Path, monkeypatch) -> None:
+    """Property: whatever a user uploads is stored (content-addressed) and then either read as texts or refused with
+    InvalidData when the lab reads it (binary, not UTF-8, too few lines); never another exception."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from services import lab
+
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path))
+    lines = st.lists(st.text(max_size=60), max_size=60).map(lambda xs: "\n".join(xs).encode("utf-8", "surrogatepass"))
+
+    @settings(max_examples=120, deadline=None, derandomize=True, database=None)
+    @given(st.one_of(st.binary(max_size=4000), lines, st.just(("four words per line\n" * 30).encode())))
+    def check(raw: bytes) -> None:
+        path = lab.save_corpus(raw)
+        assert Path(path).read_bytes() == raw
+        try:
+            train_texts, held_out = read_corpus(TrainConfig(corpus=path, corpus_lines=100))
+        except InvalidData:
+            return
+        assert train_texts and all(isinstance(t, str) and len(t.split()) >= 4 for t in train_texts + held_out)
+
+    check()

@@ -386,3 +386,24 @@ def test_an_uploaded_matrix_is_checked_before_it_is_projected() -> None:
             R.parse_vectors_csv(raw)
     with pytest.raises(InvalidData, match="at most 5 MB"):
         R.parse_vectors_csv(b"a\n" + b"1\n" * (3 * 2**20))
+
+
+def test_a_vectors_csv_of_random_bytes_is_read_or_refused_by_name() -> None:
+    """Property: any bytes (binary, text, CSV-shaped rows of numbers and words, huge numbers, NaN) are either vectors of
+    finite numbers with one label per row, or InvalidData; never another exception."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    cell = st.one_of(st.floats(), st.integers(-10**30, 10**30), st.text(max_size=6), st.sampled_from(["", "nan", "label"]))
+    rows = st.lists(st.lists(cell, min_size=1, max_size=6), max_size=40).map(lambda r: "\n".join(",".join(map(str, x)) for x in r).encode())
+
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None)
+    @given(st.one_of(st.binary(max_size=3000), rows, st.text(max_size=400).map(str.encode)))
+    def check(raw: bytes) -> None:
+        try:
+            vectors, labels = R.parse_vectors_csv(raw)
+        except InvalidData:
+            return
+        assert vectors.ndim == 2 and len(labels) == len(vectors) and np.isfinite(vectors).all()
+
+    check()

@@ -202,6 +202,25 @@ def test_the_interval_covers_the_true_exponent_at_about_its_stated_rate() -> Non
     assert 52 <= inside <= 60, inside
 
 
+@pytest.mark.slow
+def test_chinchillas_interval_covers_both_exponents_at_about_its_stated_rate() -> None:
+    """40 data sets, each from a law L(N, D) = E + A/N^α + B/D^β whose parameters are drawn (α, β from 0.2 to 0.5), on
+    a 6 × 6 grid of N and D with 2% noise: the bootstrap's 95% intervals hold the true α and β in about 95% of the 80
+    cases (measured over 120: 92.5%; with resamples capped at 50 evaluations it was 85%)."""
+    rng = np.random.default_rng(5)
+    n, d = np.meshgrid(np.logspace(7, 10, 6), np.logspace(9, 12, 6))
+    x = np.c_[n.ravel(), d.ravel()]
+    inside = 0
+    for seed in range(40):
+        true = {"E": rng.uniform(1, 3), "A": rng.uniform(100, 1000), "B": rng.uniform(100, 1000),
+                "alpha": rng.uniform(0.2, 0.5), "beta": rng.uniform(0.2, 0.5)}
+        f = scaling.fit("chinchilla", x, scaling.synthetic("chinchilla", true, x, 0.02, seed=seed), bootstrap=100, seed=seed)
+        for k in ("alpha", "beta"):
+            lo, hi = f.interval()[k]
+            inside += lo <= true[k] <= hi
+    assert inside >= 70, inside  # 92.5% gives about 74 of 80; the capped bootstrap's 85% about 68
+
+
 def test_values_a_log_scale_cannot_hold_are_refused_by_row_and_name() -> None:
     """Property: a zero, a negative, a NaN or an infinity anywhere in x or y is refused with InvalidData naming the row
     (never a math error, never a fit)."""
@@ -216,6 +235,14 @@ def test_values_a_log_scale_cannot_hold_are_refused_by_row_and_name() -> None:
         (xs if column == "x" else ys)[row] = bad
         with pytest.raises(InvalidData, match=f"Row {row + 1} of {column}"):
             scaling.fit("power", xs, ys, bootstrap=0)
+        grid = np.c_[np.logspace(7, 10, 10), np.logspace(9, 12, 10)[::-1]]  # Chinchilla's two variables, N and D
+        losses = np.linspace(4.0, 2.0, 10)
+        grid[row, 0 if column == "x" else 1] = bad
+        with pytest.raises(InvalidData, match=f"Row {row + 1} of {'N' if column == 'x' else 'D'}"):
+            scaling.fit("chinchilla", grid, losses, bootstrap=0)
+        losses[row] = bad
+        with pytest.raises(InvalidData, match=f"Row {row + 1} of"):
+            scaling.fit("chinchilla", np.c_[np.logspace(7, 10, 10), np.logspace(9, 12, 10)], losses, bootstrap=0)
 
     check()
 

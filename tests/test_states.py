@@ -15,11 +15,13 @@ offers a download that does not build. The pages and their widgets are discovere
   suite, so it is a bench: ``python bench/crawl.py`` (numbers in docs/benchmarks.md).
 
 Each page runs with its own model folder (a copy of the tiny models) and database, and no lab worker
-(``BFE_LAB_CONCURRENCY=0``): a pressed Start queues its runs, and the page shows the queue.
+(``BFE_LAB_CONCURRENCY=0``): a pressed Start queues its runs, and the page shows the queue. A state that presses a
+button or uploads a file, and the state after it, get a fresh copy of that world (:class:`tests.crawl.Worlds`).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -35,9 +37,6 @@ SAMPLE = 7
 PAIR_CAP = 3
 #: The bundled-model-only crawl takes every BUNDLED_SAMPLE-th single move of a page.
 BUNDLED_SAMPLE = 3
-#: Buttons pressed on other pages before the pack page is crawled (a chart and a table in the pack).
-PACK_PRELUDE = (("views/home.py", crawl.Move(crawl.Ref("button", "home_chart_plot_pack", "Add to pack"), "click", True)),
-                ("views/results.py", crawl.Move(crawl.Ref("button", "gl_table_pack", "Add table to pack"), "click", True)))
 
 
 @pytest.fixture(autouse=True)
@@ -63,16 +62,18 @@ def _check(result: crawl.Crawl, what: str) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_a_sample_of_every_page_draws(page: str) -> None:
-    _check(crawl.crawl_page(page, pairs=False, sample=SAMPLE), "state crawl (sample)")
+def test_a_sample_of_every_page_draws(page: str, tmp_path: Path) -> None:
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    _check(crawl.crawl_page(page, pairs=False, sample=SAMPLE, fresh=fresh), "state crawl (sample)")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
-def test_every_widget_of_a_page_draws(page: str) -> None:
+def test_every_widget_of_a_page_draws(page: str, tmp_path: Path) -> None:
     seed_lab()
-    prelude = PACK_PRELUDE if page.endswith("pack.py") else ()
-    _check(crawl.crawl_page(page, pairs=False, prelude=prelude), "state crawl (every widget, seeded labs)")
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    _check(crawl.crawl_page(page, pairs=False, prelude=crawl.preludes(page), fresh=fresh),
+           "state crawl (every widget, seeded labs)")
 
 
 @pytest.mark.slow
@@ -81,7 +82,40 @@ def test_every_widget_draws_with_only_the_bundled_model(page: str, tmp_path: Pat
     empty = tmp_path / "bundled-only"
     empty.mkdir()
     monkeypatch.setenv("BFE_MODEL_DIR", str(empty))
-    _check(crawl.crawl_page(page, pairs=False, url=False, sample=BUNDLED_SAMPLE), "state crawl (bundled model only)")
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    _check(crawl.crawl_page(page, pairs=False, url=False, sample=BUNDLED_SAMPLE, fresh=fresh), "state crawl (bundled model only)")
+
+
+def test_a_state_that_writes_starts_from_a_fresh_world(tmp_path: Path) -> None:
+    """A pressed button's writes reach neither the next state nor the start copy: each world is the page's starting
+    one, so what a crawl finds does not depend on its order."""
+    from analysis import results_db
+    from analysis.results_db import runs
+
+    seed_lab()
+    before = len(runs.list_runs())
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    fresh()
+    first = os.environ["DATABASE_URL"]
+    for rid in runs.list_runs()["id"]:
+        runs.delete_run(int(rid))
+    assert runs.list_runs().empty
+    fresh()
+    assert os.environ["DATABASE_URL"] != first and len(runs.list_runs()) == before
+    results_db.dispose_engines()
+    assert not (tmp_path / "worlds" / "world1").exists()  # the old copy is swept
+
+
+def test_the_url_keys_a_page_declares_are_crawled() -> None:
+    """Every page that keeps URL state gives the crawl its keys (read from the dict it passes to restore_url_state,
+    whatever its name and whatever its values are)."""
+    declared = crawl.url_defaults("views/scaling.py")
+    assert {"sc_law", "sc_ds"} <= set(declared) and declared["sc_law"] == "power"
+    keeping = [p for p in PAGES if "restore_url_state(" in (crawl.ENTRY.parent / p).read_text(encoding="utf-8")]
+    assert len(keeping) >= 9 and all(crawl.url_defaults(p) for p in keeping), [p for p in keeping if not crawl.url_defaults(p)]
+    assert "sz_layers" in crawl.url_defaults("views/calculator.py")  # a dict named DEFAULTS_STATE
+    assert crawl._out_of_range("3") == [("below zero", "-1"), ("past any bound", "1e308")]
+    assert crawl._out_of_range("power")[0] == ("not offered", "no-such-option")
 
 
 def test_the_crawl_finds_what_it_exists_to_find(tmp_path: Path) -> None:

@@ -66,8 +66,17 @@ def presenting() -> bool:
 
 def main_result(where: Any = None) -> Any:
     """The container for a page's main result (a chart, a table), in ``where`` (a column; default the page):
-    presentation mode keeps it on the first screen, beside the inputs. ``with ui.main_result(): ...``; once per run."""
-    return (where if where is not None else st).container(key=MAIN_RESULT)
+    presentation mode keeps it on the first screen, beside the inputs. ``with ui.main_result(): ...``.
+
+    The first call of a run is the main result; a later one in the same run (a page that marks two, or a view that
+    marks its own inside another's) gets a plain container, so the page draws either way."""
+    from streamlit.errors import StreamlitDuplicateElementKey
+
+    box = where if where is not None else st
+    try:
+        return box.container(key=MAIN_RESULT)
+    except StreamlitDuplicateElementKey:
+        return box.container()
 
 
 def presentation_mode() -> bool:

@@ -313,16 +313,21 @@ def verdict_view(group: str) -> None:
                              "circles: one seed each; grey: the same architecture from random initialisation.",
                      sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
         if c.get("control_effects"):
-            st.dataframe(pd.DataFrame([{"arm": arm, "effect over random init": e["effect"], "95% low": e["low"], "95% high": e["high"],
-                                        "verdict (pre-trained > random init)": e["label"]} for arm, e in c["control_effects"].items()]),
+            st.caption("Effect over random initialisation: descriptive context for the verdict above (95% t over seeds, "
+                       "not a tested claim, so no label).")
+            st.dataframe(pd.DataFrame([{"arm": arm, "effect over random init": e["effect"], "95% low": e["low"], "95% high": e["high"]}
+                                       for arm, e in c["control_effects"].items()]),
                          hide_index=True, width="stretch",
                          column_config={k: st.column_config.NumberColumn(format="%+.3f") for k in
                                         ("effect over random init", "95% low", "95% high")})
         if c.get("data_limited"):
+            runs_named = ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"])
             st.caption("Data-limited runs (fewer than 20 tokens per parameter, all parameters counted as Chinchilla's "
-                       "compute-optimal ratio does): Kaplan's L(N) holds for models trained near convergence, so these "
-                       "points sit above the law: " + ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"])
-                       + ". The verdict above also says what the fit gives without them.")
+                       "compute-optimal ratio does): " + runs_named + (
+                           ". In an IsoFLOP grid the large sizes of a budget see few tokens by design; they stay in the fit."
+                           if c["measure"] == "isoflop" else
+                           ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
+                           "the verdict above also says what the fit gives without them."))
         if v and v.get("label") == "cannot tell at this budget" and budget != "thorough":
             st.caption("The thorough budget spends more seeds, steps and test items per arm.")
     st.caption("How the interval is made: Student's t over seeds (each seed's difference of scores is one paired "
