@@ -19,6 +19,10 @@ Endpoints (``gradio_client.Client(url).predict(..., api_name=...)``), each retur
 - ``/results`` (models, tasks, splits, main_only) → the published results, each row with its source
 - ``/lab_runs`` (kind, group) → the labs' runs and the fine-tuning table
 - ``/verdicts`` (group) → an ablation's verdicts, or every preset's latest
+- ``/logit_lens`` (model, text, top_k) → per [MASK], what the model's own masked-LM head reads from every layer
+- ``/head_importance`` (model, texts, steps, seeds, mode) → every head's importance (Michel et al. 2019) and the
+  pruning curve against random orders
+- ``/activation_patching`` (model, clean, corrupted, answer, foil) → causal tracing: layers × positions
 
 Each function's docstring gives its arguments and the keys it returns; the MCP tools are the same functions.
 
@@ -60,7 +64,8 @@ MAX_BODY_BYTES = 256 * 1024
 #: Model-free calls (masks, calculator) that may run at once, in their own queue.
 LIGHT_CONCURRENCY = 4
 API_NAMES = frozenset({"fill_mask", "attention", "pseudo_perplexity", "permutation_masks", "calculator", "hidden_states", "cka",
-                       "nearest_contexts", "attribution", "scaling_fit", "results", "lab_runs", "verdicts"})
+                       "nearest_contexts", "attribution", "scaling_fit", "results", "lab_runs", "verdicts", "logit_lens",
+                       "head_importance", "activation_patching"})
 
 
 def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -537,6 +542,81 @@ def verdicts(group: str = "") -> dict:
 # ------------------------------------------------------------------------------------ the Blocks app
 
 
+@friendly
+def logit_lens(model: str, text: str, top_k: int = 5) -> dict:
+    """For each [MASK] of a text, the top tokens the model's own masked-LM head reads from every layer's hidden state
+    (the logit lens for masked LMs); the last layer's are its fill-mask predictions.
+
+    Args:
+        model: a masked-LM model id (catalog id, Hub id or local folder).
+        text: the text, with [MASK] where a word is hidden.
+        top_k: tokens per layer, 1 to 20.
+    Returns:
+        {"model", "tokens", "positions", "answers", "layers": [per mask: [{"layer", "top": [[token, p]], "final_probability"}]]}.
+    """
+    from core.errors import MAX_TEXT_CHARS as LONGEST
+    from models import interventions
+
+    text = req.text("The text", text, LONGEST, example="The cat sat on the [MASK].")
+    lens = interventions.logit_lens(req.model_id(model), text, req.whole("top_k", top_k, 1, 20))
+    return jsonable({"model": lens.model_id, "tokens": lens.tokens, "positions": lens.positions, "answers": lens.answers,
+                     "layers": [[asdict(r) for r in rows] for rows in lens.rows]})
+
+
+@friendly
+def head_importance(model: str, texts: str, steps: int = 6, seeds: int = 3, mode: str = "zero") -> dict:
+    """Which heads matter for the masked-LM loss (Michel, Levy & Neubig 2019): every head's importance, the gradient of
+    the loss with respect to its mask, and the masked-word accuracy as heads are removed least important first against
+    random orders (mean and 95% interval over the seeds). Heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, ….
+
+    Args:
+        model: a masked-LM model id.
+        texts: sentences, one per line (4 to 64).
+        steps: points of the pruning curve, 2 to 24.
+        seeds: random orders, 2 to 10.
+        mode: zero (a removed head outputs zeros) or mean (its mean output).
+    Returns:
+        {"model", "importance": layers × heads, "raw": layers × heads, "loss", "curve": {"removed", "total",
+        "by_importance", "random_mean", "random_low", "random_high", "seeds", "mode", "note"}}.
+    """
+    from models import interventions
+
+    mid = req.model_id(model)
+    lines = req.texts(texts, interventions.MAX_TEXTS, MAX_TEXT_CHARS, example="The cat sat on the mat.")
+    steps, seeds = req.whole("steps", steps, 2, interventions.MAX_STEPS), req.whole("seeds", seeds, 2, interventions.MAX_SEEDS)
+    mode = req.choice("mode", mode, ("zero", "mean"))
+    curve = interventions.pruning_curve(mid, lines, steps, seeds, mode)
+    imp = curve.importance
+    body = {k: v for k, v in asdict(curve).items() if k != "importance"}
+    return jsonable({"model": imp.model_id, "importance": imp.scores, "raw": imp.raw, "loss": imp.loss, "ranked_on": imp.texts,
+                     "curve": body})
+
+
+@friendly
+def activation_patching(model: str, clean: str, corrupted: str, answer: str, foil: str) -> dict:
+    """Causal tracing (Meng et al. 2022; Vig et al. 2020 for BERT): two sentences of the same token length with one
+    [MASK] at the same place; for every layer × position, how much copying that hidden state from the clean run into
+    the corrupted one moves the mask's logit difference answer − foil back.
+
+    Args:
+        model: a masked-LM model id.
+        clean: e.g. "Paris is the capital of [MASK]."
+        corrupted: e.g. "Rome is the capital of [MASK]." (same token length).
+        answer: the clean answer, one token (e.g. france).
+        foil: the corrupted answer, one token (e.g. italy).
+    Returns:
+        {"model", "clean_tokens", "corrupted_tokens", "mask_position", "clean_difference", "corrupted_difference",
+        "effects": layers × positions, "restored": layers × positions (share of the gap), "passes"}.
+    """
+    from core.errors import MAX_TEXT_CHARS as LONGEST
+    from models import interventions
+
+    clean = req.text("The clean sentence", clean, LONGEST, example="Paris is the capital of [MASK].")
+    corrupted = req.text("The corrupted sentence", corrupted, LONGEST, example="Rome is the capital of [MASK].")
+    answer, foil = req.text("The answer", answer, 100), req.text("The foil", foil, 100)
+    return jsonable(asdict(interventions.activation_patching(req.model_id(model), clean, corrupted, answer, foil)))
+
+
 def _heatmap(result: dict):
     import numpy as np
 
@@ -693,6 +773,28 @@ def build():
             vj = gr.JSON(label="Verdicts")
             gr.Button("Show verdicts").click(verdicts, [vg], vj, api_name="verdicts",
                                              concurrency_limit=LIGHT_CONCURRENCY, concurrency_id="light")
+        with gr.Tab("Which parts matter"):
+            gr.Markdown("Masked-LM models: what each layer predicts (logit lens), which heads matter (Michel et al. 2019) "
+                        "and where a prediction is carried (activation patching).")
+            wm = gr.Dropdown(mlm, value=mlm[0] if mlm else None, label="Model", allow_custom_value=True)
+            wt = gr.Textbox("The cat sat on the [MASK] because it was tired.", label="Text with [MASK] (logit lens)")
+            wk = gr.Slider(1, 20, 5, step=1, label="Top k per layer")
+            wj = gr.JSON(label="Layer by layer")
+            gr.Button("Read every layer", variant="primary").click(logit_lens, [wm, wt, wk], wj, api_name="logit_lens")
+            ranked = "\n".join(["The bank raised its rates.", "We walked along the river bank.", "The bat flew out of the cave.",
+                                "She plays the guitar on stage.", "The cat sat on the mat.", "A dog ran in the park."])
+            ws = gr.Textbox(ranked, lines=6, label="Sentences, one per line (4–64; heads ranked on lines 1, 3, 5, …, scored on 2, 4, 6, …)")
+            wsteps = gr.Number(6, precision=0, label="Pruning steps (2–24)")
+            wseeds = gr.Number(3, precision=0, label="Random orders (2–10)")
+            wmode = gr.Radio(["zero", "mean"], value="zero", label="A removed head outputs")
+            wi = gr.JSON(label="Head importance and the pruning curve")
+            gr.Button("Rank the heads").click(head_importance, [wm, ws, wsteps, wseeds, wmode], wi, api_name="head_importance")
+            wc = gr.Textbox("the cat sat on the [MASK] .", label="Clean sentence")
+            wx = gr.Textbox("the dog sat on the [MASK] .", label="Corrupted sentence (same token length)")
+            wa = gr.Textbox("mat", label="Answer (one token)")
+            wf = gr.Textbox("floor", label="Foil (one token)")
+            wp = gr.JSON(label="Layers × positions")
+            gr.Button("Patch").click(activation_patching, [wm, wc, wx, wa, wf], wp, api_name="activation_patching")
     from core.settings import get_settings
 
     return demo.queue(default_concurrency_limit=get_settings().gradio_concurrency, max_size=256)

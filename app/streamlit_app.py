@@ -24,6 +24,7 @@ PAGES = [
     st.Page("views/home.py", title="Family tree", icon=":material/account_tree:", default=True),
     st.Page("views/attention.py", title="Attention explorer", icon=":material/visibility:", url_path="attention"),
     st.Page("views/representations.py", title="Representations", icon=":material/scatter_plot:", url_path="representations"),
+    st.Page("views/parts.py", title="Which parts matter", icon=":material/troubleshoot:", url_path="parts"),
     st.Page("views/objectives.py", title="Pre-training objectives", icon=":material/school:", url_path="objectives"),
     st.Page("views/permutation.py", title="Permutation LM (XLNet)", icon=":material/shuffle:", url_path="permutation"),
     st.Page("views/calculator.py", title="Size, memory & compute", icon=":material/calculate:", url_path="calculator"),

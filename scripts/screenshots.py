@@ -33,6 +33,7 @@ SHOTS: tuple[tuple[str, str, str, str], ...] = (
     ("home", "", "", "Family tree: the family by size and year, with a card per model"),
     ("attention", "attention", "", "Attention explorer: every head of a real model, bertviz views, head statistics"),
     ("representations", "representations", "", "Representations: word senses separating layer by layer; CKA; attributions"),
+    ("parts", "parts", "", "Which parts matter: the logit lens, head importance and pruning, causal tracing"),
     ("objectives", "objectives", "", "Pre-training objectives: fill-mask side by side, masking, NSP/SOP, ELECTRA"),
     ("permutation", "permutation", "", "Permutation LM: XLNet's factorisation orders and two-stream masks"),
     ("calculator", "calculator", "", "Size, memory & compute: exact parameter counts, training memory, cost"),
@@ -71,7 +72,7 @@ def train_demo_runs(labs: set[str], timeout: float = 600) -> None:
     from services import lab
 
     ids: list[int] = []
-    if "lab" in labs:
+    if labs & {"lab", "parts"}:  # the Which-parts-matter page reads this run's checkpoint (the only masked LM offline)
         cfg = TrainConfig(layers=2, hidden=64, heads=2, ffn=128, seq_len=32, batch=16, steps=150, lr=3e-3, corpus_lines=2000)
         ids += lab.submit("single", cfg, "mlm-demo", start=False)
     if "finetune" in labs:
@@ -161,7 +162,7 @@ def main() -> None:
             shoot(first, f"http://127.0.0.1:{port}/", tmp / "first.png")
             first.close()
             t0 = time.monotonic()
-            train_demo_runs({name for name, *_ in wanted} & {"lab", "finetune"})
+            train_demo_runs({name for name, *_ in wanted} & {"lab", "finetune", "parts"})
             print(f"demo runs trained in {time.monotonic() - t0:.0f} s", flush=True)
             base = f"http://127.0.0.1:{port}"
             for name, path, query, _ in wanted:

@@ -26,7 +26,8 @@ PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an of
          "attention": "what each head of a real model looks at", "permutation": "never its own target",
          "objectives": "What each family member was trained to do", "results": "each with its paper, table and split",
          "pack": "ready for slides", "representations": "which words drive a prediction",
-         "lab": "re-run the papers' ablations in miniature", "finetune": "BERT's second half"}
+         "lab": "re-run the papers' ablations in miniature", "finetune": "BERT's second half",
+         "parts": "What each layer would predict"}
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,9 @@ def test_lab_starts_watches_and_cancels_a_run(empty_model_dir: Path, browser) ->
         page, outside = open_page(browser, f"{server}/lab?{query}", PAGES["lab"])
         page.get_by_role("button", name="Start 1 run").click()
         page.get_by_text("▶ running:").first.wait_for(timeout=90_000)
-        page.locator(".js-plotly-plot .scatterlayer .trace").first.wait_for(timeout=60_000)  # the live loss curve
+        # the live loss curve: drawn once the worker (a new process that imports torch) writes its first step; 60 s
+        # was once too short with a screenshot run training beside the suite
+        page.locator(".js-plotly-plot .scatterlayer .trace").first.wait_for(timeout=150_000)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "lab-running.png"), full_page=True)
         page.get_by_role("button", name="Cancel run").click()

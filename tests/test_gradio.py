@@ -243,6 +243,29 @@ def test_results_runs_and_verdicts_equal_the_library_and_write_nothing(client, s
     assert _counts() == before  # reading wrote nothing
 
 
+def test_the_which_parts_matter_endpoints_equal_the_library(client) -> None:
+    from models import interventions
+
+    text = "the cat sat on the [MASK] ."
+    lens = client.predict("bert-base-uncased", text, 3, api_name="/logit_lens")
+    mine = interventions.logit_lens("bert-base-uncased", text, 3)
+    assert lens["answers"] == mine.answers and len(lens["layers"][0]) == len(mine.rows[0])
+    assert [t for t, _ in lens["layers"][0][-1]["top"]] == [t for t, _ in mine.rows[0][-1].top]
+    texts = ["the cat sat on the mat", "a dog ran in the park", "the bank raised its rates", "we walked along the bank"]
+    imp = client.predict("bert-base-uncased", "\n".join(texts), 2, 2, "zero", api_name="/head_importance")
+    assert np.allclose(imp["importance"], interventions.head_importance("bert-base-uncased", texts[0::2]).scores, atol=1e-5)
+    assert imp["curve"]["removed"][0] == 0 and len(imp["curve"]["random_low"]) == len(imp["curve"]["removed"])
+    patch = client.predict("bert-base-uncased", "the cat sat on the [MASK] .", "the dog sat on the [MASK] .", "mat", "cat",
+                           api_name="/activation_patching")
+    assert len(patch["effects"]) == len(interventions.layer_modules(
+        __import__("models.loader", fromlist=["load"]).load("bert-base-uncased", task="masked-lm").model))
+    with pytest.raises(Exception, match="same length"):
+        client.predict("bert-base-uncased", "the cat sat on the [MASK] .", "the big dog sat on the [MASK] .", "mat", "cat",
+                       api_name="/activation_patching")
+    with pytest.raises(Exception, match="no trained masked-lm head"):
+        client.predict("deberta-v3-base", text, 3, api_name="/logit_lens")
+
+
 def test_mcp_lists_every_endpoint_and_answers_like_the_library(client) -> None:
     import asyncio
     from dataclasses import asdict

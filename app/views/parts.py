@@ -1,0 +1,100 @@
+"""Which parts of a model matter: what each layer predicts, which heads matter, where a prediction is carried."""
+
+import streamlit as st
+
+from analysis import intervention_plots as plots
+from app import ui
+from core import registry
+from models import interventions
+
+MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
+VIEWS = ["Layer by layer", "Heads that matter", "Where it is carried"]
+SENTENCES = ("The bank raised its rates.\nWe walked along the river bank.\nThe bat flew out of the cave.\n"
+             "She plays the guitar on stage.\nThe cat sat on the mat.\nA dog ran in the park.")
+# The default is a masked LM this machine has: a catalog one, else the newest trained in the lab (offline, those may be
+# the only ones), else the first of the catalog (it downloads where the Hub is reachable).
+FIRST = next((m for m in MLM if ui.catalog_availability().get(m, ("",))[0] == "ready"), None) \
+    or next(iter(ui.trained_here("masked-lm")), None) or (MLM[0] if MLM else ui.OTHER)
+DEFAULTS = {"wp_model": FIRST, "wp_model_other": "", "wp_view": VIEWS[0],
+            "wp_text": "The cat sat on the [MASK] because it was tired.", "wp_k": 5, "wp_texts": SENTENCES, "wp_steps": 6,
+            "wp_seeds": 3, "wp_mode": "zero", "wp_clean": "the cat sat on the [MASK] .", "wp_corrupt": "the dog sat on the [MASK] .",
+            "wp_answer": "mat", "wp_foil": "floor", "wp_raw": False}
+ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_id, "wp_view": VIEWS, "wp_k": (1, 20),
+           "wp_steps": (2, interventions.MAX_STEPS), "wp_seeds": (2, interventions.MAX_SEEDS), "wp_mode": ["zero", "mean"]}
+
+ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
+st.title("Which parts matter")
+st.markdown("#### What each layer would predict, which attention heads the model needs, and where a prediction is carried")
+ui.warn_ignored(ignored, "wp_")
+state = st.session_state
+c = st.columns([3, 3])
+model = ui.model_picker("Masked-LM model", "wp_model", MLM, task="masked-lm", where=c[0],
+                        help="A model with a masked-LM head: a catalog model on this machine, one trained in the Pre-training lab, "
+                             "or another checkpoint.")
+c[1].segmented_control("View", VIEWS, key="wp_view")
+if model is None:
+    if not MLM:
+        st.info("No masked-LM model is on this machine yet: train one in the **Pre-training lab** (a few minutes), or name "
+                "a checkpoint above.", icon=":material/info:")
+    ui.save_url_state(DEFAULTS)
+    st.stop()
+view = state["wp_view"] or VIEWS[0]
+source = (f"Computed by BERT Family Explorer on {model}",)
+
+if view == VIEWS[0]:
+    c = st.columns([5, 1])
+    c[0].text_input("Text with [MASK]", key="wp_text", max_chars=500)
+    c[1].number_input("Top k", 1, 20, key="wp_k")
+    with ui.friendly_errors():
+        lens = ui.model_call(interventions.logit_lens, model, state["wp_text"], state["wp_k"])
+        for i, pos in enumerate(lens.positions):
+            ui.chart(plots.lens_figure(lens, i), f"wp_lens_{i}", main=i == 0,
+                     title=f"Logit lens: {model}, mask {i + 1}",
+                     caption=f"Each layer's hidden state at mask {i + 1} (token {pos}) read by the model's own masked-LM head, "
+                             "its top tokens shaded by probability (darker: likelier); the top row is the model's fill-mask "
+                             "output; right: the probability of that final answer at each layer.", sources=source)
+        st.caption("The logit lens (nostalgebraist 2020, for decoders) applied to a masked LM: where the final answer first "
+                   "becomes likely shows how many layers the prediction needs.")
+
+elif view == VIEWS[1]:
+    st.text_area("Sentences, one per line (4 to 64): the heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, …",
+                 key="wp_texts", height=150, max_chars=20_000)
+    c = st.columns(3)
+    c[0].number_input("Pruning steps", 2, interventions.MAX_STEPS, key="wp_steps")
+    c[1].number_input("Random orders", 2, interventions.MAX_SEEDS, key="wp_seeds")
+    c[2].segmented_control("A removed head outputs", ["zero", "mean"], key="wp_mode")
+    texts = [t for t in state["wp_texts"].splitlines() if t.strip()]
+    with ui.friendly_errors():
+        curve = ui.model_call(interventions.pruning_curve, model, texts, state["wp_steps"], state["wp_seeds"],
+                              state["wp_mode"] or "zero")
+        importance = curve.importance
+        left, right = st.columns(2)
+        ui.chart(plots.pruning_figure(curve), "wp_prune", where=left, main=True, title=f"Pruning heads of {model}",
+                 caption=f"Masked-word accuracy as heads are removed ({curve.mode} ablation), least important first against "
+                         f"{curve.seeds} random orders. {curve.note}",
+                 sources=("Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One?, Figure 3 (method)", *source))
+        ui.chart(plots.importance_figure(importance.scores), "wp_importance", where=right, title=f"Head importance of {model}",
+                 caption=f"|∂L/∂ξ_h| summed over batches and normalised per layer, on {importance.texts} sentences "
+                         f"({importance.masked} masked words).", sources=source)
+        st.caption("The paper's finding: at test time a large share of BERT's heads can be removed with little loss, and "
+                   "the most important ones are found with one backward pass (Michel et al. 2019, Section 4).")
+
+else:
+    c = st.columns(2)
+    c[0].text_input("Clean sentence (one [MASK])", key="wp_clean", max_chars=500)
+    c[1].text_input("Corrupted sentence (same length, one word changed)", key="wp_corrupt", max_chars=500)
+    c = st.columns(3)
+    c[0].text_input("Answer (one token)", key="wp_answer", max_chars=50)
+    c[1].text_input("Foil (one token)", key="wp_foil", max_chars=50)
+    c[2].toggle("Raw change instead of share restored", key="wp_raw")
+    with ui.friendly_errors():
+        traced = ui.model_call(interventions.activation_patching, model, state["wp_clean"], state["wp_corrupt"],
+                               state["wp_answer"], state["wp_foil"])
+        ui.chart(plots.patching_figure(traced, restored=not state["wp_raw"]), "wp_patch", main=True,
+                 title=f"Causal tracing in {model}",
+                 caption=f"Logit difference {traced.answer} − {traced.foil} at the mask: clean {traced.clean_difference:+.2f}, "
+                         f"corrupted {traced.corrupted_difference:+.2f}; each cell copies one layer's output at one position "
+                         f"from the clean run ({traced.passes} batched passes).",
+                 sources=("Meng et al. 2022, Locating and Editing Factual Associations in GPT (method); Vig et al. 2020", *source))
+
+ui.save_url_state(DEFAULTS)

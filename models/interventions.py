@@ -1,0 +1,597 @@
+"""Which parts of a model matter: heads masked, ablated and ranked, and what every layer would predict.
+
+- :class:`HeadMask`: while it is active, each attention head's output is multiplied by ``mask[layer, head]`` (a tensor
+  that may require a gradient) or, for a mean ablation, replaced by that head's mean output. It hooks the module whose
+  *input* is the heads' concatenated outputs (the attention output projection), so it works on every architecture
+  listed in :func:`head_projections` without touching the attention code. transformers 5 dropped the ``head_mask``
+  argument these models once took, so there is no library path to reuse; the hook multiplies exactly what
+  ``head_mask`` multiplied (a head's context vectors), and ``tests/test_interventions.py`` checks it against weight
+  surgery on the output projection (what ``prune_heads`` did).
+- :func:`head_importance`: Michel, Levy & Neubig 2019 ("Are Sixteen Heads Really Better than One?"): the importance of
+  head h is the expected absolute gradient of the loss with respect to its mask variable ξ_h, summed over batches as
+  the paper's released code does (one backward pass per batch), then normalised per layer (L2), as the paper.
+- :func:`pruning_curve`: the masked-LM accuracy as heads are removed in order of importance, against random orders
+  (several seeds, a t interval per point). Heads are ranked once, on one half of the texts, and scored on the other.
+- :func:`logit_lens`: for each ``[MASK]``, the top-k tokens the model's own masked-LM head reads from every layer's
+  hidden state, and the probability of the final answer by layer; its last layer is the model's fill-mask output.
+
+The loss is the masked-LM loss on a fixed, seeded choice of 15% of each text's tokens (at least one per text), all
+replaced by the mask token: an evaluation, not BERT's 80/10/10 training recipe.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import InvalidConfig, InvalidText, UnsupportedArchitecture, UnsupportedTask, check_text_length
+
+#: Texts a call takes at most (each is one row of a batch; importance runs one backward pass per batch).
+MAX_TEXTS = 64
+#: Rows per forward/backward pass.
+BATCH = 16
+#: Points of a pruning curve at most, and random orders at most.
+MAX_STEPS = 24
+MAX_SEEDS = 10
+#: Forward passes a pruning curve may cost ((steps + 1) × (seeds + 1) × batches of scored texts): about a minute for
+#: BERT-base on 2 CPU cores.
+MAX_PRUNING_PASSES = 120
+MASK_RATE = 0.15
+
+
+# ------------------------------------------------------------------------------------------------ heads
+
+
+def head_projections(net: Any) -> list[Any]:
+    """Per layer (in the order the forward pass runs them), the module whose input is the heads' concatenated outputs
+    (B, T, heads × head size). ALBERT shares one module across layers: it appears once per layer it serves.
+
+    Raises:
+        UnsupportedArchitecture: an architecture without such a module (XLNet computes its output in one einsum).
+    """
+    base = getattr(net, "base_model", net)
+    cfg = net.config
+    kind = cfg.model_type
+    if kind in ("bert", "roberta", "xlm-roberta", "electra", "deberta-v2", "camembert"):
+        return [layer.attention.output.dense for layer in base.encoder.layer]
+    if kind == "distilbert":
+        return [layer.attention.out_lin for layer in base.transformer.layer]
+    if kind == "mpnet":
+        return [layer.attention.attn.o for layer in base.encoder.layer]
+    if kind == "modernbert":
+        return [layer.attn.Wo for layer in base.layers]
+    if kind == "gpt2":
+        return [block.attn.c_proj for block in base.h]
+    if kind == "albert":
+        if cfg.inner_group_num != 1:
+            raise UnsupportedArchitecture("This ALBERT has several layers per group; head masking takes one.")
+        groups = base.encoder.albert_layer_groups
+        per_group = cfg.num_hidden_layers / cfg.num_hidden_groups
+        return [groups[int(i / per_group)].albert_layers[0].attention.dense for i in range(cfg.num_hidden_layers)]
+    raise UnsupportedArchitecture(f"Head masking does not know where {kind}'s heads meet.",
+                                  "Supported: BERT, RoBERTa, XLM-R, ELECTRA, DeBERTa-v3, DistilBERT, MPNet, ModernBERT, "
+                                  "ALBERT and GPT-2 (XLNet computes its attention output in one einsum).")
+
+
+def head_shape(net: Any) -> tuple[int, int]:
+    """(layers, heads per layer)."""
+    cfg = net.config
+    layers = len(head_projections(net))
+    heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", None) or cfg.n_heads
+    return layers, int(heads)
+
+
+class HeadMask:
+    """``with HeadMask(net, mask): net(...)``: each head's output times ``mask[layer, head]`` ((layers, heads), ones
+    keep a head, zeros remove it; it may require a gradient). With ``means`` ((layers, heads, head size), from
+    :func:`head_means`), a removed head's output is replaced by its mean instead of zero (mean ablation):
+    ``mask·x + (1 − mask)·mean``."""
+
+    def __init__(self, net: Any, mask: Any, means: Any = None) -> None:
+        self.net, self.mask, self.means = net, mask, means
+        self.layers, self.heads = head_shape(net)
+        if tuple(mask.shape) != (self.layers, self.heads):
+            raise ValueError(f"mask must be ({self.layers}, {self.heads}), not {tuple(mask.shape)}")
+        self._handles: list[Any] = []
+        self._calls: dict[int, int] = {}
+
+    def __enter__(self) -> HeadMask:
+        modules = head_projections(self.net)
+        where: dict[int, list[int]] = {}
+        for layer, m in enumerate(modules):
+            where.setdefault(id(m), []).append(layer)
+
+        def reset(_module: Any, _args: Any) -> None:
+            self._calls.clear()
+
+        def hook(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+            n = self._calls.get(id(module), 0)
+            self._calls[id(module)] = n + 1
+            layers = where[id(module)]
+            layer = layers[n % len(layers)]
+            x = args[0]
+            split = x.view(*x.shape[:-1], self.heads, x.shape[-1] // self.heads)
+            keep = self.mask[layer].to(split.dtype).view(*([1] * (split.dim() - 2)), self.heads, 1)
+            out = split * keep
+            if self.means is not None:
+                out = out + (1 - keep) * self.means[layer].to(split.dtype)
+            return (out.reshape(x.shape), *args[1:])
+
+        self._handles.append(self.net.register_forward_pre_hook(reset))
+        for m in {id(m): m for m in modules}.values():
+            self._handles.append(m.register_forward_pre_hook(hook))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+def head_means(net: Any, batch: dict[str, Any]) -> Any:
+    """Each head's mean output over the real tokens of ``batch`` (layers, heads, head size): what a mean ablation puts
+    in a removed head's place."""
+    import torch
+
+    layers, heads = head_shape(net)
+    modules = head_projections(net)
+    sums: list[Any] = [None] * layers
+    calls: dict[int, int] = {}
+    where: dict[int, list[int]] = {}
+    for layer, m in enumerate(modules):
+        where.setdefault(id(m), []).append(layer)
+    real = batch["attention_mask"].bool()
+
+    def hook(module: Any, args: tuple[Any, ...]) -> None:
+        n = calls.get(id(module), 0)
+        calls[id(module)] = n + 1
+        layer = where[id(module)][n % len(where[id(module)])]
+        x = args[0][real]  # (real tokens, heads × size)
+        sums[layer] = x.view(x.shape[0], heads, -1).mean(0).detach()
+
+    handles = [m.register_forward_pre_hook(hook) for m in {id(m): m for m in modules}.values()]
+    try:
+        with torch.inference_mode():
+            net(**batch)
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack(sums)
+
+
+# ------------------------------------------------------------------------------------------------ the masked-LM target
+
+
+def _masked_lm(model: Any) -> Any:
+    from models.loader import LoadedModel, load
+
+    lm = model if isinstance(model, LoadedModel) else load(model, task="masked-lm")
+    if lm.tokenizer.mask_token is None or not hasattr(lm.model, "get_output_embeddings") or lm.model.get_output_embeddings() is None:
+        raise UnsupportedTask(f"{lm.model_id} has no masked-LM head.",
+                              "Pick a masked-LM model (BERT, RoBERTa, ALBERT, DistilBERT, an ELECTRA generator, a lab model).")
+    return lm
+
+
+def _texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise InvalidText("Give the texts as a list of sentences.")
+    kept = [t.strip() for t in texts if t.strip()]
+    if len(kept) < 2:
+        raise InvalidText("Give at least 2 sentences.", "One sentence per line.")
+    if len(kept) > MAX_TEXTS:
+        raise InvalidText(f"{len(kept)} sentences; at most {MAX_TEXTS} are taken.", "Use fewer sentences.")
+    for t in kept:
+        check_text_length(t, "sentence")
+    return kept
+
+
+@dataclass
+class MaskedBatch:
+    """Texts tokenised together, with a seeded choice of positions replaced by the mask token; ``labels`` hold the
+    original ids there and −100 elsewhere."""
+
+    inputs: dict[str, Any]
+    labels: Any
+    texts: list[str]
+
+
+def masked_batch(lm: Any, texts: Sequence[str], seed: int = 0, rate: float = MASK_RATE) -> MaskedBatch:
+    """``texts`` with ``rate`` of each text's tokens (at least one; special tokens never) masked, chosen with ``seed``."""
+    import torch
+
+    tok = lm.tokenizer
+    enc = tok(list(texts), return_tensors="pt", padding=True, truncation=True, max_length=min(lm.max_tokens, 128))
+    ids = enc["input_ids"].clone()
+    labels = torch.full_like(ids, -100)
+    rng = random.Random(seed)
+    special = set(tok.all_special_ids)
+    for row in range(ids.shape[0]):
+        candidates = [j for j in range(ids.shape[1]) if enc["attention_mask"][row, j] and int(ids[row, j]) not in special]
+        if not candidates:
+            raise InvalidText(f"Sentence {row + 1} has no word to mask.")
+        for j in rng.sample(candidates, max(1, round(rate * len(candidates)))):
+            labels[row, j] = ids[row, j]
+            ids[row, j] = tok.mask_token_id
+    # Single sentences: token types are all 0, the default, so only ids and the padding mask go in (DistilBERT takes no
+    # token types at all).
+    inputs = {"input_ids": ids.to(lm.device), "attention_mask": enc["attention_mask"].to(lm.device)}
+    return MaskedBatch(inputs, labels.to(lm.device), list(texts))
+
+
+def _chunks(batch: MaskedBatch, size: int = BATCH) -> list[tuple[dict[str, Any], Any]]:
+    n = batch.labels.shape[0]
+    return [({k: v[i:i + size] for k, v in batch.inputs.items()}, batch.labels[i:i + size]) for i in range(0, n, size)]
+
+
+def mlm_score(lm: Any, batch: MaskedBatch, mask: Any = None, means: Any = None) -> tuple[float, float]:
+    """(mean masked-LM loss, accuracy) over the masked positions of ``batch``, with heads masked by ``mask``."""
+    import torch
+
+    net = lm.model
+    layers, heads = head_shape(net)
+    mask = torch.ones(layers, heads, device=lm.device) if mask is None else mask
+    loss_sum, right, count = 0.0, 0, 0
+    with torch.inference_mode(), HeadMask(net, mask, means):
+        for inputs, labels in _chunks(batch):
+            logits = net(**inputs).logits
+            logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half → float; a float64 model stays
+            chosen = labels != -100
+            loss_sum += float(torch.nn.functional.cross_entropy(logits[chosen], labels[chosen], reduction="sum"))
+            right += int((logits[chosen].argmax(-1) == labels[chosen]).sum())
+            count += int(chosen.sum())
+    return loss_sum / count, right / count
+
+
+# ------------------------------------------------------------------------------------------------ importance
+
+
+@dataclass(frozen=True)
+class Importance:
+    """Head importance (layers × heads): ``raw`` the summed absolute gradients, ``scores`` normalised per layer (L2)."""
+
+    model_id: str
+    raw: Any  # numpy (layers, heads)
+    scores: Any  # numpy (layers, heads)
+    loss: float
+    texts: int
+    masked: int
+
+    def order(self) -> list[tuple[int, int]]:
+        """Heads from the least to the most important (the order the paper prunes them in)."""
+        import numpy as np
+
+        flat = np.argsort(self.scores, axis=None, kind="stable")
+        return [(int(i // self.scores.shape[1]), int(i % self.scores.shape[1])) for i in flat]
+
+
+def head_importance(model: Any, texts: Sequence[str], seed: int = 0) -> Importance:
+    """Michel et al.'s importance of every head for the masked-LM loss on ``texts``: |∂L/∂ξ_h| summed over batches (one
+    backward pass each), normalised per layer by its L2 norm.
+
+    Raises:
+        InvalidText: fewer than 2 or more than :data:`MAX_TEXTS` texts, a text too long.
+        UnsupportedTask: a model without a masked-LM head.
+        UnsupportedArchitecture: see :func:`head_projections`.
+    """
+    import torch
+
+    lm = _masked_lm(model)
+    batch = masked_batch(lm, _texts(texts), seed)
+    net = lm.model
+    layers, heads = head_shape(net)
+    mask = torch.ones(layers, heads, device=lm.device, requires_grad=True)
+    raw = torch.zeros(layers, heads, device=lm.device)
+    loss_sum, count = 0.0, 0
+    was_training = net.training
+    net.eval()
+    try:
+        with HeadMask(net, mask):
+            for inputs, labels in _chunks(batch):
+                logits = net(**inputs).logits.float()
+                chosen = labels != -100
+                loss = torch.nn.functional.cross_entropy(logits[chosen], labels[chosen])
+                mask.grad = None
+                loss.backward()
+                raw += mask.grad.abs().detach()
+                loss_sum += float(loss.detach()) * int(chosen.sum())
+                count += int(chosen.sum())
+    finally:
+        net.zero_grad(set_to_none=True)
+        net.train(was_training)
+    norm = raw.pow(2).sum(-1, keepdim=True).sqrt()
+    scores = raw / (norm + 1e-20)
+    return Importance(lm.model_id, raw.cpu().numpy(), scores.cpu().numpy(), loss_sum / count, len(batch.texts), count)
+
+
+# ------------------------------------------------------------------------------------------------ pruning
+
+
+@dataclass(frozen=True)
+class PruningCurve:
+    """Masked-LM accuracy (and loss) against the share of heads removed: in importance order, and over random orders
+    (mean and 95% t interval over ``seeds``)."""
+
+    model_id: str
+    removed: list[int]  # heads removed at each point
+    total: int
+    by_importance: list[float]
+    random_mean: list[float]
+    random_low: list[float]
+    random_high: list[float]
+    loss_by_importance: list[float]
+    seeds: int
+    mode: str
+    importance: Importance
+    note: str = field(default="")
+
+
+def pruning_curve(model: Any, texts: Sequence[str], steps: int = 10, seeds: int = 3, mode: str = "zero",
+                  seed: int = 0) -> PruningCurve:
+    """Remove heads ``steps`` times in equal shares (0 up to all but one head), least important first, and in
+    ``seeds`` random orders; score the masked-LM accuracy after each. Importance is measured on texts 1, 3, 5, … and
+    the curve scored on texts 2, 4, 6, …, so the order is not fitted to the score (the curve carries that importance).
+
+    Raises:
+        InvalidText: see :func:`head_importance` (at least 4 texts here: 2 to rank, 2 to score).
+        InvalidConfig: steps, seeds or mode out of range, or more than :data:`MAX_PRUNING_PASSES` forward passes.
+    """
+    import numpy as np
+    import torch
+    from scipy import stats
+
+    if not (isinstance(steps, int) and 2 <= steps <= MAX_STEPS) or not (isinstance(seeds, int) and 2 <= seeds <= MAX_SEEDS):
+        raise InvalidConfig(f"Steps must be 2 to {MAX_STEPS} and seeds 2 to {MAX_SEEDS}.")
+    if mode not in ("zero", "mean"):
+        raise InvalidConfig("A removed head outputs zeros ('zero') or its mean ('mean').")
+    kept = _texts(texts)
+    if len(kept) < 4:
+        raise InvalidText("A pruning curve needs at least 4 sentences (half rank the heads, half score them).")
+    passes = (steps + 1) * (seeds + 1) * math.ceil(len(kept[1::2]) / BATCH)
+    if passes > MAX_PRUNING_PASSES:
+        raise InvalidConfig(f"This curve would take {passes} forward passes; at most {MAX_PRUNING_PASSES} are run.",
+                            "Use fewer steps, fewer random orders or fewer sentences.")
+    lm = _masked_lm(model)
+    importance = head_importance(lm, kept[0::2], seed)
+    scored = masked_batch(lm, kept[1::2], seed + 1)
+    layers, heads = head_shape(lm.model)
+    total = layers * heads
+    means = head_means(lm.model, scored.inputs) if mode == "mean" else None
+    counts = sorted({round(i * (total - 1) / steps) for i in range(steps + 1)})
+
+    def curve(order: list[tuple[int, int]]) -> tuple[list[float], list[float]]:
+        acc, loss = [], []
+        for k in counts:
+            mask = torch.ones(layers, heads, device=lm.device)
+            for layer, head in order[:k]:
+                mask[layer, head] = 0.0
+            lo, ac = mlm_score(lm, scored, mask, means)
+            acc.append(ac)
+            loss.append(lo)
+        return acc, loss
+
+    by_importance, loss_by_importance = curve(importance.order())
+    randoms = []
+    for s in range(seeds):
+        order = [(i // heads, i % heads) for i in range(total)]
+        random.Random(seed + 1000 + s).shuffle(order)
+        randoms.append(curve(order)[0])
+    r = np.array(randoms)
+    mean = r.mean(0)
+    half = stats.t.ppf(0.975, seeds - 1) * r.std(0, ddof=1) / math.sqrt(seeds)
+    return PruningCurve(lm.model_id, counts, total, by_importance, mean.tolist(), (mean - half).tolist(), (mean + half).tolist(),
+                        loss_by_importance, seeds, mode, importance,
+                        "Heads ranked once on lines 1, 3, 5, …; accuracy scored on lines 2, 4, 6, ….")
+
+
+# ------------------------------------------------------------------------------------------------ logit lens
+
+
+def mlm_head(net: Any) -> Any:
+    """The masked-LM head as a function of hidden states (B, T, H) → logits, per architecture.
+
+    Raises:
+        UnsupportedTask: a model without one.
+    """
+    from models.objectives import _head
+
+    head = _head(net)
+    if head is not None:
+        return head
+    if hasattr(net, "lm_head"):  # XLM-R, MPNet
+        return net.lm_head
+    if net.config.model_type == "modernbert" and hasattr(net, "head"):
+        return lambda h: net.decoder(net.head(h))
+    raise UnsupportedTask(f"No masked-LM head to read the layers of {net.config.model_type}.",
+                          "Pick a masked-LM model (BERT, RoBERTa, ALBERT, DistilBERT, an ELECTRA generator, a lab model).")
+
+
+@dataclass(frozen=True)
+class LensRow:
+    """One mask at one layer: the top-k (token, probability) and the probability of the final answer."""
+
+    layer: int  # 0: the embeddings; L: the last layer
+    top: list[tuple[str, float]]
+    final_probability: float
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    model_id: str
+    tokens: list[str]
+    positions: list[int]  # the masks' token positions
+    rows: list[list[LensRow]]  # per mask, one row per layer (embeddings first)
+    answers: list[str]  # per mask, the last layer's top token
+
+
+def logit_lens(model: Any, text: str, top_k: int = 5) -> LogitLens:
+    """For each ``[MASK]`` in ``text``: what the model's own masked-LM head reads from every layer's hidden state (the
+    embeddings and each layer's output), its top ``top_k`` tokens and the probability of the final answer; the last
+    layer's row is the model's fill-mask output (tested).
+
+    Raises:
+        InvalidText, MaskMissing: the text (see :func:`models.objectives.to_model_text`); top_k outside 1 to 20.
+        UnsupportedTask: a model without a masked-LM head (use the Attention or Representations page instead).
+    """
+    import torch
+
+    from models.objectives import _encode, to_model_text
+
+    if not (isinstance(top_k, int) and 1 <= top_k <= 20):
+        raise InvalidText("top_k must be a whole number from 1 to 20.")
+    lm = _masked_lm(model)
+    net, tok = lm.model, lm.tokenizer
+    head = mlm_head(net)
+    enc = _encode(lm, to_model_text(text, tok))
+    ids = enc["input_ids"]
+    positions = (ids[0] == tok.mask_token_id).nonzero().flatten().tolist()
+    with torch.inference_mode():
+        out = net.base_model(input_ids=ids, attention_mask=enc.get("attention_mask"), output_hidden_states=True)
+        states = list(out.hidden_states)
+        final_norm = getattr(net.base_model, "final_norm", None)
+        if final_norm is not None:  # a pre-LN model's head reads normalised states: every layer goes through the norm
+            states = [final_norm(h) for h in states[:-1]] + [out.last_hidden_state]
+        else:
+            states[-1] = out.last_hidden_state
+        probs = [head(h[0, positions]).float().softmax(-1) for h in states]  # per layer (masks, V)
+    rows, answers = [], []
+    for m in range(len(positions)):
+        answer = int(probs[-1][m].argmax())
+        answers.append(tok.convert_ids_to_tokens(answer))
+        per_layer = []
+        for layer, p in enumerate(probs):
+            values, idx = p[m].topk(top_k)
+            per_layer.append(LensRow(layer, [(tok.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(values, idx, strict=True)],
+                                     float(p[m, answer])))
+        rows.append(per_layer)
+    return LogitLens(lm.model_id, tok.convert_ids_to_tokens(ids[0].tolist()), positions, rows, answers)
+
+
+# ------------------------------------------------------------------------------------------------ activation patching
+
+
+def layer_modules(net: Any) -> list[Any]:
+    """Per layer, in the order the forward pass runs them, the module whose output is that layer's hidden states (ALBERT's
+    shared group appears once per layer it serves).
+
+    Raises:
+        UnsupportedArchitecture: see :func:`head_projections`.
+    """
+    base = getattr(net, "base_model", net)
+    cfg = net.config
+    kind = cfg.model_type
+    if kind in ("bert", "roberta", "xlm-roberta", "electra", "deberta-v2", "camembert", "mpnet"):
+        return list(base.encoder.layer)
+    if kind == "distilbert":
+        return list(base.transformer.layer)
+    if kind == "modernbert":
+        return list(base.layers)
+    if kind == "albert":
+        per_group = cfg.num_hidden_layers / cfg.num_hidden_groups
+        return [base.encoder.albert_layer_groups[int(i / per_group)] for i in range(cfg.num_hidden_layers)]
+    head_projections(net)  # raises for what it does not know
+    raise UnsupportedArchitecture(f"Activation patching takes encoders; {kind} is not one.")
+
+
+@dataclass(frozen=True)
+class Patching:
+    """Causal tracing of one masked prediction: ``effects[layer, position]`` is the change in the logit difference
+    (answer − foil) at the mask of the corrupted sentence when that layer's output at that position is copied from the
+    clean run; ``restored`` is the same as a share of the clean − corrupted gap (1: fully restored)."""
+
+    model_id: str
+    clean_tokens: list[str]
+    corrupted_tokens: list[str]
+    mask_position: int
+    answer: str
+    foil: str
+    clean_difference: float
+    corrupted_difference: float
+    effects: Any  # numpy (layers, positions)
+    restored: Any  # numpy (layers, positions)
+    passes: int
+
+
+def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foil: str) -> Patching:
+    """Meng et al. 2022's causal tracing (Vig et al. 2020 for BERT), for a masked LM: ``clean`` and ``corrupted`` are
+    sentences of the same token length with one ``[MASK]`` at the same place (e.g. "Paris is the capital of [MASK]." and
+    "Rome is the capital of [MASK]."); the target is the mask's logit for ``answer`` minus that for ``foil`` (one
+    vocabulary token each). Every layer × position is patched, :data:`BATCH` patched copies per forward pass.
+
+    Raises:
+        InvalidText: texts of different token lengths, masks that differ or are not one, an answer or foil that is not
+            one token.
+        UnsupportedTask, UnsupportedArchitecture: as :func:`logit_lens` and :func:`layer_modules`.
+    """
+    import numpy as np
+    import torch
+
+    from models.objectives import _encode, to_model_text
+
+    lm = _masked_lm(model)
+    net, tok = lm.model, lm.tokenizer
+    enc_c, enc_x = _encode(lm, to_model_text(clean, tok)), _encode(lm, to_model_text(corrupted, tok))
+    ids_c, ids_x = enc_c["input_ids"], enc_x["input_ids"]
+    if ids_c.shape != ids_x.shape:
+        raise InvalidText(f"The sentences are {ids_c.shape[1]} and {ids_x.shape[1]} tokens; patching needs the same length.",
+                          "Change one word for another of the same token length.")
+    masks_c, masks_x = (ids_c[0] == tok.mask_token_id).nonzero().flatten(), (ids_x[0] == tok.mask_token_id).nonzero().flatten()
+    if len(masks_c) != 1 or not torch.equal(masks_c, masks_x):
+        raise InvalidText("Both sentences need one [MASK], at the same place.")
+    pos = int(masks_c[0])
+    targets = []
+    for word in (answer, foil):
+        pieces = tok(word, add_special_tokens=False)["input_ids"] if isinstance(word, str) and word.strip() else []
+        if len(pieces) != 1:
+            raise InvalidText(f"{word!r} is {len(pieces)} tokens for {lm.model_id}; the answer and the foil must be one each.")
+        targets.append(pieces[0])
+    layers = layer_modules(net)
+    head = mlm_head(net)
+
+    def difference(hidden: Any) -> Any:  # hidden (B, T, H) → (B,)
+        logits = head(hidden[:, pos]).float()
+        return logits[:, targets[0]] - logits[:, targets[1]]
+
+    with torch.inference_mode():
+        clean_states = net.base_model(input_ids=ids_c, output_hidden_states=True).hidden_states[1:]  # each layer's output
+        d_clean = float(difference(net.base_model(input_ids=ids_c).last_hidden_state)[0])
+        d_corrupt = float(difference(net.base_model(input_ids=ids_x).last_hidden_state)[0])
+    n_layers, n_pos = len(layers), ids_c.shape[1]
+    cells = [(layer, p) for layer in range(n_layers) for p in range(n_pos)]
+    effects = np.zeros((n_layers, n_pos))
+    where: dict[int, list[int]] = {}
+    for i, m in enumerate(layers):
+        where.setdefault(id(m), []).append(i)
+    passes = 0
+    for start in range(0, len(cells), BATCH):
+        chunk = cells[start:start + BATCH]
+        calls: dict[int, int] = {}
+
+        def patch(module: Any, _args: Any, output: Any, chunk: list[tuple[int, int]] = chunk, calls: dict = calls) -> Any:
+            n = calls.get(id(module), 0)
+            calls[id(module)] = n + 1
+            layer = where[id(module)][n % len(where[id(module)])]
+            hidden = output[0] if isinstance(output, tuple) else output
+            hidden = hidden.clone()
+            for row, (target_layer, p) in enumerate(chunk):
+                if target_layer == layer:
+                    hidden[row, p] = clean_states[layer][0, p]
+            return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+        handles = [m.register_forward_hook(patch) for m in {id(m): m for m in layers}.values()]
+        try:
+            with torch.inference_mode():
+                out = net.base_model(input_ids=ids_x.expand(len(chunk), -1)).last_hidden_state
+                diffs = difference(out).tolist()
+        finally:
+            for h in handles:
+                h.remove()
+        passes += 1
+        for (layer, p), d in zip(chunk, diffs, strict=True):
+            effects[layer, p] = d - d_corrupt
+    gap = d_clean - d_corrupt
+    restored = effects / gap if abs(gap) > 1e-9 else np.full_like(effects, np.nan)
+    return Patching(lm.model_id, tok.convert_ids_to_tokens(ids_c[0].tolist()), tok.convert_ids_to_tokens(ids_x[0].tolist()), pos,
+                    answer, foil, d_clean, d_corrupt, effects, restored, passes)

@@ -1,0 +1,187 @@
+"""Heads masked, ranked and pruned, and the logit lens, on the tiny models: each checked against an independent
+construction (weight surgery on the output projection, the model's own fill-mask output, finite differences)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from core.errors import InvalidConfig, InvalidText, MaskMissing, UnsupportedArchitecture, UnsupportedTask
+from models import interventions as I
+from models import objectives
+from models.loader import load
+
+MASKED = ["bert-base-uncased", "roberta-base", "distilbert-base-uncased", "albert-base-v2", "google/electra-small-generator",
+          "xlm-roberta-base", "mpnet-base", "modernbert-base"]
+TEXTS = ["the cat sat on the mat because it was tired", "a dog ran in the park with a ball",
+         "we walked along the river bank at night", "the bank raised its rates again this year",
+         "she plays the guitar on stage every week", "the bat flew out of the cave at dusk"]
+
+
+def _surgery(net, layer_heads: list[tuple[int, int]]):
+    """A copy of ``net`` whose output projections read zeros where the removed heads' outputs enter: what transformers 4's
+    ``prune_heads`` (and its ``head_mask``) did to a head, built without hooks."""
+    twin = copy.deepcopy(net)
+    projections = I.head_projections(twin)
+    _, heads = I.head_shape(twin)
+    with torch.no_grad():
+        for layer, head in layer_heads:
+            proj = projections[layer]
+            size = proj.weight.shape[1 if proj.__class__.__name__ != "Conv1D" else 0] // heads
+            if proj.__class__.__name__ == "Conv1D":  # GPT-2: weight is (in, out)
+                proj.weight[head * size:(head + 1) * size, :] = 0
+            else:
+                proj.weight[:, head * size:(head + 1) * size] = 0
+    return twin
+
+
+@pytest.mark.parametrize("model_id", [*MASKED, "gpt2"])
+def test_a_masked_head_is_the_head_cut_out_of_the_output_projection(model_id: str) -> None:
+    lm = load(model_id, task="causal-lm" if model_id == "gpt2" else "masked-lm")
+    net = lm.model.eval()
+    layers, heads = I.head_shape(net)
+    ids = lm.tokenizer("the cat sat on the mat", return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        plain = net(input_ids=ids).logits
+    ones = torch.ones(layers, heads)
+    with torch.inference_mode(), I.HeadMask(net, ones):
+        assert torch.equal(net(input_ids=ids).logits, plain)
+    # ALBERT shares one layer: cutting a head out of its weights removes it from every layer
+    removed = [(layer, heads - 1) for layer in range(layers)] if model_id == "albert-base-v2" else [(layers - 1, 0), (0, heads - 1)]
+    mask = ones.clone()
+    for layer, head in removed:
+        mask[layer, head] = 0
+    with torch.inference_mode(), I.HeadMask(net, mask):
+        hooked = net(input_ids=ids).logits
+    with torch.inference_mode():
+        cut = _surgery(net, removed)(input_ids=ids).logits
+    assert torch.allclose(hooked, cut, atol=1e-5) and not torch.allclose(hooked, plain, atol=1e-5)
+    with torch.inference_mode():
+        assert torch.equal(net(input_ids=ids).logits, plain)  # the hooks are gone after the block
+
+
+def test_albert_masks_one_layer_of_its_shared_weights_alone() -> None:
+    """The shared module serves every layer: a head removed in layer 0 only changes the output, and differently from the
+    same head removed in the last layer."""
+    net = load("albert-base-v2", task="masked-lm").model.eval()
+    layers, heads = I.head_shape(net)
+    ids = torch.tensor([[2, 10, 11, 12, 13, 3]])
+    outs = []
+    for layer in (0, layers - 1):
+        mask = torch.ones(layers, heads)
+        mask[layer, 0] = 0
+        with torch.inference_mode(), I.HeadMask(net, mask):
+            outs.append(net(input_ids=ids).logits)
+    assert layers > 1 and not torch.allclose(outs[0], outs[1], atol=1e-6)
+
+
+def test_mean_ablation_puts_the_heads_mean_in_its_place() -> None:
+    lm = load("bert-base-uncased", task="masked-lm")
+    net = lm.model.eval()
+    batch = I.masked_batch(lm, TEXTS, seed=0)
+    means = I.head_means(net, batch.inputs)
+    layers, heads = I.head_shape(net)
+    assert tuple(means.shape) == (layers, heads, net.config.hidden_size // heads)
+    mask = torch.ones(layers, heads)
+    mask[0, 1] = 0
+    zero, mean = I.mlm_score(lm, batch, mask), I.mlm_score(lm, batch, mask, means)
+    assert zero != mean and I.mlm_score(lm, batch) == I.mlm_score(lm, batch, torch.ones(layers, heads), means)
+
+
+def test_importance_is_the_gradient_of_the_loss_with_respect_to_the_head_mask() -> None:
+    """Michel et al.'s score, against a finite difference of the loss in one head's mask variable (one batch)."""
+    lm = load("bert-base-uncased", task="masked-lm")
+    texts = TEXTS[:4]
+    imp = I.head_importance(lm, texts, seed=3)
+    layers, heads = I.head_shape(lm.model)
+    assert imp.raw.shape == imp.scores.shape == (layers, heads) and np.all(imp.raw >= 0)
+    assert np.allclose(np.sqrt((imp.scores ** 2).sum(1)), 1.0)  # normalised per layer
+    batch = I.masked_batch(lm, texts, seed=3)
+    eps = 1e-3
+    for layer, head in ((0, 0), (layers - 1, heads - 1)):
+        up, down = torch.ones(layers, heads, dtype=torch.float64), torch.ones(layers, heads, dtype=torch.float64)
+        up[layer, head], down[layer, head] = 1 + eps, 1 - eps
+        lm.model.double()
+        try:
+            slope = (I.mlm_score(lm, batch, up)[0] - I.mlm_score(lm, batch, down)[0]) / (2 * eps)
+        finally:
+            lm.model.float()
+        assert abs(slope) == pytest.approx(imp.raw[layer, head], rel=2e-2, abs=1e-5)
+    assert len(imp.order()) == layers * heads and imp.scores[imp.order()[0]] == imp.scores.min()
+
+
+def test_a_pruning_curve_starts_at_the_full_model_and_removes_heads_in_the_orders_it_names() -> None:
+    lm = load("bert-base-uncased", task="masked-lm")
+    c = I.pruning_curve(lm, TEXTS, steps=3, seeds=3)
+    layers, heads = I.head_shape(lm.model)
+    assert c.total == layers * heads and c.removed[0] == 0 and c.removed[-1] == c.total - 1
+    full = I.mlm_score(lm, I.masked_batch(lm, TEXTS[1::2], 1))[1]
+    assert c.by_importance[0] == pytest.approx(full) and c.random_mean[0] == pytest.approx(full)
+    assert all(lo <= m <= hi for lo, m, hi in zip(c.random_low, c.random_mean, c.random_high, strict=True))
+    assert len(c.by_importance) == len(c.random_mean) == len(c.removed)
+    with pytest.raises(InvalidText, match="at least 4"):
+        I.pruning_curve(lm, TEXTS[:3])
+    with pytest.raises(InvalidConfig):
+        I.pruning_curve(lm, TEXTS, steps=1)
+    with pytest.raises(InvalidConfig, match="forward passes"):
+        I.pruning_curve(lm, TEXTS * 10, steps=24, seeds=10)
+
+
+@pytest.mark.parametrize("model_id", MASKED)
+def test_the_logit_lens_last_layer_is_the_fill_mask_output(model_id: str) -> None:
+    text = "the cat sat on the [MASK] because it was [MASK] ."
+    lens = I.logit_lens(model_id, text, top_k=5)
+    filled = objectives.fill_mask(model_id, text, top_k=5)
+    layers, _ = I.head_shape(load(model_id, task="masked-lm").model)
+    assert len(lens.positions) == 2 and all(len(rows) == layers + 1 for rows in lens.rows)
+    for rows, preds, answer in zip(lens.rows, filled, lens.answers, strict=True):
+        last = rows[-1]
+        assert [t for t, _ in last.top] == [p.token for p in preds] and answer == preds[0].token
+        assert [p for _, p in last.top] == pytest.approx([p.probability for p in preds], abs=1e-5)
+        assert last.final_probability == pytest.approx(preds[0].probability, abs=1e-5)
+        assert all(0 <= r.final_probability <= 1 for r in rows)
+
+
+def test_models_without_a_masked_lm_head_or_hooks_are_refused_by_name() -> None:
+    with pytest.raises(UnsupportedTask, match="no trained masked-lm head"):  # the real checkpoint is a discriminator
+        I.logit_lens("deberta-v3-base", "a [MASK] here")
+    with pytest.raises(UnsupportedArchitecture, match="XLNet"):
+        I.head_projections(load("xlnet-base-cased", task="xlnet-lm").model)
+    with pytest.raises(MaskMissing):
+        I.logit_lens("bert-base-uncased", "no mask here")
+    with pytest.raises(InvalidText):
+        I.head_importance("bert-base-uncased", ["one sentence only"])
+    with pytest.raises(InvalidText, match="at most"):
+        I.head_importance("bert-base-uncased", ["a sentence here"] * (I.MAX_TEXTS + 1))
+
+
+@pytest.mark.parametrize("model_id", ["bert-base-uncased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"])
+def test_patching_the_last_layer_at_the_mask_restores_the_clean_prediction_and_elsewhere_nothing(model_id: str) -> None:
+    """Exact checks that need no reference run: the head reads only the mask's last hidden state, so copying it from the
+    clean run restores the clean difference exactly, and copying the last layer anywhere else changes nothing."""
+    tok = load(model_id, task="masked-lm").tokenizer
+    words = ["cat", "dog", "mat", "bank", "the", "a", "on", "it", "sat", "was", "river", "park"]
+    vocab = sorted(t.lstrip("▁Ġ") for t in tok.get_vocab() if t.lstrip("▁Ġ").isalpha())
+    single = [w for w in [*words, *vocab] if len(tok(w, add_special_tokens=False)["input_ids"]) == 1]
+    answer, foil = list(dict.fromkeys(single))[:2]
+
+    def sentence(w: str) -> str:
+        return f"the {w} sat on the [MASK] ."
+
+    clean, corrupt = next((sentence(a), sentence(b)) for a in words for b in words if a != b and
+                          len(tok(sentence(a).replace("[MASK]", tok.mask_token))["input_ids"]) ==
+                          len(tok(sentence(b).replace("[MASK]", tok.mask_token))["input_ids"]))
+    p = I.activation_patching(model_id, clean, corrupt, answer, foil)
+    layers = len(I.layer_modules(load(model_id, task="masked-lm").model))
+    assert p.effects.shape == (layers, len(p.clean_tokens)) and p.passes == -(-p.effects.size // I.BATCH)
+    gap = p.clean_difference - p.corrupted_difference
+    assert p.effects[-1, p.mask_position] == pytest.approx(gap, abs=1e-4)
+    others = np.delete(p.effects[-1], p.mask_position)
+    assert np.allclose(others, 0, atol=1e-5)
+    with pytest.raises(InvalidText, match="same length"):
+        I.activation_patching(model_id, "the cat sat on the [MASK] .", "the cat sat on the big [MASK] .", answer, foil)
+    with pytest.raises(InvalidText, match="one each"):
+        I.activation_patching(model_id, clean, corrupt, "", foil)
