@@ -32,6 +32,9 @@ model = ui.model_picker("Masked-LM model", "wp_model", MLM, task="masked-lm", wh
                         help="A model with a masked-LM head: a catalog model on this machine, one trained in the Pre-training lab, "
                              "or another checkpoint.")
 c[1].segmented_control("View", VIEWS, key="wp_view")
+if FIRST not in ui.trained_here("masked-lm") and ui.catalog_availability().get(FIRST, ("",))[0] != "ready":
+    st.caption("No masked-LM model is on this machine yet. Offline, train one in the **Pre-training lab** (a few minutes; "
+               "it appears in this picker), or fetch one where the Hub is reachable.")
 if model is None:
     if not MLM:
         st.info("No masked-LM model is on this machine yet: train one in the **Pre-training lab** (a few minutes), or name "
