@@ -36,7 +36,8 @@ PAGES = [
     st.Page("views/pack.py", title="Presentation pack", icon=":material/slideshow:", url_path="pack"),
 ]
 
-page = st.navigation(PAGES)
+# Every page in the sidebar: past twelve, Streamlit would fold the last ones behind "View N more" by default.
+page = st.navigation(PAGES, expanded=True)
 # The background warm-up (models.warmup) waits while a page is being drawn.
 with ui.page_run():
     ui.presentation_mode()
