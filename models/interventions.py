@@ -84,6 +84,28 @@ def head_shape(net: Any) -> tuple[int, int]:
     return layers, int(heads)
 
 
+class _LayerCalls:
+    """Which layer a hooked module's call belongs to. ``modules`` lists one module per layer in forward order (ALBERT's
+    shared one once per layer it serves); within one forward pass, the n-th call of a module is the n-th layer it
+    serves. :meth:`reset` starts a new pass."""
+
+    def __init__(self, modules: list[Any]) -> None:
+        self._where: dict[int, list[int]] = {}
+        for layer, m in enumerate(modules):
+            self._where.setdefault(id(m), []).append(layer)
+        self.unique = list({id(m): m for m in modules}.values())  # each module once, to hook
+        self._calls: dict[int, int] = {}
+
+    def reset(self, *_: Any) -> None:
+        self._calls.clear()
+
+    def layer(self, module: Any) -> int:
+        n = self._calls.get(id(module), 0)
+        self._calls[id(module)] = n + 1
+        layers = self._where[id(module)]
+        return layers[n % len(layers)]
+
+
 class HeadMask:
     """``with HeadMask(net, mask): net(...)``: each head's output times ``mask[layer, head]`` ((layers, heads), ones
     keep a head, zeros remove it; it may require a gradient). With ``means`` ((layers, heads, head size), from
@@ -96,22 +118,12 @@ class HeadMask:
         if tuple(mask.shape) != (self.layers, self.heads):
             raise ValueError(f"mask must be ({self.layers}, {self.heads}), not {tuple(mask.shape)}")
         self._handles: list[Any] = []
-        self._calls: dict[int, int] = {}
 
     def __enter__(self) -> HeadMask:
-        modules = head_projections(self.net)
-        where: dict[int, list[int]] = {}
-        for layer, m in enumerate(modules):
-            where.setdefault(id(m), []).append(layer)
-
-        def reset(_module: Any, _args: Any) -> None:
-            self._calls.clear()
+        calls = _LayerCalls(head_projections(self.net))
 
         def hook(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-            n = self._calls.get(id(module), 0)
-            self._calls[id(module)] = n + 1
-            layers = where[id(module)]
-            layer = layers[n % len(layers)]
+            layer = calls.layer(module)
             x = args[0]
             split = x.view(*x.shape[:-1], self.heads, x.shape[-1] // self.heads)
             keep = self.mask[layer].to(split.dtype).view(*([1] * (split.dim() - 2)), self.heads, 1)
@@ -120,9 +132,8 @@ class HeadMask:
                 out = out + (1 - keep) * self.means[layer].to(split.dtype)
             return (out.reshape(x.shape), *args[1:])
 
-        self._handles.append(self.net.register_forward_pre_hook(reset))
-        for m in {id(m): m for m in modules}.values():
-            self._handles.append(m.register_forward_pre_hook(hook))
+        self._handles.append(self.net.register_forward_pre_hook(calls.reset))
+        self._handles += [m.register_forward_pre_hook(hook) for m in calls.unique]
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -137,22 +148,15 @@ def head_means(net: Any, batch: dict[str, Any]) -> Any:
     import torch
 
     layers, heads = head_shape(net)
-    modules = head_projections(net)
+    calls = _LayerCalls(head_projections(net))
     sums: list[Any] = [None] * layers
-    calls: dict[int, int] = {}
-    where: dict[int, list[int]] = {}
-    for layer, m in enumerate(modules):
-        where.setdefault(id(m), []).append(layer)
     real = batch["attention_mask"].bool()
 
     def hook(module: Any, args: tuple[Any, ...]) -> None:
-        n = calls.get(id(module), 0)
-        calls[id(module)] = n + 1
-        layer = where[id(module)][n % len(where[id(module)])]
         x = args[0][real]  # (real tokens, heads × size)
-        sums[layer] = x.view(x.shape[0], heads, -1).mean(0).detach()
+        sums[calls.layer(module)] = x.view(x.shape[0], heads, -1).mean(0).detach()
 
-    handles = [m.register_forward_pre_hook(hook) for m in {id(m): m for m in modules}.values()]
+    handles = [m.register_forward_pre_hook(hook) for m in calls.unique]
     try:
         with torch.inference_mode():
             net(**batch)
@@ -555,24 +559,21 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
         return logits[:, targets[0]] - logits[:, targets[1]]
 
     with torch.inference_mode():
-        clean_states = net.base_model(input_ids=ids_c, output_hidden_states=True).hidden_states[1:]  # each layer's output
-        d_clean = float(difference(net.base_model(input_ids=ids_c).last_hidden_state)[0])
+        clean = net.base_model(input_ids=ids_c, output_hidden_states=True)
+        clean_states = clean.hidden_states[1:]  # each layer's output
+        d_clean = float(difference(clean.last_hidden_state)[0])
         d_corrupt = float(difference(net.base_model(input_ids=ids_x).last_hidden_state)[0])
     n_layers, n_pos = len(layers), ids_c.shape[1]
     cells = [(layer, p) for layer in range(n_layers) for p in range(n_pos)]
     effects = np.zeros((n_layers, n_pos))
-    where: dict[int, list[int]] = {}
-    for i, m in enumerate(layers):
-        where.setdefault(id(m), []).append(i)
+    calls = _LayerCalls(layers)
     passes = 0
     for start in range(0, len(cells), BATCH):
         chunk = cells[start:start + BATCH]
-        calls: dict[int, int] = {}
+        calls.reset()
 
-        def patch(module: Any, _args: Any, output: Any, chunk: list[tuple[int, int]] = chunk, calls: dict = calls) -> Any:
-            n = calls.get(id(module), 0)
-            calls[id(module)] = n + 1
-            layer = where[id(module)][n % len(where[id(module)])]
+        def patch(module: Any, _args: Any, output: Any, chunk: list[tuple[int, int]] = chunk) -> Any:
+            layer = calls.layer(module)
             hidden = output[0] if isinstance(output, tuple) else output
             hidden = hidden.clone()
             for row, (target_layer, p) in enumerate(chunk):
@@ -580,7 +581,7 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
                     hidden[row, p] = clean_states[layer][0, p]
             return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
-        handles = [m.register_forward_hook(patch) for m in {id(m): m for m in layers}.values()]
+        handles = [m.register_forward_hook(patch) for m in calls.unique]
         try:
             with torch.inference_mode():
                 out = net.base_model(input_ids=ids_x.expand(len(chunk), -1)).last_hidden_state
