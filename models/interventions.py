@@ -39,6 +39,8 @@ MAX_SEEDS = 10
 #: Forward passes a pruning curve may cost ((steps + 1) × (seeds + 1) × batches of scored texts): about a minute for
 #: BERT-base on 2 CPU cores.
 MAX_PRUNING_PASSES = 120
+#: Batched forward passes causal tracing may cost (layers × tokens / :data:`BATCH`): 12 layers × 128 tokens for BERT-base.
+MAX_PATCH_PASSES = 96
 MASK_RATE = 0.15
 
 
@@ -526,7 +528,7 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
 
     Raises:
         InvalidText: texts of different token lengths, masks that differ or are not one, an answer or foil that is not
-            one token.
+            one token, more than :data:`MAX_PATCH_PASSES` forward passes.
         UnsupportedTask, UnsupportedArchitecture: as :func:`logit_lens` and :func:`layer_modules`.
     """
     import numpy as np
@@ -552,6 +554,10 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
             raise InvalidText(f"{word!r} is {len(pieces)} tokens for {lm.model_id}; the answer and the foil must be one each.")
         targets.append(pieces[0])
     layers = layer_modules(net)
+    needed = math.ceil(len(layers) * ids_c.shape[1] / BATCH)
+    if needed > MAX_PATCH_PASSES:
+        raise InvalidText(f"Tracing {ids_c.shape[1]} tokens through {len(layers)} layers takes {needed} forward passes; at most "
+                          f"{MAX_PATCH_PASSES} are run.", "Use a shorter sentence.")
     head = mlm_head(net)
 
     def difference(hidden: Any) -> Any:  # hidden (B, T, H) → (B,)

@@ -185,3 +185,7 @@ def test_patching_the_last_layer_at_the_mask_restores_the_clean_prediction_and_e
         I.activation_patching(model_id, "the cat sat on the [MASK] .", "the cat sat on the big [MASK] .", answer, foil)
     with pytest.raises(InvalidText, match="one each"):
         I.activation_patching(model_id, clean, corrupt, "", foil)
+    with pytest.MonkeyPatch.context() as mp:  # the tiny models' 64 positions stay under the real bound: lower it
+        mp.setattr(I, "MAX_PATCH_PASSES", p.passes - 1)
+        with pytest.raises(InvalidText, match="forward passes"):  # refused before any pass runs
+            I.activation_patching(model_id, clean, corrupt, answer, foil)
