@@ -63,7 +63,7 @@ def pruning_figure(curve: Any) -> go.Figure:
                              hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=share, y=curve.random_mean, mode="lines+markers", line={"color": GREY}, name="random order (mean)"))
     fig.add_trace(go.Scatter(x=share, y=curve.by_importance, mode="lines+markers", line={"color": BLUE}, name="least important first"))
-    fig.update_layout(xaxis_title="heads removed (%)", yaxis_title="masked-word accuracy", height=380,
+    fig.update_layout(xaxis_title="heads removed (%)", yaxis_title=curve.measure, height=380,
                       margin={"l": 10, "r": 10, "t": 30, "b": 10}, legend={"orientation": "h", "y": -0.25})
     return fig
 

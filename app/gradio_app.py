@@ -20,7 +20,7 @@ Endpoints (``gradio_client.Client(url).predict(..., api_name=...)``), each retur
 - ``/lab_runs`` (kind, group) → the labs' runs and the fine-tuning table
 - ``/verdicts`` (group) → an ablation's verdicts, or every preset's latest
 - ``/logit_lens`` (model, text, top_k) → per [MASK], what the model's own masked-LM head reads from every layer
-- ``/head_importance`` (model, texts, steps, seeds, mode) → every head's importance (Michel et al. 2019) and the
+- ``/head_importance`` (model, texts, steps, seeds, mode, target, task, items) → every head's importance (Michel et al. 2019) and the
   pruning curve against random orders
 - ``/activation_patching`` (model, clean, corrupted, answer, foil) → causal tracing: layers × positions
 
@@ -564,32 +564,42 @@ def logit_lens(model: str, text: str, top_k: int = 5) -> dict:
 
 
 @friendly
-def head_importance(model: str, texts: str, steps: int = 6, seeds: int = 3, mode: str = "zero") -> dict:
-    """Which heads matter for the masked-LM loss (Michel, Levy & Neubig 2019): every head's importance, the gradient of
-    the loss with respect to its mask, and the masked-word accuracy as heads are removed least important first against
-    random orders (mean and 95% interval over the seeds). Heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, ….
+def head_importance(model: str, texts: str, steps: int = 6, seeds: int = 3, mode: str = "zero", target: str = "masked-lm",
+                    task: str = "", items: int = 128) -> dict:
+    """Which heads matter (Michel, Levy & Neubig 2019): every head's importance, the gradient of the target's loss with
+    respect to its mask, and the target's accuracy as heads are removed least important first against random orders
+    (mean and 95% interval over the seeds). Heads are ranked on items 1, 3, 5, … and scored on 2, 4, 6, ….
 
     Args:
-        model: a masked-LM model id.
-        texts: sentences, one per line (4 to 64).
+        model: a masked-LM model (target masked-lm), a fine-tuned classifier (classifier), or any encoder (probe).
+        texts: masked-lm: sentences, one per line (4 to 64); classifier that is not a lab run: `label | sentence` lines;
+            otherwise empty.
         steps: points of the pruning curve, 2 to 24.
         seeds: random orders, 2 to 10.
         mode: zero (a removed head outputs zeros) or mean (its mean output).
+        target: masked-lm, classifier (a fine-tuning lab run scores its own task) or probe (fitted on `task` first).
+        task: supersense or wic (a probe's task; a classifier's, to override its run's); empty otherwise.
+        items: labelled test items to score, 8 to 512 (classifier, probe).
     Returns:
-        {"model", "importance": layers × heads, "raw": layers × heads, "loss", "curve": {"removed", "total",
-        "by_importance", "random_mean", "random_low", "random_high", "seeds", "mode", "note"}}.
+        {"model", "target", "measure", "importance": layers × heads, "raw": layers × heads, "loss", "ranked_on",
+        "curve": {"removed", "total", "by_importance", "random_mean", "random_low", "random_high", "seeds", "mode", "note"}}.
     """
+    from analysis.tasks import BUILT_IN
     from models import interventions
 
     mid = req.model_id(model)
-    lines = req.texts(texts, interventions.MAX_TEXTS, MAX_TEXT_CHARS, example="The cat sat on the mat.")
+    target = req.choice("target", target, tuple(interventions.TARGETS))
+    task = "" if task in ("", None) else req.choice("task", task, BUILT_IN)
+    needs_texts = target == "masked-lm" or (target == "classifier" and isinstance(texts, str) and texts.strip() != "")
+    lines = req.texts(texts, interventions.MAX_TEXTS, MAX_TEXT_CHARS, example="The cat sat on the mat.") if needs_texts else []
     steps, seeds = req.whole("steps", steps, 2, interventions.MAX_STEPS), req.whole("seeds", seeds, 2, interventions.MAX_SEEDS)
     mode = req.choice("mode", mode, ("zero", "mean"))
-    curve = interventions.pruning_curve(mid, lines, steps, seeds, mode)
+    items = req.whole("items", items, 8, interventions.MAX_ITEMS)
+    curve = interventions.pruning_curve(mid, lines, steps, seeds, mode, target=target, task=task, items=items)
     imp = curve.importance
-    body = {k: v for k, v in asdict(curve).items() if k != "importance"}
-    return jsonable({"model": imp.model_id, "importance": imp.scores, "raw": imp.raw, "loss": imp.loss, "ranked_on": imp.texts,
-                     "curve": body})
+    body = {k: v for k, v in asdict(curve).items() if k not in ("importance", "correct")}
+    return jsonable({"model": imp.model_id, "target": imp.target, "measure": imp.measure, "importance": imp.scores,
+                     "raw": imp.raw, "loss": imp.loss, "ranked_on": imp.texts, "curve": body})
 
 
 @friendly
@@ -787,8 +797,13 @@ def build():
             wsteps = gr.Number(6, precision=0, label="Pruning steps (2–24)")
             wseeds = gr.Number(3, precision=0, label="Random orders (2–10)")
             wmode = gr.Radio(["zero", "mean"], value="zero", label="A removed head outputs")
+            wtarget = gr.Radio(["masked-lm", "classifier", "probe"], value="masked-lm", label="Scored by",
+                               info="classifier: a Fine-tuning lab run (its own task); probe: any encoder, a probe fitted on the task")
+            wtask = gr.Dropdown(["", "supersense", "wic"], value="", label="Task (probe; optional for a classifier)")
+            witems = gr.Number(128, precision=0, label="Test items (classifier, probe: 8–512)")
             wi = gr.JSON(label="Head importance and the pruning curve")
-            gr.Button("Rank the heads").click(head_importance, [wm, ws, wsteps, wseeds, wmode], wi, api_name="head_importance")
+            gr.Button("Rank the heads").click(head_importance, [wm, ws, wsteps, wseeds, wmode, wtarget, wtask, witems], wi,
+                                              api_name="head_importance")
             wc = gr.Textbox("the cat sat on the [MASK] .", label="Clean sentence")
             wx = gr.Textbox("the dog sat on the [MASK] .", label="Corrupted sentence (same token length)")
             wa = gr.Textbox("mat", label="Answer (one token)")

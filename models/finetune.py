@@ -235,7 +235,9 @@ def encode(tok: Any, task: Task, examples: Sequence[Example], max_len: int) -> d
     return out
 
 
-def _batch(enc: dict[str, Any], idx: Sequence[int], pad_id: int, token_task: bool) -> dict[str, Any]:
+def collate(enc: dict[str, Any], idx: Sequence[int], pad_id: int, token_task: bool) -> dict[str, Any]:
+    """The examples ``idx`` of an :func:`encode`d split as one padded batch: ids, padding mask, token types where the
+    tokenizer makes them, and labels (per token for a token task: the marked word only, -100 elsewhere)."""
     import torch
 
     width = max(len(enc["input_ids"][i]) for i in idx)
@@ -354,7 +356,7 @@ def hidden_states(model: Any, enc: dict[str, Any], idx: Sequence[int], pad_id: i
     per_layer: list[list[Any]] = []
     with torch.no_grad():
         for s in range(0, len(idx), batch):
-            b = _batch(enc, idx[s: s + batch], pad_id, False)
+            b = collate(enc, idx[s: s + batch], pad_id, False)
             kwargs = {k: v.to(dev) for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
             hs = body(**kwargs, output_hidden_states=True).hidden_states
             keep = b["attention_mask"].bool()
@@ -392,7 +394,7 @@ def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_tas
     with torch.no_grad():
         for s in range(0, n, batch):
             idx = list(range(s, min(s + batch, n)))
-            b = _batch(enc, idx, pad_id, False)
+            b = collate(enc, idx, pad_id, False)
             kwargs = {k: v.to(dev) for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
             hs = body(**kwargs, output_hidden_states=True).hidden_states
             chosen = (hs[-4:] if layer == "last4" else [hs[-1]] if layer == "last" else [hs[min(int(layer), len(hs) - 1)]])
@@ -421,7 +423,7 @@ def _predict(model: Any, enc: dict[str, Any], pad_id: int, token_task: bool, bat
     with torch.no_grad():
         for s in range(0, len(enc["input_ids"]), batch):
             idx = list(range(s, min(s + batch, len(enc["input_ids"]))))
-            b = _batch(enc, idx, pad_id, token_task)
+            b = collate(enc, idx, pad_id, token_task)
             kwargs = {k: v.to(dev) for k, v in b.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
             logits = model(**kwargs).logits.float().cpu()
             if token_task:
@@ -508,7 +510,7 @@ def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], 
                 if should_stop is not None and should_stop():
                     result.stopped = f"cancelled at step {n}"
                     break
-                b = {k: v.to(accelerator.device) for k, v in _batch(train_enc, order[s: s + config.batch], pad, token_task).items()}
+                b = {k: v.to(accelerator.device) for k, v in collate(train_enc, order[s: s + config.batch], pad, token_task).items()}
                 loss = model(**b).loss
                 value = float(loss.detach())
                 if not math.isfinite(value):
@@ -641,6 +643,22 @@ def save_run(config: FineTuneConfig, model: Any, tok: Any, result: FineTuneResul
 
     atomic_save(trained_dir() / config.run_name, write)
     return name
+
+
+def stored_config(model_id: str) -> FineTuneConfig | None:
+    """The config a fine-tuning lab run was trained with (its ``bfe_run.json``), or None for any other model."""
+    from models.locate import local_folder, validate_model_id
+
+    mid = validate_model_id(model_id)
+    if not mid.startswith("trained/") or "@" in mid:
+        return None
+    try:
+        info = json.loads((local_folder(mid) / "bfe_run.json").read_text(encoding="utf-8"))
+        if info.get("kind") != "finetune":
+            return None
+        return FineTuneConfig.from_stored(info["config"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

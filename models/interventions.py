@@ -234,21 +234,269 @@ def _chunks(batch: MaskedBatch, size: int = BATCH) -> list[tuple[dict[str, Any],
 
 def mlm_score(lm: Any, batch: MaskedBatch, mask: Any = None, means: Any = None) -> tuple[float, float]:
     """(mean masked-LM loss, accuracy) over the masked positions of ``batch``, with heads masked by ``mask``."""
-    import torch
+    target = MaskedLMTarget(lm, batch.texts)
+    return target.score([(inputs, labels, {}) for inputs, labels in _chunks(batch)], mask, means)
 
-    net = lm.model
-    layers, heads = head_shape(net)
-    mask = torch.ones(layers, heads, device=lm.device) if mask is None else mask
-    loss_sum, right, count = 0.0, 0, 0
-    with torch.inference_mode(), HeadMask(net, mask, means):
-        for inputs, labels in _chunks(batch):
-            logits = net(**inputs).logits
-            logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half → float; a float64 model stays
+
+# ------------------------------------------------------------------------------------------------ targets
+
+#: What head importance and pruning can score.
+TARGETS = {"masked-lm": "the masked-LM loss (a model with a masked-LM head)",
+           "classifier": "a fine-tuned classifier's task loss (a fine-tuning lab run, any *ForSequenceClassification)",
+           "probe": "a linear probe's loss (any encoder; the probe is fitted on the task's training split first)"}
+#: Labelled items a classifier or probe target scores at most, and the training items a probe is fitted on at most.
+MAX_ITEMS = 512
+PROBE_TRAIN = 600
+
+Chunk = tuple[dict[str, Any], Any, dict[str, Any]]  # (model inputs, labels, positions the read-out needs)
+
+
+class Target:
+    """What a head's removal is scored by: a loss and an accuracy over items, from one model. Subclasses say how
+    items become batches (:meth:`chunks`) and how a batch becomes (logits, labels) at the scored places
+    (:meth:`outputs`)."""
+
+    kind = ""
+    lm: Any
+    items: int = 0
+    #: What the accuracy is of, for captions ("masked-word accuracy", "supersense accuracy").
+    measure = "accuracy"
+
+    def chunks(self, part: slice, seed: int) -> list[Chunk]:
+        raise NotImplementedError
+
+    def outputs(self, inputs: dict[str, Any], labels: Any, extra: dict[str, Any]) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def score(self, chunks: list[Chunk], mask: Any = None, means: Any = None) -> tuple[float, float]:
+        """(mean loss, accuracy) over ``chunks`` with heads masked by ``mask``."""
+        return _summed(self.per_item(chunks, mask, means))
+
+    def per_item(self, chunks: list[Chunk], mask: Any = None, means: Any = None) -> tuple[list[float], list[int]]:
+        """(loss, 1 if right) per scored place of ``chunks``, with heads masked by ``mask``."""
+        import torch
+
+        net = self.lm.model
+        layers, heads = head_shape(net)
+        mask = torch.ones(layers, heads, device=self.lm.device) if mask is None else mask
+        losses: list[float] = []
+        right: list[int] = []
+        with torch.inference_mode(), HeadMask(net, mask, means):
+            for inputs, labels, extra in chunks:
+                logits, gold = self.outputs(inputs, labels, extra)
+                logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # half → float; float64 stays
+                losses += torch.nn.functional.cross_entropy(logits, gold, reduction="none").tolist()
+                right += (logits.argmax(-1) == gold).int().tolist()
+        return losses, right
+
+
+def _summed(per_item: tuple[list[float], list[int]]) -> tuple[float, float]:
+    losses, right = per_item
+    return sum(losses) / len(losses), sum(right) / len(right)
+
+
+class MaskedLMTarget(Target):
+    """The masked-LM loss on a seeded choice of 15% of each text's tokens (:func:`masked_batch`)."""
+
+    kind = "masked-lm"
+    measure = "masked-word accuracy"
+
+    def __init__(self, lm: Any, texts: Sequence[str]) -> None:
+        self.lm, self.texts, self.items = lm, list(texts), len(texts)
+
+    def chunks(self, part: slice, seed: int) -> list[Chunk]:
+        return [(inputs, labels, {}) for inputs, labels in _chunks(masked_batch(self.lm, self.texts[part], seed))]
+
+    def outputs(self, inputs: dict[str, Any], labels: Any, extra: dict[str, Any]) -> tuple[Any, Any]:
+        logits = self.lm.model(**inputs).logits
+        chosen = labels != -100
+        return logits[chosen], labels[chosen]
+
+
+class _LabelledTarget(Target):
+    """Labelled items of a task (:mod:`analysis.tasks`), encoded as the fine-tuning lab encodes them."""
+
+    def __init__(self, lm: Any, task: Any, examples: Sequence[Any]) -> None:
+        from models.finetune import encode
+
+        self.lm, self.task, self.items = lm, task, len(examples)
+        self.measure = f"{task.name} accuracy"
+        self.enc = encode(lm.tokenizer, task, examples, min(lm.max_tokens, 128))
+        self.token_task = task.kind == "token"
+
+    def chunks(self, part: slice, seed: int) -> list[Chunk]:
+        import torch
+
+        from models.finetune import collate
+
+        idx = list(range(self.items))[part]
+        out = []
+        for i in range(0, len(idx), BATCH):
+            rows = idx[i:i + BATCH]
+            b = collate(self.enc, rows, self.lm.tokenizer.pad_token_id, self.token_task)
+            inputs = {k: b[k].to(self.lm.device) for k in ("input_ids", "attention_mask", "token_type_ids") if k in b}
+            extra = {name: torch.tensor([max(self.enc[name][r], 0) for r in rows], device=self.lm.device)
+                     for name in ("word_index", "word_index_b") if name in self.enc}
+            out.append((inputs, b["labels"].to(self.lm.device), extra))
+        return out
+
+
+class ClassifierTarget(_LabelledTarget):
+    """A fine-tuned classifier's own head and task loss (sequence or token classification)."""
+
+    kind = "classifier"
+
+    def outputs(self, inputs: dict[str, Any], labels: Any, extra: dict[str, Any]) -> tuple[Any, Any]:
+        logits = self.lm.model(**inputs).logits
+        if self.token_task:
             chosen = labels != -100
-            loss_sum += float(torch.nn.functional.cross_entropy(logits[chosen], labels[chosen], reduction="sum"))
-            right += int((logits[chosen].argmax(-1) == labels[chosen]).sum())
-            count += int(chosen.sum())
-    return loss_sum / count, right / count
+            return logits[chosen], labels[chosen]
+        return logits, labels
+
+
+class ProbeTarget(_LabelledTarget):
+    """A linear probe on the encoder's last layer, fitted (logistic regression, as the fine-tuning lab's frozen mode)
+    on the task's training split with every head in place, then held fixed while heads are removed."""
+
+    kind = "probe"
+
+    def __init__(self, lm: Any, task: Any, examples: Sequence[Any], train: Sequence[Any]) -> None:
+        import torch
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        from models.finetune import encode, features
+
+        super().__init__(lm, task, examples)
+        self.measure = f"{task.name} probe accuracy"
+        if "alone" in self.enc:
+            raise UnsupportedTask("A probe target needs a task that marks its words (supersense, WiC).")
+        train_enc = encode(lm.tokenizer, task, train, min(lm.max_tokens, 128))
+        x = features(lm.model, train_enc, "last", lm.tokenizer.pad_token_id, self.token_task)
+        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=0))
+        clf.fit(x, [e.label for e in train])
+        scaler, logistic = clf[0], clf[1]
+        self.classes = [int(c) for c in logistic.classes_]
+        f32 = {"device": lm.device, "dtype": torch.float32}
+        self.mean = torch.tensor(scaler.mean_, **f32)
+        self.scale = torch.tensor(scaler.scale_, **f32)
+        self.weight = torch.tensor(logistic.coef_, **f32)
+        self.bias = torch.tensor(logistic.intercept_, **f32)
+        self.train_items = len(train)
+
+    def outputs(self, inputs: dict[str, Any], labels: Any, extra: dict[str, Any]) -> tuple[Any, Any]:
+        import torch
+
+        from models.finetune import encoder_of
+
+        hidden = encoder_of(self.lm.model)(**inputs, output_hidden_states=True).hidden_states[-1].float()
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        if self.token_task:
+            x = hidden[rows, extra["word_index"]]
+            labels = labels[labels != -100] if labels.dim() == 2 else labels
+        elif "word_index_b" in extra:  # the fine-tuning lab's pair features, [u, v, |u − v|, u ⊙ v]
+            u, v = hidden[rows, extra["word_index"]], hidden[rows, extra["word_index_b"]]
+            x = torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
+        else:
+            m = inputs["attention_mask"].unsqueeze(-1).float()
+            x = (hidden * m).sum(1) / m.sum(1)
+        z = ((x - self.mean) / self.scale) @ self.weight.T + self.bias
+        if z.shape[-1] == 1:  # a binary logistic regression: the score of class 1 against 0
+            z = torch.cat([torch.zeros_like(z), z], dim=-1)
+        gold = torch.tensor([self.classes.index(int(g)) for g in labels], device=z.device) if self.classes != list(range(z.shape[-1])) \
+            else labels
+        return z, gold
+
+
+def parse_labelled(lines: Sequence[str], labels: Sequence[str]) -> list[Any]:
+    """``label | sentence`` lines, the label one of ``labels`` (a model's ``id2label`` names) or its index.
+
+    Raises:
+        InvalidText: a line without `` | ``, or an unknown label (named, with the ones that exist).
+    """
+    from analysis.tasks import Example
+
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        if "|" not in line:
+            raise InvalidText(f"Line {n} has no label: write `label | sentence`.", "Labels: " + ", ".join(labels[:20]) + ".")
+        name, text = (part.strip() for part in line.split("|", 1))
+        index = labels.index(name) if name in labels else int(name) if name.isdigit() and int(name) < len(labels) else None
+        if index is None:
+            raise InvalidText(f"Line {n}: unknown label {name[:40]!r}.", "Labels: " + ", ".join(labels[:20]) + ".")
+        check_text_length(text, "sentence")
+        out.append(Example(text, index, item=f"line{n}"))
+    return out
+
+
+def make_target(model: Any, target: str = "masked-lm", texts: Sequence[str] = (), task: str = "", seed: int = 0,
+                items: int = 128) -> Target:
+    """The target ``target`` (a key of :data:`TARGETS`) for ``model``:
+
+    - ``masked-lm``: ``texts``' masked words.
+    - ``classifier``: a fine-tuning lab run scores its own task's test items (``task`` empty) or a built-in task
+      named in ``task``; any other sequence classifier scores ``texts`` written as ``label | sentence``.
+    - ``probe``: a probe fitted on ``task``'s training split (``supersense`` or ``wic``), scored on its test items.
+
+    ``items``: labelled items to score at most (:data:`MAX_ITEMS`).
+
+    Raises:
+        InvalidConfig: an unknown target or task, ``items`` out of range; InvalidText: texts as for
+        :func:`head_importance`; UnsupportedTask: a model without the head the target needs (named, with what to use).
+    """
+    from analysis.tasks import BUILT_IN, load_task
+
+    if target not in TARGETS:
+        raise InvalidConfig(f"Unknown target {str(target)[:40]!r}.", "Use one of: " + ", ".join(TARGETS) + ".")
+    if not (isinstance(items, int) and not isinstance(items, bool) and 8 <= items <= MAX_ITEMS):
+        raise InvalidConfig(f"Items must be a whole number from 8 to {MAX_ITEMS}.")
+    if task and task not in BUILT_IN:
+        raise InvalidConfig(f"Unknown task {str(task)[:40]!r}.", "Use one of: " + ", ".join(BUILT_IN) + ".")
+    if target == "masked-lm":
+        return MaskedLMTarget(_masked_lm(model), _texts(texts))
+    if target == "probe":
+        if not task:
+            raise InvalidConfig("A probe needs a task to fit on.", "Use one of: " + ", ".join(BUILT_IN) + ".")
+        from models.loader import LoadedModel, load
+
+        lm = model if isinstance(model, LoadedModel) else load(model, task="base")
+        data = load_task(task, max_train=PROBE_TRAIN, max_test=items, seed=seed)
+        return ProbeTarget(lm, data, data.test, data.train)
+    lm, stored = _classifier(model)
+    name = task or (stored.task if stored is not None and stored.task in BUILT_IN else "")
+    if name:
+        data = load_task(name, max_train=1, max_test=items, seed=stored.seed if stored is not None else seed)
+        if len(data.labels) != lm.model.config.num_labels:
+            raise UnsupportedTask(f"{lm.model_id} has {lm.model.config.num_labels} labels; {name} has {len(data.labels)}.",
+                                  "Score it on its own labelled sentences (label | sentence).")
+        return ClassifierTarget(lm, data, data.test)
+    from analysis.tasks import Task
+
+    labels = [str(lm.model.config.id2label.get(i, i)) for i in range(lm.model.config.num_labels)]
+    examples = parse_labelled(texts if not isinstance(texts, str) else [], labels)
+    if len(examples) < 4 or len(examples) > items:
+        raise InvalidText(f"{len(examples)} labelled sentences; give 4 to {items}.", "One `label | sentence` per line.")
+    return ClassifierTarget(lm, Task("yours", "single", tuple(labels), (), tuple(examples), "your sentences"), examples)
+
+
+def _classifier(model: Any) -> tuple[Any, Any]:
+    """(the loaded classifier, its fine-tuning lab config or None)."""
+    from models.finetune import stored_config
+    from models.loader import LoadedModel, load
+
+    if isinstance(model, LoadedModel):
+        return model, stored_config(model.model_id)
+    stored = stored_config(model)
+    kind = "token-classification" if stored is not None and stored.task == "supersense" else "sequence-classification"
+    try:
+        return load(model, task=kind), stored
+    except UnsupportedTask as err:
+        raise UnsupportedTask(f"{model} has no classification head.",
+                              "Pick a run of the Fine-tuning lab (or any *ForSequenceClassification checkpoint), or use "
+                              "the probe target on this model.") from err
 
 
 # ------------------------------------------------------------------------------------------------ importance
@@ -264,6 +512,8 @@ class Importance:
     loss: float
     texts: int
     masked: int
+    target: str = "masked-lm"
+    measure: str = "masked-word accuracy"
 
     def order(self) -> list[tuple[int, int]]:
         """Heads from the least to the most important (the order the paper prunes them in)."""
@@ -273,43 +523,51 @@ class Importance:
         return [(int(i // self.scores.shape[1]), int(i % self.scores.shape[1])) for i in flat]
 
 
-def head_importance(model: Any, texts: Sequence[str], seed: int = 0) -> Importance:
-    """Michel et al.'s importance of every head for the masked-LM loss on ``texts``: |∂L/∂ξ_h| summed over batches (one
-    backward pass each), normalised per layer by its L2 norm.
-
-    Raises:
-        InvalidText: fewer than 2 or more than :data:`MAX_TEXTS` texts, a text too long.
-        UnsupportedTask: a model without a masked-LM head.
-        UnsupportedArchitecture: see :func:`head_projections`.
-    """
+def importance_of(target: Target, chunks: list[Chunk]) -> Importance:
+    """Michel et al.'s importance of every head for ``target``'s loss over ``chunks``: |∂L/∂ξ_h| summed over batches
+    (one backward pass each), normalised per layer by its L2 norm."""
     import torch
 
-    lm = _masked_lm(model)
-    batch = masked_batch(lm, _texts(texts), seed)
-    net = lm.model
+    net = target.lm.model
     layers, heads = head_shape(net)
-    mask = torch.ones(layers, heads, device=lm.device, requires_grad=True)
-    raw = torch.zeros(layers, heads, device=lm.device)
+    mask = torch.ones(layers, heads, device=target.lm.device, requires_grad=True)
+    raw = torch.zeros(layers, heads, device=target.lm.device)
     loss_sum, count = 0.0, 0
     was_training = net.training
     net.eval()
     try:
         with HeadMask(net, mask):
-            for inputs, labels in _chunks(batch):
-                logits = net(**inputs).logits.float()
-                chosen = labels != -100
-                loss = torch.nn.functional.cross_entropy(logits[chosen], labels[chosen])
+            for inputs, labels, extra in chunks:
+                logits, gold = target.outputs(inputs, labels, extra)
+                loss = torch.nn.functional.cross_entropy(logits.float(), gold)
                 mask.grad = None
                 loss.backward()
                 raw += mask.grad.abs().detach()
-                loss_sum += float(loss.detach()) * int(chosen.sum())
-                count += int(chosen.sum())
+                loss_sum += float(loss.detach()) * int(gold.numel())
+                count += int(gold.numel())
     finally:
         net.zero_grad(set_to_none=True)
         net.train(was_training)
     norm = raw.pow(2).sum(-1, keepdim=True).sqrt()
     scores = raw / (norm + 1e-20)
-    return Importance(lm.model_id, raw.cpu().numpy(), scores.cpu().numpy(), loss_sum / count, len(batch.texts), count)
+    return Importance(target.lm.model_id, raw.cpu().numpy(), scores.cpu().numpy(), loss_sum / count, target.items, count,
+                      target.kind, target.measure)
+
+
+def head_importance(model: Any, texts: Sequence[str] = (), seed: int = 0, target: str = "masked-lm", task: str = "",
+                    items: int = 128) -> Importance:
+    """Michel et al.'s importance of every head for ``target``'s loss (:func:`make_target`; the masked-LM loss on
+    ``texts`` by default): |∂L/∂ξ_h| summed over batches (one backward pass each), normalised per layer by its L2
+    norm.
+
+    Raises:
+        InvalidText: fewer than 2 or more than :data:`MAX_TEXTS` texts, a text too long.
+        InvalidConfig: an unknown target or task.
+        UnsupportedTask: a model without the head the target needs.
+        UnsupportedArchitecture: see :func:`head_projections`.
+    """
+    made = make_target(model, target, texts, task, seed, items)
+    return importance_of(made, made.chunks(slice(None), seed))
 
 
 # ------------------------------------------------------------------------------------------------ pruning
@@ -317,8 +575,10 @@ def head_importance(model: Any, texts: Sequence[str], seed: int = 0) -> Importan
 
 @dataclass(frozen=True)
 class PruningCurve:
-    """Masked-LM accuracy (and loss) against the share of heads removed: in importance order, and over random orders
-    (mean and 95% t interval over ``seeds``)."""
+    """The target's accuracy (and loss) against the share of heads removed: in importance order, and over random
+    orders (mean and 95% t interval over ``seeds``). ``correct`` holds, per point, the per-item correctness in
+    importance order and in each random order (``{"importance": [...], "random": [[...], ...]}``), for paired
+    comparisons."""
 
     model_id: str
     removed: list[int]  # heads removed at each point
@@ -332,17 +592,21 @@ class PruningCurve:
     mode: str
     importance: Importance
     note: str = field(default="")
+    measure: str = "masked-word accuracy"
+    scored: int = 0
+    correct: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
 
-def pruning_curve(model: Any, texts: Sequence[str], steps: int = 10, seeds: int = 3, mode: str = "zero",
-                  seed: int = 0) -> PruningCurve:
+def pruning_curve(model: Any, texts: Sequence[str] = (), steps: int = 10, seeds: int = 3, mode: str = "zero",
+                  seed: int = 0, target: str = "masked-lm", task: str = "", items: int = 128,
+                  max_passes: int = MAX_PRUNING_PASSES) -> PruningCurve:
     """Remove heads ``steps`` times in equal shares (0 up to all but one head), least important first, and in
-    ``seeds`` random orders; score the masked-LM accuracy after each. Importance is measured on texts 1, 3, 5, … and
-    the curve scored on texts 2, 4, 6, …, so the order is not fitted to the score (the curve carries that importance).
+    ``seeds`` random orders; score the target's accuracy after each. Importance is measured on items 1, 3, 5, … and
+    the curve scored on items 2, 4, 6, …, so the order is not fitted to the score (the curve carries that importance).
 
     Raises:
         InvalidText: see :func:`head_importance` (at least 4 texts here: 2 to rank, 2 to score).
-        InvalidConfig: steps, seeds or mode out of range, or more than :data:`MAX_PRUNING_PASSES` forward passes.
+        InvalidConfig: steps, seeds, mode, target or task out of range, or more than ``max_passes`` forward passes.
     """
     import numpy as np
     import torch
@@ -352,44 +616,68 @@ def pruning_curve(model: Any, texts: Sequence[str], steps: int = 10, seeds: int 
         raise InvalidConfig(f"Steps must be 2 to {MAX_STEPS} and seeds 2 to {MAX_SEEDS}.")
     if mode not in ("zero", "mean"):
         raise InvalidConfig("A removed head outputs zeros ('zero') or its mean ('mean').")
-    kept = _texts(texts)
-    if len(kept) < 4:
-        raise InvalidText("A pruning curve needs at least 4 sentences (half rank the heads, half score them).")
-    passes = (steps + 1) * (seeds + 1) * math.ceil(len(kept[1::2]) / BATCH)
-    if passes > MAX_PRUNING_PASSES:
-        raise InvalidConfig(f"This curve would take {passes} forward passes; at most {MAX_PRUNING_PASSES} are run.",
-                            "Use fewer steps, fewer random orders or fewer sentences.")
-    lm = _masked_lm(model)
-    importance = head_importance(lm, kept[0::2], seed)
-    scored = masked_batch(lm, kept[1::2], seed + 1)
-    layers, heads = head_shape(lm.model)
+    if target == "masked-lm":
+        kept = _texts(texts)
+        if len(kept) < 4:
+            raise InvalidText("A pruning curve needs at least 4 sentences (half rank the heads, half score them).")
+        scored_items = len(kept[1::2])
+    else:
+        scored_items = (items + 1) // 2
+    passes = (steps + 1) * (seeds + 1) * math.ceil(scored_items / BATCH)
+    if passes > max_passes:
+        raise InvalidConfig(f"This curve would take {passes} forward passes; at most {max_passes} are run.",
+                            "Use fewer steps, fewer random orders, or fewer sentences or items.")
+    made = make_target(model, target, texts, task, seed, items)
+    importance = importance_of(made, made.chunks(slice(0, None, 2), seed))
+    scored = made.chunks(slice(1, None, 2), seed + 1)
+    net = made.lm.model
+    layers, heads = head_shape(net)
     total = layers * heads
-    means = head_means(lm.model, scored.inputs) if mode == "mean" else None
+    means = head_means(net, _merged_inputs(scored)) if mode == "mean" else None
     counts = sorted({round(i * (total - 1) / steps) for i in range(steps + 1)})
 
-    def curve(order: list[tuple[int, int]]) -> tuple[list[float], list[float]]:
-        acc, loss = [], []
+    def curve(order: list[tuple[int, int]]) -> tuple[list[float], list[float], list[list[int]]]:
+        acc, loss, right = [], [], []
         for k in counts:
-            mask = torch.ones(layers, heads, device=lm.device)
+            mask = torch.ones(layers, heads, device=made.lm.device)
             for layer, head in order[:k]:
                 mask[layer, head] = 0.0
-            lo, ac = mlm_score(lm, scored, mask, means)
+            item_loss, item_right = made.per_item(scored, mask, means)
+            lo, ac = _summed((item_loss, item_right))
             acc.append(ac)
             loss.append(lo)
-        return acc, loss
+            right.append(item_right)
+        return acc, loss, right
 
-    by_importance, loss_by_importance = curve(importance.order())
-    randoms = []
+    by_importance, loss_by_importance, right_importance = curve(importance.order())
+    randoms, right_random = [], []
     for s in range(seeds):
         order = [(i // heads, i % heads) for i in range(total)]
         random.Random(seed + 1000 + s).shuffle(order)
-        randoms.append(curve(order)[0])
+        acc, _, right = curve(order)
+        randoms.append(acc)
+        right_random.append(right)
     r = np.array(randoms)
     mean = r.mean(0)
     half = stats.t.ppf(0.975, seeds - 1) * r.std(0, ddof=1) / math.sqrt(seeds)
-    return PruningCurve(lm.model_id, counts, total, by_importance, mean.tolist(), (mean - half).tolist(), (mean + half).tolist(),
-                        loss_by_importance, seeds, mode, importance,
-                        "Heads ranked once on lines 1, 3, 5, …; accuracy scored on lines 2, 4, 6, ….")
+    correct = [{"importance": right_importance[i], "random": [rr[i] for rr in right_random]} for i in range(len(counts))]
+    unit = "sentences" if made.kind == "masked-lm" else "items"
+    return PruningCurve(made.lm.model_id, counts, total, by_importance, mean.tolist(), (mean - half).tolist(),
+                        (mean + half).tolist(), loss_by_importance, seeds, mode, importance,
+                        f"Heads ranked once on {unit} 1, 3, 5, …; {made.measure} scored on {unit} 2, 4, 6, … "
+                        f"({len(right_importance[0])} scored places).", made.measure, len(right_importance[0]), correct)
+
+
+def _merged_inputs(chunks: list[Chunk]) -> dict[str, Any]:
+    """The chunks' inputs as one padded batch (for :func:`head_means`)."""
+    import torch
+
+    width = max(c[0]["input_ids"].shape[1] for c in chunks)
+    out: dict[str, Any] = {}
+    for key in chunks[0][0]:
+        parts = [torch.nn.functional.pad(c[0][key], (0, width - c[0][key].shape[1])) for c in chunks]
+        out[key] = torch.cat(parts)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ logit lens

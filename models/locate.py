@@ -17,6 +17,7 @@ No torch here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -38,7 +39,9 @@ _PROBE_TTL_S = 60.0
 HUB_FAILURE_TTL_S = 120.0
 #: How long the Hub may take to answer before a load gives up on it.
 HUB_ANSWER_TIMEOUT_S = 5.0
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?(@[0-9]{1,9})?$")
+#: ``trained/<run>@<step>``: a lab run's checkpoint at a step of its training (``steps/<step>/`` in its folder).
+_STEP_RE = re.compile(r"^(trained/[^@]+)@([0-9]{1,9})$")
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ def validate_model_id(model_id: str) -> str:
     """Return the stripped id, or raise :class:`InvalidModelId` for anything that is not one.
 
     A valid id is a name or ``owner/name`` of letters, digits, ``.``, ``_`` and ``-``, with no
-    ``..``: it can never be an absolute path or climb out of the model directory.
+    ``..``: it can never be an absolute path or climb out of the model directory. A lab run's id may end in
+    ``@<step>`` (``trained/<run>@40``): its checkpoint at that step of its training.
     """
     if not isinstance(model_id, str):
         raise InvalidModelId(f"A model id must be text, not {type(model_id).__name__}.")
@@ -71,7 +75,46 @@ def validate_model_id(model_id: str) -> str:
             f"{model_id!r} is not a valid model id.",
             "Use a catalog id such as 'bert-base-uncased' or a folder name under the model directory.",
         )
+    if "@" in mid and not _STEP_RE.match(mid):
+        raise InvalidModelId(f"{mid!r}: only the lab's runs (trained/<run>) have checkpoints at steps.")
     return mid
+
+
+def split_step(model_id: str) -> tuple[str, int | None]:
+    """(``trained/<run>``, step) for ``trained/<run>@<step>``; (the id, None) for any other id."""
+    m = _STEP_RE.match(model_id)
+    return (m.group(1), int(m.group(2))) if m else (model_id, None)
+
+
+def run_steps(model_id: str, root: Path | None = None) -> list[int]:
+    """The steps at which the lab run ``trained/<run>`` kept a checkpoint, its last included (the run's own folder);
+    empty for any other model and for a run trained before steps were kept."""
+    base, _ = split_step(validate_model_id(model_id))
+    if not base.startswith("trained/"):
+        return []
+    folder = local_folder(base, root)
+    try:
+        info = json.loads((folder / "bfe_run.json").read_text())
+    except (OSError, ValueError):
+        return []
+    kept = info.get("steps_kept") if isinstance(info, dict) else None
+    if not isinstance(kept, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in kept):
+        return []
+    return sorted(s for s in set(kept) if s == kept[-1] or (folder / "steps" / str(s) / "config.json").is_file())
+
+
+def _step_folder(model_id: str, step: int, root: Path) -> Path:
+    base_folder = local_folder(model_id, root)
+    if not base_folder.is_dir():
+        raise UnknownModel(model_id, [])
+    folder = local_folder(f"{model_id}/steps/{step}", root)
+    if not folder.is_dir():
+        kept = run_steps(model_id, root)
+        raise ModelUnavailable(f"{model_id} kept no checkpoint at step {step}.",
+                               f"It kept steps {', '.join(map(str, kept))}." if len(kept) > 1 else
+                               "This run kept only its last checkpoint (runs keep steps since the lab's checkpoints over "
+                               "training came in): train it again to watch it form.")
+    return folder
 
 
 def local_folder(name: str, root: Path | None = None) -> Path:
@@ -211,6 +254,11 @@ def locate(model_id: str, *, settings: Settings | None = None, network: bool = T
     """
     settings = settings or get_settings()
     mid = validate_model_id(model_id)
+    base, step = split_step(mid)
+    if step is not None:
+        folder = _step_folder(base, step, settings.model_dir)
+        check_checkpoint(folder)
+        return Source("local", str(folder))
     card = registry.find(mid)
     names = [mid] + ([card.id, card.hub_id] if card and card.hub_id else [])
     for name in dict.fromkeys(names):

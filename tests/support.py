@@ -205,4 +205,27 @@ def seed_lab(tag: str = "seeded") -> dict[str, str]:
                     "layer_change": [{"layer": "embeddings", "weight_change": 0.001, "cka": 0.99},
                                      {"layer": "layer 0", "weight_change": 0.01, "cka": 0.9}],
                     "correct": [1, 0] * 15})
+    names["watch"] = seed_trained(tag)
     return names
+
+
+def seed_trained(tag: str = "seeded") -> str:
+    """Checkpoints trained for real in the model folder, as the labs leave them: a tiny masked LM that kept its steps
+    (the pre-training lab's run ``<tag>-watch``, finished in the queue, with its probes over training) and a tiny BERT
+    fine-tuned on supersense (a classifier for the heads view). A few seconds. Returns the pre-training run's group."""
+    from analysis.results_db import runs
+    from models.finetune import FineTuneConfig, finetune
+    from models.pretrain import TrainConfig, train
+    from services import lab
+
+    tiny = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200,
+                       run=f"{tag}-watch")
+    r = train(tiny)
+    (rid,) = lab.submit("single", tiny, f"{tag}-watch", start=False)
+    runs.start_run(rid)
+    runs.record_curve(rid, r.curve, seconds=r.seconds)
+    runs.finish_run(rid, "finished", evaluation=r.evaluation, checkpoint=r.checkpoint, tokens=r.tokens, seconds=r.seconds,
+                    parameters=r.parameters)
+    finetune(FineTuneConfig(model="bert-base-uncased", task="supersense", epochs=1, max_train=32, max_test=16, max_len=32,
+                            run=f"{tag}-classifier"))
+    return f"{tag}-watch"

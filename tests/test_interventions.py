@@ -189,3 +189,86 @@ def test_patching_the_last_layer_at_the_mask_restores_the_clean_prediction_and_e
         mp.setattr(I, "MAX_PATCH_PASSES", p.passes - 1)
         with pytest.raises(InvalidText, match="forward passes"):  # refused before any pass runs
             I.activation_patching(model_id, clean, corrupt, answer, foil)
+
+
+@pytest.fixture
+def supersense_run(empty_model_dir, model_env, monkeypatch) -> str:
+    """A fine-tuning lab run of the tiny BERT on supersense (token classification), saved as the lab saves it, in a
+    model folder of its own."""
+    import shutil
+
+    from models.finetune import FineTuneConfig, finetune
+
+    monkeypatch.setenv("BFE_MODEL_DIR", str(empty_model_dir))
+    shutil.copytree(model_env / "bert-base-uncased", empty_model_dir / "bert-base-uncased")
+    return finetune(FineTuneConfig(model="bert-base-uncased", task="supersense", epochs=1, max_train=64, max_test=32,
+                                   max_len=32, run="heads-ft")).checkpoint
+
+
+def test_a_classifier_target_scores_what_the_fine_tuned_model_predicts(supersense_run: str) -> None:
+    """A fine-tuning lab run is scored on its own task's test items: with every head in place, its accuracy is the one
+    the lab's own prediction code gives on the same items, and its importance is the gradient of its task loss."""
+    from models.finetune import _predict, stored_config
+
+    target = I.make_target(supersense_run, "classifier", items=32)
+    assert target.kind == "classifier" and target.measure == "supersense accuracy" and target.items == 32
+    assert stored_config(supersense_run).task == "supersense"
+    chunks = target.chunks(slice(None), 0)
+    _, accuracy = target.score(chunks)
+    predicted = _predict(target.lm.model, target.enc, target.lm.tokenizer.pad_token_id, True)
+    gold = target.enc["labels"]
+    assert accuracy == pytest.approx(np.mean([p == g for p, g in zip(predicted, gold, strict=True)]))
+    # one batch (16 items), so the summed |gradient| is the gradient of that batch's mean loss
+    imp = I.head_importance(supersense_run, target="classifier", items=16)
+    assert imp.target == "classifier" and imp.raw.shape == I.head_shape(target.lm.model) and imp.raw.sum() > 0
+    target = I.make_target(supersense_run, "classifier", items=16)
+    chunks = target.chunks(slice(None), 0)
+    layers, heads = I.head_shape(target.lm.model)
+    eps = 1e-3
+    target.lm.model.double()
+    try:
+        up, down = torch.ones(layers, heads, dtype=torch.float64), torch.ones(layers, heads, dtype=torch.float64)
+        up[0, 0], down[0, 0] = 1 + eps, 1 - eps
+        losses = [sum(target.per_item(chunks, m)[0]) / target.items for m in (up, down)]
+    finally:
+        target.lm.model.float()
+    assert abs(losses[0] - losses[1]) / (2 * eps) == pytest.approx(imp.raw[0, 0], rel=2e-2, abs=1e-5)
+    curve = I.pruning_curve(supersense_run, steps=2, seeds=2, target="classifier", items=32)
+    assert curve.measure == "supersense accuracy" and curve.scored == 16 and len(curve.correct) == len(curve.removed)
+    assert curve.by_importance[0] == pytest.approx(np.mean(curve.correct[0]["importance"]))
+
+
+def test_a_probe_target_reads_what_the_fitted_probe_predicts() -> None:
+    """The probe is fitted with every head in place and held fixed; with every head in place, its torch read-out gives
+    exactly sklearn's predictions on the same features."""
+    from models.finetune import features
+
+    target = I.make_target("bert-base-uncased", "probe", task="wic", items=24)
+    assert target.kind == "probe" and target.measure == "wic probe accuracy" and target.train_items > 24
+    x = features(target.lm.model, target.enc, "last", target.lm.tokenizer.pad_token_id, False)
+    z = ((torch.tensor(x) - target.mean) / target.scale) @ target.weight.T + target.bias
+    sk = (z[:, 0] > 0).int().tolist()  # binary: class 1 where the decision function is positive
+    _, accuracy = target.score(target.chunks(slice(None), 0))
+    assert accuracy == pytest.approx(np.mean([a == b for a, b in zip(sk, target.enc["labels"], strict=True)]))
+    imp = I.head_importance("bert-base-uncased", target="probe", task="supersense", items=16)
+    assert imp.measure == "supersense probe accuracy" and np.allclose(np.sqrt((imp.scores ** 2).sum(1)), 1.0)
+
+
+def test_targets_refuse_what_they_cannot_score(supersense_run: str) -> None:
+    with pytest.raises(InvalidConfig, match="needs a task"):
+        I.make_target("bert-base-uncased", "probe")
+    with pytest.raises(InvalidConfig, match="Unknown target"):
+        I.make_target("bert-base-uncased", "telepathy")
+    with pytest.raises(InvalidConfig, match="Unknown task"):
+        I.make_target("bert-base-uncased", "probe", task="../etc/passwd")
+    with pytest.raises(InvalidConfig, match="Items"):
+        I.make_target("bert-base-uncased", "probe", task="wic", items=10**6)
+    with pytest.raises(UnsupportedTask, match="no classification head.*probe target"):
+        I.make_target("bert-base-uncased", "classifier")
+    with pytest.raises(UnsupportedTask, match="labels"):  # supersense's run on WiC's two labels
+        I.make_target(supersense_run, "classifier", task="wic")
+    assert I.parse_labelled(["yes | a fine day", "1 | another"], ["no", "yes"])[0].label == 1
+    with pytest.raises(InvalidText, match="Line 2: unknown label 'maybe'"):
+        I.parse_labelled(["yes | a fine day", "maybe | =HYPERLINK(\"x\")"], ["no", "yes"])
+    with pytest.raises(InvalidText, match="Line 1 has no label"):
+        I.parse_labelled(["just a sentence"], ["no", "yes"])

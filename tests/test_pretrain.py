@@ -4,6 +4,7 @@ dynamic as asked, checkpoints load on every page, and bad configs, corpora, NaN 
 from __future__ import annotations
 
 import errno
+import itertools
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -195,3 +196,36 @@ def test_an_uploaded_corpus_of_random_bytes_is_stored_then_read_or_refused_by_na
         assert train_texts and all(isinstance(t, str) and len(t.split()) >= 4 for t in train_texts + held_out)
 
     check()
+
+
+def test_a_run_keeps_log_spaced_checkpoints_that_load_at_their_step(empty_model_dir: Path) -> None:
+    import torch
+
+    from core.errors import InvalidModelId, ModelUnavailable
+    from models.loader import load
+    from models.locate import run_steps
+    from models.pretrain import loop
+
+    assert loop.step_plan(1000, 4_000_000) == [0, 4, 16, 63, 251]  # 1000^(1/5), 1000^(2/5), ...: log-spaced
+    assert loop.step_plan(1000, 10**9) == []  # 4 GB a snapshot: none fits the budget
+    r = train(replace(TINY, steps=40, run="watch-it-form"))
+    steps = run_steps("trained/watch-it-form")
+    assert steps[0] == 0 and steps[-1] == 40 and len(steps) == 6 and steps == sorted(steps)  # 5 kept, and the last
+    ids = load("trained/watch-it-form", task="masked-lm").tokenizer("the cat sat", return_tensors="pt")["input_ids"]
+    outputs = []
+    for s in steps:
+        mid = "trained/watch-it-form" + ("" if s == 40 else f"@{s}")
+        with torch.inference_mode():
+            outputs.append(load(mid, task="masked-lm").model(input_ids=ids).logits)
+    assert all(not torch.equal(a, b) for a, b in itertools.pairwise(outputs))  # each step is its own set of weights
+    # the last step is the run's own checkpoint; a step the run did not keep, or a step on a model that is no run, is refused
+    with pytest.raises(ModelUnavailable, match=r"no checkpoint at step 3\b.*kept steps 0"):
+        load("trained/watch-it-form@3", task="masked-lm")
+    with pytest.raises(InvalidModelId, match="only the lab's runs"):
+        load("bert-base-uncased@3", task="masked-lm")
+    assert r.checkpoint == "trained/watch-it-form" and run_steps("bert-base-uncased") == []
+    # what the run measured on words at each kept step: the POS probe and the fill-mask probes, as at its end
+    watched = r.evaluation["over_training"]
+    assert [row["step"] for row in watched] == steps[:-1]
+    assert all(0 <= row["pos_probe_accuracy"] <= 1 and len(row["probes"]) == len(r.evaluation["probes"]) for row in watched)
+    assert watched[0]["probes"] != r.evaluation["probes"]  # the initialisation does not predict what the trained run does

@@ -29,6 +29,7 @@ from app.ui.calls import (
 from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
 from app.ui.errors import friendly_errors, log, show_error
 from app.ui.pickers import (
+    LAST_STEP,
     OTHER,
     explain_missing,
     model_label,
@@ -36,6 +37,7 @@ from app.ui.pickers import (
     model_ready,
     other_model,
     picker_values,
+    step_picker,
     trained_here,
     valid_model_id,
 )
@@ -43,6 +45,7 @@ from app.ui.sidebar import PRESENTATION_CSS, main_result, presentation_mode, pre
 from app.ui.state import context_url, local_viewer, restore_url_state, save_url_state, warn_ignored
 
 __all__ = [
+    "LAST_STEP",
     "OTHER",
     "PLOTLY_CONFIG",
     "PRESENTATION_CSS",
@@ -80,6 +83,7 @@ __all__ = [
     "show_error",
     "sidebar_status",
     "start_warmup",
+    "step_picker",
     "table_to_pack",
     "trained_here",
     "valid_model_id",

@@ -103,6 +103,34 @@ def model_picker(label: str, key: str, models: list[str], *, task: str = "base",
     return other_model(f"{key}_other", task=task, where=where)
 
 
+#: URL default of a step slider: the run's last step (the run's own checkpoint).
+LAST_STEP = -1
+
+
+def step_picker(model_id: str | None, key: str, *, where: Any = None) -> str | None:
+    """For a lab run that kept checkpoints over its training, a slider over those steps; returns the id to load:
+    ``trained/<run>@<step>``, or the run's own id at its last step. Any other model (or a run that kept only its last
+    checkpoint) passes through with no slider. The page adds ``<key>: LAST_STEP`` to its URL defaults and
+    ``(LAST_STEP, 10**9)`` to the allowed values.
+    """
+    from models.locate import run_steps
+
+    if not model_id or not model_id.startswith("trained/") or "@" in model_id:
+        return model_id
+    steps = run_steps(model_id)
+    if len(steps) < 2:
+        return model_id
+    if st.session_state.get(key) not in steps:  # the URL's -1, or a step of another run: the last
+        st.session_state[key] = steps[-1]
+    box = where if where is not None else st
+    box.select_slider("Training step", steps, key=key, format_func=lambda s: f"{s:,}",
+                      help="The run kept its weights at these steps of its training (log-spaced: the model changes "
+                           "fastest early; 0 is its random initialisation). Slide to watch heads specialise and "
+                           "predictions form (MultiBERTs; Clark et al. 2019).")
+    step = st.session_state[key]
+    return model_id if step == steps[-1] else f"{model_id}@{step}"
+
+
 def other_model(key: str, *, task: str = "base", where: Any = None, label: str = "Model id", optional: bool = False) -> str | None:
     """A text box for any checkpoint (Hub id or folder under ``BFE_MODEL_DIR``), inspected before use.
 

@@ -28,10 +28,11 @@ VIEWS = {"heatmap": "Heatmap", "head": "Head view (bertviz)", "model": "Model vi
          "rollout": "Rollout"}
 DEFAULTS = {"at_model": BUNDLED, "at_model_other": "", "at_compare": False, "at_model2": "distilbert-base-uncased",
             "at_model2_other": "",
-            "at_text": next(iter(EXAMPLES)), "at_pair": "", "at_view": "heatmap", "at_layer": 0, "at_head": 0, "at_stat": "to_cls"}
+            "at_text": next(iter(EXAMPLES)), "at_pair": "", "at_view": "heatmap", "at_layer": 0, "at_head": 0, "at_stat": "to_cls",
+            "at_step": ui.LAST_STEP}
 ALLOWED = {"at_model": ui.picker_values(MODELS), "at_model2": ui.picker_values(MODELS), "at_model_other": ui.valid_model_id,
            "at_model2_other": ui.valid_model_id, "at_view": list(VIEWS), "at_stat": list(STAT_LABELS),
-           "at_layer": (0, 200), "at_head": (0, 200)}
+           "at_layer": (0, 200), "at_head": (0, 200), "at_step": (ui.LAST_STEP, 10**9)}
 
 
 @st.cache_data(show_spinner="Running the model…", max_entries=32)
@@ -63,6 +64,7 @@ c = st.columns([5, 2, 5])  # the toggle's column holds "Compare" and its help ic
 first_id = ui.model_picker("Model", "at_model", MODELS, where=c[0])
 c[1].toggle("Compare", key="at_compare", help="A second model on the same text, side by side, aligned by words.")
 second_id = ui.model_picker("Second model", "at_model2", MODELS, where=c[2]) if st.session_state["at_compare"] else None
+first_id = ui.step_picker(first_id, "at_step")
 st.selectbox("Examples from the lectures", ["(pick one)", *EXAMPLES], key="at_example", on_change=use_example)
 c = st.columns([3, 2])
 c[0].text_area("Sentence A", key="at_text", height=80, max_chars=5000)

@@ -344,6 +344,41 @@ def verdict_view(group: str) -> None:
                    "counter does); wall time on this server.")
 
 
+def watch_view(done: pd.DataFrame) -> None:
+    """A run's checkpoints over its training: the probes at a chosen step, and links to the pages at that step."""
+    tables = {r.checkpoint: lab.over_training(r.checkpoint, r.evaluation) for r in done.itertuples()}
+    tables = {k: t for k, t in tables.items() if len(t) > 1}
+    if not tables:
+        return
+    st.markdown("##### Over its training")
+    c = st.columns([3, 4])
+    run = c[0].selectbox("Run", list(tables), key="lb_watch")
+    table = tables.get(run) if run in tables else next(iter(tables.values()))
+    steps = table["step"].tolist()
+    if s.get("lb_watch_step") not in steps:
+        s["lb_watch_step"] = steps[-1]
+    step = c[1].select_slider("Training step", steps, key="lb_watch_step", format_func=lambda v: f"{v:,}",
+                              help="The steps this run kept (log-spaced; 0 is its random initialisation).")
+    left, right = st.columns([2, 3])
+    fig = px.line(table, x="step", y="POS probe", markers=True, template="plotly_white", range_y=[0, 1],
+                  title="POS probe accuracy over training")
+    fig.add_vline(x=step, line_dash="dot", line_color="#D55E00")
+    fig.add_hline(y=0.25, line_dash="dash", line_color="#999", annotation_text="chance")
+    ui.chart(fig, "lb_watch_pos", where=left, title=f"POS probe over the training of {run}",
+             caption="Each point: the POS probe (below) refitted on the run's checkpoint at that step.",
+             sources=(f"Measured on this server: BERT Family Explorer pre-training lab, run {run}",))
+    at = table[table["step"] == step].drop(columns=["step"]).T.reset_index()
+    at.columns = ["probe", f"at step {step:,}"]
+    right.dataframe(at, hide_index=True, width="stretch")
+    model_at = run if step == steps[-1] else f"{run}@{step}"
+    c = right.columns(2)
+    c[0].page_link("views/parts.py", label="Which parts matter, at this step", icon=":material/troubleshoot:",
+                   query_params={"wp_model": run, "wp_step": step})
+    c[1].page_link("views/attention.py", label="Its attention, at this step", icon=":material/visibility:",
+                   query_params={"at_model": run, "at_step": step})
+    right.caption(f"Any page also opens it by id: **{model_at}**.")
+
+
 try:
     verdict_view(s["lb_show"])
 except ExplorerError as err:
@@ -368,6 +403,7 @@ if len(done):
               for r in done.itertuples() for p in (r.evaluation or {}).get("probes", [])]
     if probes:
         st.dataframe(pd.DataFrame(probes), hide_index=True, width="stretch")
+    watch_view(done)
     st.caption("**POS probe**: a linear classifier (logistic regression) reads each model's frozen last-layer vector of a word "
                "in WordNet's example sentences (not in the training corpus) and tags its part of speech; 200 test words, "
                "4 balanced classes (chance 25%). *Random init* is the same probe on the same shape with untrained weights: "

@@ -8,7 +8,11 @@ from core import registry
 from models import interventions
 
 MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
+ENCODERS = [c.id for c in registry.loadable()]
+BUNDLED = registry.bundled_id()
 VIEWS = ["Layer by layer", "Heads that matter", "Where it is carried"]
+TARGETS = {"masked-lm": "Masked words", "classifier": "A fine-tuned classifier", "probe": "A probe"}
+CLASSIFIERS = [*ui.trained_here("sequence-classification"), *ui.trained_here("token-classification")]
 SENTENCES = ("The bank raised its rates.\nWe walked along the river bank.\nThe bat flew out of the cave.\n"
              "She plays the guitar on stage.\nThe cat sat on the mat.\nA dog ran in the park.")
 # The default is a masked LM this machine has: a catalog one, else the newest trained in the lab (offline, those may be
@@ -18,9 +22,14 @@ FIRST = next((m for m in MLM if ui.catalog_availability().get(m, ("",))[0] == "r
 DEFAULTS = {"wp_model": FIRST, "wp_model_other": "", "wp_view": VIEWS[0],
             "wp_text": "The cat sat on the [MASK] because it was tired.", "wp_k": 5, "wp_texts": SENTENCES, "wp_steps": 6,
             "wp_seeds": 3, "wp_mode": "zero", "wp_clean": "the cat sat on the [MASK] .", "wp_corrupt": "the dog sat on the [MASK] .",
-            "wp_answer": "mat", "wp_foil": "floor", "wp_raw": False}
+            "wp_answer": "mat", "wp_foil": "floor", "wp_raw": False, "wp_step": ui.LAST_STEP,
+            "wp_target": "masked-lm", "wp_task": "supersense", "wp_items": 128, "wp_cls": CLASSIFIERS[0] if CLASSIFIERS else ui.OTHER,
+            "wp_cls_other": "", "wp_enc": BUNDLED, "wp_enc_other": "", "wp_labelled": ""}
 ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_id, "wp_view": VIEWS, "wp_k": (1, 20),
-           "wp_steps": (2, interventions.MAX_STEPS), "wp_seeds": (2, interventions.MAX_SEEDS), "wp_mode": ["zero", "mean"]}
+           "wp_steps": (2, interventions.MAX_STEPS), "wp_seeds": (2, interventions.MAX_SEEDS), "wp_mode": ["zero", "mean"], "wp_step": (ui.LAST_STEP, 10**9),
+           "wp_target": list(TARGETS), "wp_task": ["supersense", "wic"], "wp_items": (8, interventions.MAX_ITEMS),
+           "wp_cls": ui.picker_values(CLASSIFIERS), "wp_cls_other": ui.valid_model_id, "wp_enc": ui.picker_values(ENCODERS),
+           "wp_enc_other": ui.valid_model_id}
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Which parts matter")
@@ -28,20 +37,34 @@ st.markdown("#### What each layer would predict, which attention heads the model
 ui.warn_ignored(ignored, "wp_")
 state = st.session_state
 c = st.columns([3, 3])
-model = ui.model_picker("Masked-LM model", "wp_model", MLM, task="masked-lm", where=c[0],
-                        help="A model with a masked-LM head: a catalog model on this machine, one trained in the Pre-training lab, "
-                             "or another checkpoint.")
 c[1].segmented_control("View", VIEWS, key="wp_view")
-if FIRST not in ui.trained_here("masked-lm") and ui.catalog_availability().get(FIRST, ("",))[0] != "ready":
+view = state["wp_view"] or VIEWS[0]
+target = (state["wp_target"] or "masked-lm") if view == VIEWS[1] else "masked-lm"
+if target == "classifier":
+    model = ui.model_picker("Fine-tuned classifier", "wp_cls", CLASSIFIERS, task="sequence-classification", where=c[0],
+                            help="A run of the Fine-tuning lab (it is scored on its own task's test items), or any "
+                                 "*ForSequenceClassification checkpoint (scored on your labelled sentences).")
+elif target == "probe":
+    model = ui.model_picker("Encoder", "wp_enc", ENCODERS, where=c[0],
+                            help="Any encoder, the bundled MiniLM included: a linear probe is fitted on its last layer "
+                                 "first, with every head in place, then held fixed while heads are removed.")
+else:
+    model = ui.model_picker("Masked-LM model", "wp_model", MLM, task="masked-lm", where=c[0],
+                            help="A model with a masked-LM head: a catalog model on this machine, one trained in the "
+                                 "Pre-training lab, or another checkpoint.")
+    model = ui.step_picker(model, "wp_step")
+if target == "masked-lm" and FIRST not in ui.trained_here("masked-lm") and ui.catalog_availability().get(FIRST, ("",))[0] != "ready":
     st.caption("No masked-LM model is on this machine yet. Offline, train one in the **Pre-training lab** (a few minutes; "
                "it appears in this picker), or fetch one where the Hub is reachable.")
 if model is None:
-    if not MLM:
+    if target == "classifier" and not CLASSIFIERS:
+        st.info("No fine-tuned classifier is on this machine yet: fine-tune one in the **Fine-tuning lab** (the bundled "
+                "MiniLM on supersense takes a few minutes), or score the heads with a probe instead.", icon=":material/info:")
+    elif not MLM and target == "masked-lm":
         st.info("No masked-LM model is on this machine yet: train one in the **Pre-training lab** (a few minutes), or name "
                 "a checkpoint above.", icon=":material/info:")
     ui.save_url_state(DEFAULTS)
     st.stop()
-view = state["wp_view"] or VIEWS[0]
 source = (f"Computed by BERT Family Explorer on {model}",)
 
 if view == VIEWS[0]:
@@ -60,25 +83,44 @@ if view == VIEWS[0]:
                    "becomes likely shows how many layers the prediction needs.")
 
 elif view == VIEWS[1]:
-    st.text_area("Sentences, one per line (4 to 64): the heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, …",
-                 key="wp_texts", height=150, max_chars=20_000)
+    c = st.columns([3, 2, 2])
+    c[0].segmented_control("Scored by", list(TARGETS), key="wp_target", format_func=TARGETS.get,
+                           help="What a removed head costs: the masked-LM loss on your sentences, a fine-tuned "
+                                "classifier's task loss, or a linear probe's loss on a task.")
+    if target == "probe":
+        c[1].segmented_control("Task", ["supersense", "wic"], key="wp_task",
+                               help="supersense: a word's WordNet supersense (26 classes); wic: does a word mean the same "
+                                    "in two sentences (2 classes).")
+    if target != "masked-lm":
+        c[2].number_input("Test items", 8, interventions.MAX_ITEMS, key="wp_items", step=8,
+                          help="Half rank the heads, half score the curve.")
+    texts: list[str] = []
+    if target == "masked-lm":
+        st.text_area("Sentences, one per line (4 to 64): the heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, …",
+                     key="wp_texts", height=150, max_chars=20_000)
+        texts = [t for t in state["wp_texts"].splitlines() if t.strip()]
+    elif target == "classifier" and not (model or "").startswith("trained/"):
+        st.text_area("Labelled sentences, one `label | sentence` per line (4 to 64; the labels are the model's)",
+                     key="wp_labelled", height=150, max_chars=20_000)
+        texts = [t for t in state["wp_labelled"].splitlines() if t.strip()]
     c = st.columns(3)
     c[0].number_input("Pruning steps", 2, interventions.MAX_STEPS, key="wp_steps")
     c[1].number_input("Random orders", 2, interventions.MAX_SEEDS, key="wp_seeds")
     c[2].segmented_control("A removed head outputs", ["zero", "mean"], key="wp_mode")
-    texts = [t for t in state["wp_texts"].splitlines() if t.strip()]
     with ui.friendly_errors():
         curve = ui.model_call(interventions.pruning_curve, model, texts, state["wp_steps"], state["wp_seeds"],
-                              state["wp_mode"] or "zero")
+                              state["wp_mode"] or "zero", 0, target, state["wp_task"] if target == "probe" else "",
+                              state["wp_items"])
         importance = curve.importance
         left, right = st.columns(2)
         ui.chart(plots.pruning_figure(curve), "wp_prune", where=left, main=True, title=f"Pruning heads of {model}",
-                 caption=f"Masked-word accuracy as heads are removed ({curve.mode} ablation), least important first against "
-                         f"{curve.seeds} random orders. {curve.note}",
+                 caption=f"{curve.measure.capitalize()} as heads are removed ({curve.mode} ablation), least important "
+                         f"first against {curve.seeds} random orders. {curve.note}",
                  sources=("Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One?, Figure 3 (method)", *source))
         ui.chart(plots.importance_figure(importance.scores), "wp_importance", where=right, title=f"Head importance of {model}",
-                 caption=f"|∂L/∂ξ_h| summed over batches and normalised per layer, on {importance.texts} sentences "
-                         f"({importance.masked} masked words).", sources=source)
+                 caption=f"|∂L/∂ξ_h| summed over batches and normalised per layer, on {importance.texts} "
+                         f"{'sentences' if target == 'masked-lm' else 'items'} ({importance.masked} scored places).",
+                 sources=source)
         st.caption("The paper's finding: at test time a large share of BERT's heads can be removed with little loss, and "
                    "the most important ones are found with one backward pass (Michel et al. 2019, Section 4).")
 

@@ -96,27 +96,53 @@ def _word_vectors(model: Any, tok: Any, rows: list[tuple[str, str, str]], seq_le
     return np.stack(feats)
 
 
+def _probe_right(model: Any, tok: Any, rows: list[tuple[str, str, str]], cut: int, seq_len: int) -> Any:
+    """Per test row (``rows[cut:]``), 1 where the probe fitted on ``rows[:cut]`` tags its part of speech right."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    labels = [r[2] for r in rows]
+    x = _word_vectors(model, tok, rows, seq_len)
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, C=0.5))
+    clf.fit(x[:cut], labels[:cut])
+    return (clf.predict(x[cut:]) == np.asarray(labels[cut:])).astype(int)
+
+
+def over_training(config: TrainConfig, model: Any, tok: Any, snapshots: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """At each step a run kept (``snapshots``: step → weights), what the end-of-run evaluation measures on words: the
+    POS probe's accuracy (same words, same probe recipe) and, for a masked-LM objective, the fill-mask probes. The
+    model's own weights are put back afterwards. Rows ``{step, pos_probe_accuracy, probes?}`` by step."""
+    rows = pos_examples(seed=config.seed)
+    cut = len(rows) - 200
+    final = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    out = []
+    try:
+        for step in sorted(snapshots):
+            model.load_state_dict(snapshots[step])
+            model.eval()
+            row: dict[str, Any] = {"step": step, "pos_probe_accuracy": float(_probe_right(model, tok, rows, cut, config.seq_len).mean())}
+            if config.objective in ("mlm", "mlm+nsp", "mlm+sop"):
+                row["probes"] = probes(model, tok)
+            out.append(row)
+    finally:
+        model.load_state_dict(final)
+    return out
+
+
 def pos_probe(config: TrainConfig, model: Any, tok: Any) -> dict[str, Any]:
     """A linear probe (logistic regression on frozen vectors) for a word's part of speech in WordNet's example
     sentences (held out from training: the corpus is the glosses), for the trained model and for the same
     shape with random weights. Accuracy on 200 test words, four balanced classes (chance 0.25). The words are drawn
     from the seed (each seed its own test words, so seeds replicate the items' noise too), and the per-word
     correctness, the words' ids and their lemmas (clusters) are kept for the verdict's interval."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
     rows = pos_examples(seed=config.seed)
-    labels = [r[2] for r in rows]
     cut = len(rows) - 200
     torch.manual_seed(config.seed + 1)
     untrained = main_model(build_model(config, len(tok), tok)).to(model.device).eval()
     out = {}
     for name, m in (("pos_probe_accuracy", model), ("pos_probe_random_init", untrained)):
-        x = _word_vectors(m, tok, rows, config.seq_len)
-        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, C=0.5))
-        clf.fit(x[:cut], labels[:cut])
-        right = (clf.predict(x[cut:]) == np.asarray(labels[cut:])).astype(int)
+        right = _probe_right(m, tok, rows, cut, config.seq_len)
         out[name] = float(right.mean())
         if name == "pos_probe_accuracy":
             out["pos_probe_correct"] = right.tolist()

@@ -18,7 +18,7 @@ from core.errors import InvalidConfig
 from models.pretrain.config import TrainConfig, TrainResult, trained_dir
 from models.pretrain.corpus import read_corpus, tokenizer
 from models.pretrain.data import Batches
-from models.pretrain.evaluate import evaluate
+from models.pretrain.evaluate import evaluate, over_training
 from models.pretrain.loss import loss_of
 from models.pretrain.model import build_model, main_model, parameter_count
 from models.training import atomic_save, make_accelerator, optimizer_and_schedule, step
@@ -59,6 +59,10 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     result = TrainResult(config, parameters=parameter_count(bare if len(bare) > 1 else bare[0]), processes=world,
                          rank=accelerator.process_index)
     good: dict[str, Any] | None = None
+    keep = step_plan(config.steps, parameter_count(main_model(bare))) if accelerator.is_main_process and save else []
+    snapshots: dict[int, dict[str, Any]] = {}
+    if 0 in keep:
+        snapshots[0] = cpu_state(main_model(bare))
     start = time.perf_counter()
     for m in parts:
         m.train()
@@ -77,6 +81,8 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
         result.tokens += (int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(batch["input_ids"].numel())) * world
         if n % max(1, config.steps // 20) == 0 or n == config.steps:
             good = {k: v.detach().clone() for k, v in main_model(bare).state_dict().items()}
+        if n in keep:
+            snapshots[n] = cpu_state(main_model(bare))
         if on_progress is not None:
             on_progress(n, value, time.perf_counter() - start)
     result.seconds = time.perf_counter() - start
@@ -86,17 +92,47 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
         m.eval()
     if accelerator.is_main_process:
         result.evaluation = evaluate(config, bare if len(bare) > 1 else bare[0], tok, held_out)
+        if kept := {s: w for s, w in snapshots.items() if s < (result.curve[-1][0] if result.curve else 0)}:
+            result.evaluation["over_training"] = over_training(config, main_model(bare), tok, kept)
         if save and result.curve:
-            result.checkpoint = save_run(config, main_model(bare), tok, result)
+            result.checkpoint = save_run(config, main_model(bare), tok, result, snapshots)
     accelerator.wait_for_everyone()
     return result
 
 
 
-def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult) -> str:
+#: Checkpoints a run keeps over its training besides its last (step 0, the initialisation, among them), and the
+#: memory and disk they may take together: a lab model of 4 M parameters keeps all of them (16 MB each); one of
+#: 100 M keeps one or none.
+STEP_CHECKPOINTS = 5
+STEP_BUDGET_MB = 400
+
+
+def step_plan(steps: int, parameters: int, count: int = STEP_CHECKPOINTS, budget_mb: int = STEP_BUDGET_MB) -> list[int]:
+    """The steps before the last at which a run keeps a checkpoint: step 0 and log-spaced steps (MultiBERTs and
+    Pythia keep checkpoints log-spaced early, where the model changes fastest), as many as fit ``budget_mb`` at 4
+    bytes per parameter, at most ``count``."""
+    fit = min(count, int(budget_mb * 2**20 // max(1, 4 * parameters)))
+    if fit <= 0 or steps < 2:
+        return []
+    inner = {round(steps ** (i / fit)) for i in range(1, fit)} - {steps}
+    return sorted({0, *inner})[:fit]
+
+
+def cpu_state(model: Any) -> dict[str, Any]:
+    """A copy of the model's weights in CPU memory (a snapshot the final save writes out)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult,
+             snapshots: dict[int, dict[str, Any]] | None = None) -> str:
     """Save as safetensors with its tokenizer under ``BFE_MODEL_DIR/trained/<run>``, atomically: written in a
     temporary folder and renamed, so a full disk or a killed process never leaves a half-written checkpoint
     that a model picker would offer. Returns the model id (``trained/<run>``).
+
+    ``snapshots`` (step → weights) go in the same folder, under ``steps/<step>/``, each a complete checkpoint that
+    loads as ``trained/<run>@<step>`` (:func:`models.locate.locate`); they are written in the same atomic save, so
+    a run has all of them or none.
 
     Raises:
         TrainingFailed: the folder cannot be written (disk full, read-only); nothing is left behind.
@@ -106,11 +142,25 @@ def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult) -> 
     name = f"trained/{config.run_name}"
     validate_model_id(name)
 
+    losses = dict(result.curve)
+    last = result.curve[-1][0] if result.curve else 0
+    kept = sorted(s for s in (snapshots or {}) if s < last)
+
     def write(folder: Path) -> None:
+        if kept:
+            final = cpu_state(model)
+            for s in kept:
+                model.load_state_dict(snapshots[s])
+                where = folder / "steps" / str(s)
+                model.save_pretrained(where, safe_serialization=True)
+                tok.save_pretrained(where)
+                (where / "bfe_step.json").write_text(json.dumps({"run": config.run_name, "step": s, "loss": losses.get(s)}))
+            model.load_state_dict(final)
         model.save_pretrained(folder, safe_serialization=True)
         tok.save_pretrained(folder)
         (folder / "bfe_run.json").write_text(json.dumps({"config": asdict(config), "evaluation": result.evaluation,
-                                                         "curve": result.curve[-2000:], "seconds": result.seconds}, default=str))
+                                                         "curve": result.curve[-2000:], "seconds": result.seconds,
+                                                         "steps_kept": [*kept, last]}, default=str))
 
     atomic_save(trained_dir() / config.run_name, write)
     return name
