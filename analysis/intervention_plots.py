@@ -69,12 +69,15 @@ def pruning_figure(curve: Any) -> go.Figure:
 
 
 def patching_figure(patching: Any, restored: bool = True) -> go.Figure:
-    """Causal tracing: per layer (rows) and position (columns, the corrupted sentence's tokens), the share of the clean −
-    corrupted logit difference that copying that state restores (or the raw change)."""
+    """Causal tracing: per layer (rows) and position (columns, the corrupted sentence's tokens; heads for a per-head
+    trace), the share of the clean − corrupted logit difference that copying that state restores (or the raw change)."""
     import plotly.graph_objects as go
 
     z = patching.restored if restored else patching.effects
-    x = [f"{i}: {_clean(t)}" for i, t in enumerate(patching.corrupted_tokens)]
+    if getattr(patching, "unit", "layer") == "head":
+        x = [f"head {h + 1}" for h in range(len(z[0]))]
+    else:
+        x = [f"{i}: {_clean(t)}" for i, t in enumerate(patching.corrupted_tokens)]
     fig = go.Figure(go.Heatmap(z=[list(map(float, row)) for row in z], x=x, y=[f"layer {i + 1}" for i in range(len(z))],
                                colorscale="RdBu", zmid=0, colorbar={"title": "restored" if restored else "Δ logit diff."},
                                hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"))

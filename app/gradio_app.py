@@ -22,7 +22,8 @@ Endpoints (``gradio_client.Client(url).predict(..., api_name=...)``), each retur
 - ``/logit_lens`` (model, text, top_k) → per [MASK], what the model's own masked-LM head reads from every layer
 - ``/head_importance`` (model, texts, steps, seeds, mode, target, task, items) → every head's importance (Michel et al. 2019) and the
   pruning curve against random orders
-- ``/activation_patching`` (model, clean, corrupted, answer, foil) → causal tracing: layers × positions
+- ``/activation_patching`` (model, clean, corrupted, answer, foil, unit, position) → causal tracing: layers ×
+  positions, or layers × heads
 
 Each function's docstring gives its arguments and the keys it returns; the MCP tools are the same functions.
 
@@ -603,7 +604,8 @@ def head_importance(model: str, texts: str, steps: int = 6, seeds: int = 3, mode
 
 
 @friendly
-def activation_patching(model: str, clean: str, corrupted: str, answer: str, foil: str) -> dict:
+def activation_patching(model: str, clean: str, corrupted: str, answer: str, foil: str, unit: str = "layer",
+                        position: int = -1) -> dict:
     """Causal tracing (Meng et al. 2022; Vig et al. 2020 for BERT): two sentences of the same token length with one
     [MASK] at the same place; for every layer × position, how much copying that hidden state from the clean run into
     the corrupted one moves the mask's logit difference answer − foil back.
@@ -614,9 +616,12 @@ def activation_patching(model: str, clean: str, corrupted: str, answer: str, foi
         corrupted: e.g. "Rome is the capital of [MASK]." (same token length).
         answer: the clean answer, one token (e.g. france).
         foil: the corrupted answer, one token (e.g. italy).
+        unit: layer (each layer's output at each position) or head (each head's output, Vig et al. 2020).
+        position: for unit head, the one token index patched; -1 patches every position.
     Returns:
         {"model", "clean_tokens", "corrupted_tokens", "mask_position", "clean_difference", "corrupted_difference",
-        "effects": layers × positions, "restored": layers × positions (share of the gap), "passes"}.
+        "effects": layers × positions (or layers × heads), "restored": the same as a share of the gap, "passes",
+        "unit", "position"}.
     """
     from core.errors import MAX_TEXT_CHARS as LONGEST
     from models import interventions
@@ -624,7 +629,10 @@ def activation_patching(model: str, clean: str, corrupted: str, answer: str, foi
     clean = req.text("The clean sentence", clean, LONGEST, example="Paris is the capital of [MASK].")
     corrupted = req.text("The corrupted sentence", corrupted, LONGEST, example="Rome is the capital of [MASK].")
     answer, foil = req.text("The answer", answer, 100), req.text("The foil", foil, 100)
-    return jsonable(asdict(interventions.activation_patching(req.model_id(model), clean, corrupted, answer, foil)))
+    unit = req.choice("unit", unit, ("layer", "head"))
+    where = req.whole("position", position, -1, 10**6)
+    return jsonable(asdict(interventions.activation_patching(req.model_id(model), clean, corrupted, answer, foil, unit,
+                                                             None if where < 0 else where)))
 
 
 def _heatmap(result: dict):
@@ -808,8 +816,10 @@ def build():
             wx = gr.Textbox("the dog sat on the [MASK] .", label="Corrupted sentence (same token length)")
             wa = gr.Textbox("mat", label="Answer (one token)")
             wf = gr.Textbox("floor", label="Foil (one token)")
-            wp = gr.JSON(label="Layers × positions")
-            gr.Button("Patch").click(activation_patching, [wm, wc, wx, wa, wf], wp, api_name="activation_patching")
+            wu = gr.Radio(["layer", "head"], value="layer", label="Patch each layer's output, or each head's")
+            wpos = gr.Number(-1, precision=0, label="Heads: the position patched (-1: every position)")
+            wp = gr.JSON(label="Layers × positions (or layers × heads)")
+            gr.Button("Patch").click(activation_patching, [wm, wc, wx, wa, wf, wu, wpos], wp, api_name="activation_patching")
     from core.settings import get_settings
 
     return demo.queue(default_concurrency_limit=get_settings().gradio_concurrency, max_size=256)

@@ -550,7 +550,8 @@ def importance_of(target: Target, chunks: list[Chunk]) -> Importance:
         net.train(was_training)
     norm = raw.pow(2).sum(-1, keepdim=True).sqrt()
     scores = raw / (norm + 1e-20)
-    return Importance(target.lm.model_id, raw.cpu().numpy(), scores.cpu().numpy(), loss_sum / count, target.items, count,
+    ranked = sum(int(inputs["input_ids"].shape[0]) for inputs, _, _ in chunks)
+    return Importance(target.lm.model_id, raw.cpu().numpy(), scores.cpu().numpy(), loss_sum / count, ranked, count,
                       target.kind, target.measure)
 
 
@@ -803,22 +804,32 @@ class Patching:
     foil: str
     clean_difference: float
     corrupted_difference: float
-    effects: Any  # numpy (layers, positions)
-    restored: Any  # numpy (layers, positions)
+    effects: Any  # numpy (layers, positions), or (layers, heads) for unit "head"
+    restored: Any  # the same shape
     passes: int
+    unit: str = "layer"
+    position: int | None = None  # unit "head": the one position patched, None for every position
 
 
-def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foil: str) -> Patching:
+def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foil: str, unit: str = "layer",
+                        position: int | None = None) -> Patching:
     """Meng et al. 2022's causal tracing (Vig et al. 2020 for BERT), for a masked LM: ``clean`` and ``corrupted`` are
     sentences of the same token length with one ``[MASK]`` at the same place (e.g. "Paris is the capital of [MASK]." and
     "Rome is the capital of [MASK]."); the target is the mask's logit for ``answer`` minus that for ``foil`` (one
-    vocabulary token each). Every layer × position is patched, :data:`BATCH` patched copies per forward pass.
+    vocabulary token each). :data:`BATCH` patched copies run per forward pass.
+
+    ``unit="layer"``: every layer × position, the layer's output there copied from the clean run. ``unit="head"``:
+    every layer × head, that head's output (its context vectors, where they enter the output projection) copied at
+    ``position``, or at every position when ``position`` is None (as Vig et al. patch a head).
 
     Raises:
         InvalidText: texts of different token lengths, masks that differ or are not one, an answer or foil that is not
-            one token, more than :data:`MAX_PATCH_PASSES` forward passes.
+            one token, a position outside the sentence, more than :data:`MAX_PATCH_PASSES` forward passes.
+        InvalidConfig: an unknown unit.
         UnsupportedTask, UnsupportedArchitecture: as :func:`logit_lens` and :func:`layer_modules`.
     """
+    if unit not in ("layer", "head"):
+        raise InvalidConfig(f"Unknown unit {str(unit)[:20]!r}.", "Patch a layer's output ('layer') or a head's ('head').")
     import numpy as np
     import torch
 
@@ -842,11 +853,17 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
             raise InvalidText(f"{word!r} is {len(pieces)} tokens for {lm.model_id}; the answer and the foil must be one each.")
         targets.append(pieces[0])
     layers = layer_modules(net)
-    needed = math.ceil(len(layers) * ids_c.shape[1] / BATCH)
+    if position is not None and not (isinstance(position, int) and not isinstance(position, bool)
+                                     and 0 <= position < ids_c.shape[1]):
+        raise InvalidText(f"Position {str(position)[:20]} is outside the sentence (0 to {ids_c.shape[1] - 1}).")
+    n_units = head_shape(net)[1] if unit == "head" else ids_c.shape[1]
+    needed = math.ceil(len(layers) * n_units / BATCH)
     if needed > MAX_PATCH_PASSES:
         raise InvalidText(f"Tracing {ids_c.shape[1]} tokens through {len(layers)} layers takes {needed} forward passes; at most "
                           f"{MAX_PATCH_PASSES} are run.", "Use a shorter sentence.")
     head = mlm_head(net)
+    if unit == "head":
+        return _patch_heads(lm, ids_c, ids_x, pos, targets, head, position, answer, foil)
 
     def difference(hidden: Any) -> Any:  # hidden (B, T, H) → (B,)
         logits = head(hidden[:, pos]).float()
@@ -890,3 +907,65 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
     restored = effects / gap if abs(gap) > 1e-9 else np.full_like(effects, np.nan)
     return Patching(lm.model_id, tok.convert_ids_to_tokens(ids_c[0].tolist()), tok.convert_ids_to_tokens(ids_x[0].tolist()), pos,
                     answer, foil, d_clean, d_corrupt, effects, restored, passes)
+
+
+def _patch_heads(lm: Any, ids_c: Any, ids_x: Any, pos: int, targets: list[int], head: Any, position: int | None,
+                 answer: str, foil: str) -> Patching:
+    """:func:`activation_patching` per head: each head's context vectors, read where they enter its layer's output
+    projection in the clean run, written there in the corrupted run (at ``position``, or everywhere)."""
+    import numpy as np
+    import torch
+
+    net, tok = lm.model, lm.tokenizer
+    n_layers, n_heads = head_shape(net)
+    where = slice(None) if position is None else slice(position, position + 1)
+
+    def difference(hidden: Any) -> Any:
+        logits = head(hidden[:, pos]).float()
+        return logits[:, targets[0]] - logits[:, targets[1]]
+
+    clean_in: list[Any] = [None] * n_layers
+    calls = _LayerCalls(head_projections(net))
+
+    def record(module: Any, args: tuple[Any, ...]) -> None:
+        clean_in[calls.layer(module)] = args[0].detach().clone()
+
+    handles = [net.register_forward_pre_hook(calls.reset)] + [m.register_forward_pre_hook(record) for m in calls.unique]
+    try:
+        with torch.inference_mode():
+            d_clean = float(difference(net.base_model(input_ids=ids_c).last_hidden_state)[0])
+    finally:
+        for h in handles:
+            h.remove()
+    with torch.inference_mode():
+        d_corrupt = float(difference(net.base_model(input_ids=ids_x).last_hidden_state)[0])
+    cells = [(layer, h) for layer in range(n_layers) for h in range(n_heads)]
+    effects = np.zeros((n_layers, n_heads))
+    passes = 0
+    for start in range(0, len(cells), BATCH):
+        chunk = cells[start:start + BATCH]
+        calls.reset()
+
+        def patch(module: Any, args: tuple[Any, ...], chunk: list[tuple[int, int]] = chunk) -> tuple[Any, ...]:
+            layer = calls.layer(module)
+            x = args[0].clone()
+            size = x.shape[-1] // n_heads
+            for row, (target_layer, h) in enumerate(chunk):
+                if target_layer == layer:
+                    x[row, where, h * size:(h + 1) * size] = clean_in[layer][0, where, h * size:(h + 1) * size]
+            return (x, *args[1:])
+
+        handles = [m.register_forward_pre_hook(patch) for m in calls.unique]
+        try:
+            with torch.inference_mode():
+                diffs = difference(net.base_model(input_ids=ids_x.expand(len(chunk), -1)).last_hidden_state).tolist()
+        finally:
+            for h in handles:
+                h.remove()
+        passes += 1
+        for (layer, h), d in zip(chunk, diffs, strict=True):
+            effects[layer, h] = d - d_corrupt
+    gap = d_clean - d_corrupt
+    restored = effects / gap if abs(gap) > 1e-9 else np.full_like(effects, np.nan)
+    return Patching(lm.model_id, tok.convert_ids_to_tokens(ids_c[0].tolist()), tok.convert_ids_to_tokens(ids_x[0].tolist()), pos,
+                    answer, foil, d_clean, d_corrupt, effects, restored, passes, "head", position)

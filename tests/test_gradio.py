@@ -264,6 +264,18 @@ def test_the_which_parts_matter_endpoints_equal_the_library(client) -> None:
                        api_name="/activation_patching")
     with pytest.raises(Exception, match="no trained masked-lm head"):
         client.predict("deberta-v3-base", text, 3, api_name="/logit_lens")
+    heads = client.predict("bert-base-uncased", "the cat sat on the [MASK] .", "the dog sat on the [MASK] .", "mat", "cat",
+                           "head", 1, api_name="/activation_patching")
+    mine = interventions.activation_patching("bert-base-uncased", "the cat sat on the [MASK] .", "the dog sat on the [MASK] .",
+                                             "mat", "cat", "head", 1)
+    assert heads["unit"] == "head" and heads["position"] == 1 and np.allclose(heads["effects"], mine.effects, atol=1e-5)
+    probe = client.predict("bert-base-uncased", "", 2, 2, "zero", "probe", "wic", 16, api_name="/head_importance")
+    assert probe["target"] == "probe" and probe["measure"] == "wic probe accuracy"
+    made = interventions.make_target("bert-base-uncased", "probe", task="wic", items=16)
+    ranked = interventions.importance_of(made, made.chunks(slice(0, None, 2), 0))  # the curve ranks on items 1, 3, 5, …
+    assert np.allclose(probe["importance"], ranked.scores, atol=1e-4) and probe["ranked_on"] == 8
+    with pytest.raises(Exception, match="needs a task"):
+        client.predict("bert-base-uncased", "", 2, 2, "zero", "probe", "", 16, api_name="/head_importance")
 
 
 def test_mcp_lists_every_endpoint_and_answers_like_the_library(client) -> None:

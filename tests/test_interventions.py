@@ -158,11 +158,8 @@ def test_models_without_a_masked_lm_head_or_hooks_are_refused_by_name() -> None:
         I.head_importance("bert-base-uncased", ["a sentence here"] * (I.MAX_TEXTS + 1))
 
 
-@pytest.mark.parametrize("model_id", ["bert-base-uncased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"])
-def test_patching_the_last_layer_at_the_mask_restores_the_clean_prediction_and_elsewhere_nothing(model_id: str) -> None:
-    """Exact checks that need no reference run: the head reads only the mask's last hidden state, so copying it from the
-    clean run restores the clean difference exactly, and copying the last layer anywhere else changes nothing."""
-    tok = load(model_id, task="masked-lm").tokenizer
+def _pair(tok) -> tuple[str, str, str, str]:
+    """(clean, corrupted, answer, foil) for a tokenizer: two sentences of the same token length, two one-token words."""
     words = ["cat", "dog", "mat", "bank", "the", "a", "on", "it", "sat", "was", "river", "park"]
     vocab = sorted(t.lstrip("▁Ġ") for t in tok.get_vocab() if t.lstrip("▁Ġ").isalpha())
     single = [w for w in [*words, *vocab] if len(tok(w, add_special_tokens=False)["input_ids"]) == 1]
@@ -174,6 +171,14 @@ def test_patching_the_last_layer_at_the_mask_restores_the_clean_prediction_and_e
     clean, corrupt = next((sentence(a), sentence(b)) for a in words for b in words if a != b and
                           len(tok(sentence(a).replace("[MASK]", tok.mask_token))["input_ids"]) ==
                           len(tok(sentence(b).replace("[MASK]", tok.mask_token))["input_ids"]))
+    return clean, corrupt, answer, foil
+
+
+@pytest.mark.parametrize("model_id", ["bert-base-uncased", "distilbert-base-uncased", "albert-base-v2", "roberta-base"])
+def test_patching_the_last_layer_at_the_mask_restores_the_clean_prediction_and_elsewhere_nothing(model_id: str) -> None:
+    """Exact checks that need no reference run: the head reads only the mask's last hidden state, so copying it from the
+    clean run restores the clean difference exactly, and copying the last layer anywhere else changes nothing."""
+    clean, corrupt, answer, foil = _pair(load(model_id, task="masked-lm").tokenizer)
     p = I.activation_patching(model_id, clean, corrupt, answer, foil)
     layers = len(I.layer_modules(load(model_id, task="masked-lm").model))
     assert p.effects.shape == (layers, len(p.clean_tokens)) and p.passes == -(-p.effects.size // I.BATCH)
@@ -263,7 +268,7 @@ def test_targets_refuse_what_they_cannot_score(supersense_run: str) -> None:
         I.make_target("bert-base-uncased", "probe", task="../etc/passwd")
     with pytest.raises(InvalidConfig, match="Items"):
         I.make_target("bert-base-uncased", "probe", task="wic", items=10**6)
-    with pytest.raises(UnsupportedTask, match="no classification head.*probe target"):
+    with pytest.raises(UnsupportedTask, match=r"no classification head.*probe target"):
         I.make_target("bert-base-uncased", "classifier")
     with pytest.raises(UnsupportedTask, match="labels"):  # supersense's run on WiC's two labels
         I.make_target(supersense_run, "classifier", task="wic")
@@ -272,3 +277,57 @@ def test_targets_refuse_what_they_cannot_score(supersense_run: str) -> None:
         I.parse_labelled(["yes | a fine day", "maybe | =HYPERLINK(\"x\")"], ["no", "yes"])
     with pytest.raises(InvalidText, match="Line 1 has no label"):
         I.parse_labelled(["just a sentence"], ["no", "yes"])
+
+
+@pytest.mark.parametrize("model_id", ["bert-base-uncased", "albert-base-v2", "distilbert-base-uncased"])
+def test_patching_one_head_is_adding_its_clean_difference_through_the_output_projection(model_id: str) -> None:
+    """Per-head tracing, against a construction that does not touch the heads' inputs: the output projection is linear,
+    so copying head h's clean context vectors is adding W[:, h] · (clean − corrupted) to the projection's output. And in
+    the last layer a head patched away from the mask changes nothing (only the mask's last state is read)."""
+    lm = load(model_id, task="masked-lm")
+    net, tok = lm.model.eval(), lm.tokenizer
+    clean, corrupt, answer, foil = _pair(tok)
+    traced = I.activation_patching(model_id, clean, corrupt, answer, foil, unit="head")
+    layers, heads = I.head_shape(net)
+    assert traced.unit == "head" and traced.effects.shape == (layers, heads) and traced.passes == -(-layers * heads // I.BATCH)
+    ids = [tok(t.replace("[MASK]", tok.mask_token), return_tensors="pt")["input_ids"] for t in (clean, corrupt)]
+    projections = I.head_projections(net)
+    layer, head = layers - 2 if layers > 1 else 0, heads - 1
+    calls = I._LayerCalls(projections)
+
+    def grab(module, args, store):
+        store[calls.layer(module)] = args[0].detach().clone()
+
+    inputs: list[dict] = [{}, {}]
+    for store, x in zip(inputs, ids, strict=True):
+        calls.reset()
+        hs = [m.register_forward_pre_hook(lambda m, a, store=store: grab(m, a, store)) for m in calls.unique]
+        with torch.inference_mode():
+            net(input_ids=x)
+        for h in hs:
+            h.remove()
+    size = inputs[0][layer].shape[-1] // heads
+    delta = torch.zeros_like(inputs[0][layer])
+    delta[..., head * size:(head + 1) * size] = (inputs[0][layer] - inputs[1][layer])[..., head * size:(head + 1) * size]
+    proj = projections[layer]
+    added = torch.nn.functional.linear(delta, proj.weight)  # W · Δ, no bias: the difference of two projections
+    calls.reset()
+
+    def add(module, args, output):
+        return output + added if calls.layer(module) == layer else output
+
+    hs = [m.register_forward_hook(add) for m in calls.unique]
+    try:
+        with torch.inference_mode():
+            logits = net(input_ids=ids[1]).logits[0, traced.mask_position]
+    finally:
+        for h in hs:
+            h.remove()
+    a, f = (tok(w, add_special_tokens=False)["input_ids"][0] for w in (answer, foil))
+    assert float(logits[a] - logits[f]) - traced.corrupted_difference == pytest.approx(traced.effects[layer, head], abs=1e-4)
+    elsewhere = I.activation_patching(model_id, clean, corrupt, answer, foil, unit="head", position=1)
+    assert np.allclose(elsewhere.effects[-1], 0, atol=1e-5) and elsewhere.position == 1  # ALBERT's shared layer too
+    with pytest.raises(InvalidText, match="outside the sentence"):
+        I.activation_patching(model_id, clean, corrupt, answer, foil, unit="head", position=999)
+    with pytest.raises(InvalidConfig, match="Unknown unit"):
+        I.activation_patching(model_id, clean, corrupt, answer, foil, unit="neuron")

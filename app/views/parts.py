@@ -24,12 +24,13 @@ DEFAULTS = {"wp_model": FIRST, "wp_model_other": "", "wp_view": VIEWS[0],
             "wp_seeds": 3, "wp_mode": "zero", "wp_clean": "the cat sat on the [MASK] .", "wp_corrupt": "the dog sat on the [MASK] .",
             "wp_answer": "mat", "wp_foil": "floor", "wp_raw": False, "wp_step": ui.LAST_STEP,
             "wp_target": "masked-lm", "wp_task": "supersense", "wp_items": 128, "wp_cls": CLASSIFIERS[0] if CLASSIFIERS else ui.OTHER,
-            "wp_cls_other": "", "wp_enc": BUNDLED, "wp_enc_other": "", "wp_labelled": ""}
+            "wp_cls_other": "", "wp_enc": BUNDLED, "wp_enc_other": "", "wp_labelled": "",
+            "wp_unit": "layer", "wp_position": -1}
 ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_id, "wp_view": VIEWS, "wp_k": (1, 20),
            "wp_steps": (2, interventions.MAX_STEPS), "wp_seeds": (2, interventions.MAX_SEEDS), "wp_mode": ["zero", "mean"], "wp_step": (ui.LAST_STEP, 10**9),
            "wp_target": list(TARGETS), "wp_task": ["supersense", "wic"], "wp_items": (8, interventions.MAX_ITEMS),
            "wp_cls": ui.picker_values(CLASSIFIERS), "wp_cls_other": ui.valid_model_id, "wp_enc": ui.picker_values(ENCODERS),
-           "wp_enc_other": ui.valid_model_id}
+           "wp_enc_other": ui.valid_model_id, "wp_unit": ["layer", "head"], "wp_position": (-1, 511)}
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Which parts matter")
@@ -128,18 +129,32 @@ else:
     c = st.columns(2)
     c[0].text_input("Clean sentence (one [MASK])", key="wp_clean", max_chars=500)
     c[1].text_input("Corrupted sentence (same length, one word changed)", key="wp_corrupt", max_chars=500)
-    c = st.columns(3)
+    c = st.columns(4)
     c[0].text_input("Answer (one token)", key="wp_answer", max_chars=50)
     c[1].text_input("Foil (one token)", key="wp_foil", max_chars=50)
-    c[2].toggle("Raw change instead of share restored", key="wp_raw")
+    c[2].segmented_control("Patch", ["layer", "head"], key="wp_unit", format_func={"layer": "Layers", "head": "Heads"}.get,
+                           help="Layers: each layer's output at each position. Heads: each head's output, at every "
+                                "position (Vig et al. 2020) or at one.")
+    c[3].toggle("Raw change instead of share restored", key="wp_raw")
+    unit = state["wp_unit"] or "layer"
+    position = None
+    if unit == "head":
+        st.number_input("Position to patch (−1: every position)", -1, 511, key="wp_position",
+                        help="The token index in the corrupted sentence (0 is [CLS]); −1 patches the head everywhere.")
+        position = None if state["wp_position"] < 0 else state["wp_position"]
     with ui.friendly_errors():
         traced = ui.model_call(interventions.activation_patching, model, state["wp_clean"], state["wp_corrupt"],
-                               state["wp_answer"], state["wp_foil"])
+                               state["wp_answer"], state["wp_foil"], unit, position)
+        where = ("every position" if traced.position is None else
+                 f"position {traced.position} ({traced.corrupted_tokens[traced.position]})")
+        what = (f"each cell copies one head's output at {where}" if unit == "head" else
+                "each cell copies one layer's output at one position")
         ui.chart(plots.patching_figure(traced, restored=not state["wp_raw"]), "wp_patch", main=True,
-                 title=f"Causal tracing in {model}",
+                 title=f"Causal tracing in {model}" + (" (heads)" if unit == "head" else ""),
                  caption=f"Logit difference {traced.answer} − {traced.foil} at the mask: clean {traced.clean_difference:+.2f}, "
-                         f"corrupted {traced.corrupted_difference:+.2f}; each cell copies one layer's output at one position "
-                         f"from the clean run ({traced.passes} batched passes).",
-                 sources=("Meng et al. 2022, Locating and Editing Factual Associations in GPT (method); Vig et al. 2020", *source))
+                         f"corrupted {traced.corrupted_difference:+.2f}; {what} from the clean run ({traced.passes} "
+                         "batched passes).",
+                 sources=("Meng et al. 2022, Locating and Editing Factual Associations in GPT (method); Vig et al. 2020, "
+                          "Investigating Gender Bias in Language Models Using Causal Mediation Analysis", *source))
 
 ui.save_url_state(DEFAULTS)
