@@ -75,12 +75,22 @@ def head_projections(net: Any) -> list[Any]:
         return [groups[int(i / per_group)].albert_layers[0].attention.dense for i in range(cfg.num_hidden_layers)]
     raise UnsupportedArchitecture(f"Head masking does not know where {kind}'s heads meet.",
                                   "Supported: BERT, RoBERTa, XLM-R, ELECTRA, DeBERTa-v3, DistilBERT, MPNet, ModernBERT, "
-                                  "ALBERT and GPT-2 (XLNet computes its attention output in one einsum).")
+                                  "ALBERT, GPT-2 and XLNet (XLNet through its post_attention: see xlnet_attentions).")
+
+
+def xlnet_attentions(net: Any) -> list[Any]:
+    """XLNet's attention modules, per layer. XLNet has no module whose input is the heads' outputs: it projects them
+    with an einsum over its parameter ``o`` inside ``post_attention``, so :class:`HeadMask` wraps that method
+    (on the instance, for the duration of the block) where it hooks a module elsewhere."""
+    base = getattr(net, "base_model", net)
+    return [layer.rel_attn for layer in base.layer]
 
 
 def head_shape(net: Any) -> tuple[int, int]:
     """(layers, heads per layer)."""
     cfg = net.config
+    if cfg.model_type == "xlnet":
+        return cfg.n_layer, cfg.n_head
     layers = len(head_projections(net))
     heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_head", None) or cfg.n_heads
     return layers, int(heads)
@@ -121,18 +131,31 @@ class HeadMask:
             raise ValueError(f"mask must be ({self.layers}, {self.heads}), not {tuple(mask.shape)}")
         self._handles: list[Any] = []
 
+    def _apply(self, layer: int, split: Any) -> Any:
+        """``split`` (…, heads, head size) with each head kept, zeroed or replaced by its mean."""
+        keep = self.mask[layer].to(split.dtype).view(*([1] * (split.dim() - 2)), self.heads, 1)
+        out = split * keep
+        if self.means is not None:
+            out = out + (1 - keep) * self.means[layer].to(split.dtype)
+        return out
+
     def __enter__(self) -> HeadMask:
+        if self.net.config.model_type == "xlnet":
+            for layer, attention in enumerate(xlnet_attentions(self.net)):
+                original = attention.post_attention
+
+                def wrapped(h: Any, attn_vec: Any, *args: Any, layer: int = layer, original: Any = original, **kw: Any) -> Any:
+                    return original(h, self._apply(layer, attn_vec), *args, **kw)  # attn_vec: (T, B, heads, size)
+
+                attention.post_attention = wrapped
+                self._handles.append(_Unwrap(attention, "post_attention"))
+            return self
         calls = _LayerCalls(head_projections(self.net))
 
         def hook(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-            layer = calls.layer(module)
             x = args[0]
             split = x.view(*x.shape[:-1], self.heads, x.shape[-1] // self.heads)
-            keep = self.mask[layer].to(split.dtype).view(*([1] * (split.dim() - 2)), self.heads, 1)
-            out = split * keep
-            if self.means is not None:
-                out = out + (1 - keep) * self.means[layer].to(split.dtype)
-            return (out.reshape(x.shape), *args[1:])
+            return (self._apply(calls.layer(module), split).reshape(x.shape), *args[1:])
 
         self._handles.append(self.net.register_forward_pre_hook(calls.reset))
         self._handles += [m.register_forward_pre_hook(hook) for m in calls.unique]
@@ -144,21 +167,55 @@ class HeadMask:
         self._handles.clear()
 
 
+class _Unwrap:
+    """A handle that removes an instance attribute set over a class method (the method shows through again)."""
+
+    def __init__(self, owner: Any, name: str) -> None:
+        self.owner, self.name = owner, name
+
+    def remove(self) -> None:
+        self.owner.__dict__.pop(self.name, None)
+
+
 def head_means(net: Any, batch: dict[str, Any]) -> Any:
     """Each head's mean output over the real tokens of ``batch`` (layers, heads, head size): what a mean ablation puts
     in a removed head's place."""
     import torch
 
     layers, heads = head_shape(net)
-    calls = _LayerCalls(head_projections(net))
     sums: list[Any] = [None] * layers
     real = batch["attention_mask"].bool()
+    if net.config.model_type == "xlnet":
+        return _xlnet_head_means(net, batch, sums, real)
+    calls = _LayerCalls(head_projections(net))
 
     def hook(module: Any, args: tuple[Any, ...]) -> None:
         x = args[0][real]  # (real tokens, heads × size)
         sums[calls.layer(module)] = x.view(x.shape[0], heads, -1).mean(0).detach()
 
     handles = [m.register_forward_pre_hook(hook) for m in calls.unique]
+    try:
+        with torch.inference_mode():
+            net(**batch)
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack(sums)
+
+
+def _xlnet_head_means(net: Any, batch: dict[str, Any], sums: list[Any], real: Any) -> Any:
+    import torch
+
+    handles = []
+    for layer, attention in enumerate(xlnet_attentions(net)):
+        original = attention.post_attention
+
+        def capture(h: Any, attn_vec: Any, *args: Any, layer: int = layer, original: Any = original, **kw: Any) -> Any:
+            sums[layer] = attn_vec.transpose(0, 1)[real].mean(0).detach()  # (T, B, n, d) → real tokens → (n, d)
+            return original(h, attn_vec, *args, **kw)
+
+        attention.post_attention = capture
+        handles.append(_Unwrap(attention, "post_attention"))
     try:
         with torch.inference_mode():
             net(**batch)
@@ -374,6 +431,10 @@ class ProbeTarget(_LabelledTarget):
             raise UnsupportedTask("A probe target needs a task that marks its words (supersense, WiC).")
         train_enc = encode(lm.tokenizer, task, train, min(lm.max_tokens, 128))
         x = features(lm.model, train_enc, "last", lm.tokenizer.pad_token_id, self.token_task)
+        # features() reads a pair's two marked words only where every item's words were found (else each text's mean):
+        # the read-out below must build the same features the probe was fitted on
+        self.pair_words = "word_index_b" in train_enc and all(
+            a >= 0 and b >= 0 for a, b in zip(train_enc["word_index"], train_enc["word_index_b"], strict=True))
         clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=0))
         clf.fit(x, [e.label for e in train])
         scaler, logistic = clf[0], clf[1]
@@ -395,7 +456,7 @@ class ProbeTarget(_LabelledTarget):
         if self.token_task:
             x = hidden[rows, extra["word_index"]]
             labels = labels[labels != -100] if labels.dim() == 2 else labels
-        elif "word_index_b" in extra:  # the fine-tuning lab's pair features, [u, v, |u − v|, u ⊙ v]
+        elif self.pair_words:  # the fine-tuning lab's pair features, [u, v, |u − v|, u ⊙ v]
             u, v = hidden[rows, extra["word_index"]], hidden[rows, extra["word_index_b"]]
             x = torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
         else:

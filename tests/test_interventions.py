@@ -331,3 +331,28 @@ def test_patching_one_head_is_adding_its_clean_difference_through_the_output_pro
         I.activation_patching(model_id, clean, corrupt, answer, foil, unit="head", position=999)
     with pytest.raises(InvalidConfig, match="Unknown unit"):
         I.activation_patching(model_id, clean, corrupt, answer, foil, unit="neuron")
+
+
+def test_xlnet_heads_are_masked_through_its_post_attention_as_surgery_on_its_output_weights_would() -> None:
+    """XLNet projects its heads with an einsum over ``o`` (no module to hook): a masked head equals that head's slice of
+    ``o`` set to zero, the wrapper is gone after the block, and a probe ranks XLNet's heads."""
+    net = load("xlnet-base-cased", task="xlnet-lm").model.eval()
+    layers, heads = I.head_shape(net)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 4, 3]])
+    with torch.inference_mode():
+        plain = net(input_ids=ids).logits
+    mask = torch.ones(layers, heads)
+    mask[layers - 1, 0] = 0
+    with torch.inference_mode(), I.HeadMask(net, mask):
+        hooked = net(input_ids=ids).logits
+    twin = copy.deepcopy(net)
+    with torch.no_grad():
+        I.xlnet_attentions(twin)[layers - 1].o[:, 0, :] = 0
+        cut = twin(input_ids=ids).logits
+    assert torch.allclose(hooked, cut, atol=1e-5) and not torch.allclose(hooked, plain, atol=1e-5)
+    with torch.inference_mode():
+        assert torch.equal(net(input_ids=ids).logits, plain)
+    means = I.head_means(net, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})
+    assert tuple(means.shape) == (layers, heads, net.config.d_head)
+    imp = I.head_importance("xlnet-base-cased", target="probe", task="wic", items=16)
+    assert imp.raw.shape == (layers, heads) and imp.raw.sum() > 0
