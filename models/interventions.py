@@ -325,6 +325,10 @@ class Target:
     def outputs(self, inputs: dict[str, Any], labels: Any, extra: dict[str, Any]) -> tuple[Any, Any]:
         raise NotImplementedError
 
+    def places(self, part: slice, chunks: list[Chunk]) -> list[tuple[str, str]]:
+        """(id, cluster) of each scored place of ``chunks`` (made from ``part``), in :meth:`per_item`'s order."""
+        raise NotImplementedError
+
     def score(self, chunks: list[Chunk], mask: Any = None, means: Any = None) -> tuple[float, float]:
         """(mean loss, accuracy) over ``chunks`` with heads masked by ``mask``."""
         return _summed(self.per_item(chunks, mask, means))
@@ -369,6 +373,15 @@ class MaskedLMTarget(Target):
         chosen = labels != -100
         return logits[chosen], labels[chosen]
 
+    def places(self, part: slice, chunks: list[Chunk]) -> list[tuple[str, str]]:
+        rows = list(range(len(self.texts)))[part]
+        out, offset = [], 0
+        for _, labels, _ in chunks:
+            for r, c in (labels != -100).nonzero().tolist():  # row-major: the order boolean indexing takes
+                out.append((f"sentence {rows[offset + r] + 1}, token {c}", f"sentence {rows[offset + r] + 1}"))
+            offset += labels.shape[0]
+        return out
+
 
 class _LabelledTarget(Target):
     """Labelled items of a task (:mod:`analysis.tasks`), encoded as the fine-tuning lab encodes them."""
@@ -376,7 +389,7 @@ class _LabelledTarget(Target):
     def __init__(self, lm: Any, task: Any, examples: Sequence[Any]) -> None:
         from models.finetune import encode
 
-        self.lm, self.task, self.items = lm, task, len(examples)
+        self.lm, self.task, self.items, self.examples = lm, task, len(examples), list(examples)
         self.measure = f"{task.name} accuracy"
         self.enc = encode(lm.tokenizer, task, examples, min(lm.max_tokens, 128))
         self.token_task = task.kind == "token"
@@ -396,6 +409,14 @@ class _LabelledTarget(Target):
                      for name in ("word_index", "word_index_b") if name in self.enc}
             out.append((inputs, b["labels"].to(self.lm.device), extra))
         return out
+
+
+    def places(self, part: slice, chunks: list[Chunk]) -> list[tuple[str, str]]:
+        idx = list(range(self.items))[part]
+        if self.token_task:  # an item whose marked word was cut off has no scored place
+            idx = [i for i in idx if self.enc["word_index"][i] >= 0]
+        return [(self.examples[i].item or f"item {i + 1}", self.examples[i].cluster or self.examples[i].item or f"item {i + 1}")
+                for i in idx]
 
 
 class ClassifierTarget(_LabelledTarget):
@@ -657,6 +678,8 @@ class PruningCurve:
     measure: str = "masked-word accuracy"
     scored: int = 0
     correct: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    item_ids: list[str] = field(default_factory=list, repr=False)  # each scored place's name, in ``correct``'s order
+    item_clusters: list[str] = field(default_factory=list, repr=False)  # and its cluster (a lemma, a sentence)
 
 
 def pruning_curve(model: Any, texts: Sequence[str] = (), steps: int = 10, seeds: int = 3, mode: str = "zero",
@@ -692,6 +715,7 @@ def pruning_curve(model: Any, texts: Sequence[str] = (), steps: int = 10, seeds:
     made = make_target(model, target, texts, task, seed, items)
     importance = importance_of(made, made.chunks(slice(0, None, 2), seed))
     scored = made.chunks(slice(1, None, 2), seed + 1)
+    places = made.places(slice(1, None, 2), scored)
     net = made.lm.model
     layers, heads = head_shape(net)
     total = layers * heads
@@ -727,7 +751,51 @@ def pruning_curve(model: Any, texts: Sequence[str] = (), steps: int = 10, seeds:
     return PruningCurve(made.lm.model_id, counts, total, by_importance, mean.tolist(), (mean - half).tolist(),
                         (mean + half).tolist(), loss_by_importance, seeds, mode, importance,
                         f"Heads ranked once on {unit} 1, 3, 5, …; {made.measure} scored on {unit} 2, 4, 6, … "
-                        f"({len(right_importance[0])} scored places).", made.measure, len(right_importance[0]), correct)
+                        f"({len(right_importance[0])} scored places).", made.measure, len(right_importance[0]), correct,
+                        [i for i, _ in places], [c for _, c in places])
+
+
+#: The claim a pruning verdict decides, with its source.
+PRUNING_CLAIM = ("Removing the least important heads first keeps more accuracy than removing heads in a random order: "
+                 "at test time a large share of heads can go with little loss, if the important ones stay.",
+                 "Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One?, Section 4 and Figure 3 "
+                 "(BERT on MNLI, importance-ordered pruning)")
+
+
+def pruning_verdict(curves: Sequence[PruningCurve], clusters: Sequence[Sequence[str]] | None = None,
+                    ids: Sequence[Sequence[str]] | None = None, share: float = 0.5) -> Any:
+    """Does importance-ordered pruning keep more accuracy than random orders when ``share`` of the heads are removed?
+    ``curves``: one per replicate (a fine-tuning seed: each its own model, its own importance, its own random orders),
+    paired by replicate; the random arm of a replicate is the mean over its random orders. ``clusters`` (by default
+    each curve's own ``item_clusters``): per curve,
+    each scored item's cluster (a built-in task's lemma), and ``ids`` (by default ``item_ids``) its name (items are
+    matched across replicates by name; by position where no names are given), so the shared test items' noise enters the interval as the labs'
+    verdicts take it (:func:`analysis.verdicts.verdict`).
+
+    Raises:
+        InvalidData: fewer than 2 curves, curves of other head counts or items, clusters that do not match.
+    """
+    import numpy as np
+
+    from analysis.verdicts import verdict
+    from core.errors import InvalidData
+
+    if len(curves) < 2:
+        raise InvalidData("A pruning verdict needs at least 2 replicates (fine-tuning seeds).")
+    a, b, items_a, items_b = [], [], [], []
+    for n, curve in enumerate(curves):
+        point = min(range(len(curve.removed)), key=lambda i: abs(curve.removed[i] / curve.total - share))
+        by_importance = np.asarray(curve.correct[point]["importance"], dtype=float)
+        by_random = np.asarray(curve.correct[point]["random"], dtype=float).mean(0)
+        named = list(clusters[n]) if clusters is not None else (curve.item_clusters or None)
+        names = list(ids[n]) if ids is not None else (curve.item_ids or None)
+        if any(x is not None and len(x) != len(by_importance) for x in (named, names)):
+            raise InvalidData(f"Curve {n + 1} scored {len(by_importance)} items; its clusters or ids do not match.")
+        a.append(float(by_importance.mean()))
+        b.append(float(by_random.mean()))
+        items_a.append({"values": by_importance.tolist(), "clusters": named, "ids": names})
+        items_b.append({"values": by_random.tolist(), "clusters": named, "ids": names})
+    return verdict(a, b, ">", items_a=items_a, items_b=items_b)
 
 
 def _merged_inputs(chunks: list[Chunk]) -> dict[str, Any]:

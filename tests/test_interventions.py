@@ -356,3 +356,50 @@ def test_xlnet_heads_are_masked_through_its_post_attention_as_surgery_on_its_out
     assert tuple(means.shape) == (layers, heads, net.config.d_head)
     imp = I.head_importance("xlnet-base-cased", target="probe", task="wic", items=16)
     assert imp.raw.shape == (layers, heads) and imp.raw.sum() > 0
+
+
+def _curve(importance_right: list[list[int]], random_right: list[list[list[int]]]) -> I.PruningCurve:
+    """A curve with two points (none removed, half removed) and the given per-item correctness at the second."""
+    full = [1] * len(importance_right[1])
+    correct = [{"importance": full, "random": [full] * len(random_right[1])},
+               {"importance": importance_right[1], "random": random_right[1]}]
+    return I.PruningCurve("m", [0, 6], 12, [1.0, float(np.mean(importance_right[1]))], [1.0, 0.5], [1.0, 0.4], [1.0, 0.6],
+                          [0.1, 0.2], len(random_right[1]), "zero", None, correct=correct)
+
+
+def test_a_pruning_verdict_pairs_replicates_and_counts_the_items_noise() -> None:
+    from analysis.verdicts import AGREES, CANNOT_TELL, DISAGREES
+    from core.errors import InvalidData
+
+    rng = np.random.default_rng(0)
+    n = 200
+    clusters = [[f"lemma{i // 4}" for i in range(n)]] * 3
+
+    def replicate(p_importance: float, p_random: float) -> I.PruningCurve:
+        imp = (rng.random(n) < p_importance).astype(int).tolist()
+        rand = [(rng.random(n) < p_random).astype(int).tolist() for _ in range(4)]
+        return _curve([[], imp], [[], rand])
+
+    better = [replicate(0.8, 0.4) for _ in range(3)]
+    v = I.pruning_verdict(better, clusters)
+    assert v.label == AGREES and v.low > 0 and v.seeds_a == 3 and "shared test items" in v.method
+    assert v.effect == pytest.approx(np.mean([c.by_importance[1] for c in better]) -
+                                     np.mean([np.mean(c.correct[1]["random"]) for c in better]))
+    assert I.pruning_verdict([replicate(0.3, 0.7) for _ in range(3)], clusters).label == DISAGREES
+    assert I.pruning_verdict([replicate(0.5, 0.5) for _ in range(3)], clusters).label == CANNOT_TELL
+    with pytest.raises(InvalidData, match="at least 2"):
+        I.pruning_verdict(better[:1])
+    with pytest.raises(InvalidData, match="do not match"):
+        I.pruning_verdict(better, [["x"]] * 3)
+
+
+def test_a_curve_names_its_scored_items_in_the_order_it_scored_them(supersense_run: str) -> None:
+    from analysis.tasks import load_task
+
+    curve = I.pruning_curve(supersense_run, steps=2, seeds=2, target="classifier", items=32)
+    test = load_task("supersense", max_train=1, max_test=32, seed=0).test
+    assert len(curve.item_ids) == len(curve.item_clusters) == curve.scored == len(curve.correct[0]["importance"])
+    lemma = {e.item: e.cluster for e in test[1::2]}
+    assert set(curve.item_ids) <= set(lemma) and curve.item_clusters == [lemma[i] for i in curve.item_ids]
+    lm_curve = I.pruning_curve("bert-base-uncased", TEXTS, steps=2, seeds=2)
+    assert lm_curve.item_clusters[0] == "sentence 2" and len(lm_curve.item_ids) == lm_curve.scored
