@@ -91,14 +91,21 @@ def cost(repeats: int, items: int) -> None:
           f"(one forward + one backward per batch; a backward costs about two forwards)")
     print(f"ablating each head / importance: {med['ablation'] / med['importance']:.1f}× "
           f"({layers * heads + 1} forward passes per batch against one forward and one backward)")
-    rho_raw = stats.spearmanr(grad.raw.ravel(), ablate.ravel())
-    rho_norm = stats.spearmanr(grad.scores.ravel(), ablate.ravel())
-    print(f"rank correlation of the two importances over {layers * heads} heads: Spearman ρ = {rho_raw.statistic:.3f} "
-          f"(p = {rho_raw.pvalue:.2g}) with the raw gradients, {rho_norm.statistic:.3f} with the per-layer normalised scores")
-    top = max(1, layers * heads // 10)
-    g_top = set(np.argsort(-grad.raw.ravel())[:top].tolist())
+    n = layers * heads
+    michel = stats.spearmanr(grad.raw.ravel(), np.abs(ablate).ravel())
+    normalised = stats.spearmanr(grad.scores.ravel(), np.abs(ablate).ravel())
+    taylor = stats.spearmanr(-grad.gradient.ravel(), ablate.ravel())
+    print(f"rank agreement over {n} heads (Spearman ρ):")
+    print(f"  Michel's importance (Σ over batches of |∂L_b/∂ξ|) against |loss change when ablated|: {michel.statistic:.3f} "
+          f"(p = {michel.pvalue:.2g}); per-layer normalised: {normalised.statistic:.3f}")
+    print(f"  first-order estimate −∂L/∂ξ (mean loss, signed) against the loss change when ablated: {taylor.statistic:.3f} "
+          f"(p = {taylor.pvalue:.2g}); Pearson r = {np.corrcoef(-grad.gradient.ravel(), ablate.ravel())[0, 1]:.3f}")
+    top = max(1, n // 10)
+    g_top = set(np.argsort(grad.gradient.ravel())[:top].tolist())  # most negative gradient: removal costs the most
     a_top = set(np.argsort(-ablate.ravel())[:top].tolist())
-    print(f"the {top} most important heads by gradient and by ablation share {len(g_top & a_top)} of {top}")
+    print(f"  the {top} heads whose removal costs the most, by −∂L/∂ξ and by ablation, share {len(g_top & a_top)} of {top}")
+    print(f"ablation: loss change from {ablate.min():+.4f} to {ablate.max():+.4f} (base loss {target.score(chunks)[0]:.3f}); "
+          f"{int((ablate < 0).sum())} of {n} heads lower the loss when removed")
 
 
 def verdict(seeds: int, orders: int, steps: int) -> None:
@@ -128,6 +135,10 @@ def verdict(seeds: int, orders: int, steps: int) -> None:
           f"fine-tuning seed ({seeds} seeds × {orders} random orders)")
     print(f"verdict: {v.label}; effect {v.effect:+.3f}, 95% interval [{v.low:+.3f}, {v.high:+.3f}] ({v.method}; "
           f"importance order {v.mean_a:.3f}, random {v.mean_b:.3f}; item share of the variance {v.item_share:.2f})")
+    if v.seeds_needed or v.items_needed:
+        print(f"to resolve it: about {v.seeds_needed or '—'} seeds, or {v.items_needed or '—'} scored items per seed")
+    per_seed = [c.by_importance[c.removed.index(min(c.removed, key=lambda k: abs(k / c.total - 0.5)))] for c in curves]
+    print("per seed at 50% removed (importance order): " + ", ".join(f"{a:.3f}" for a in per_seed))
 
 
 def lens(steps: int) -> None:

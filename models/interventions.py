@@ -596,6 +596,9 @@ class Importance:
     masked: int
     target: str = "masked-lm"
     measure: str = "masked-word accuracy"
+    #: ∂L/∂ξ_h of the mean loss over every scored place (signed): −gradient is the first-order estimate of what
+    #: removing head h does to the loss, which ablating it measures.
+    gradient: Any = None
 
     def order(self) -> list[tuple[int, int]]:
         """Heads from the least to the most important (the order the paper prunes them in)."""
@@ -614,6 +617,7 @@ def importance_of(target: Target, chunks: list[Chunk]) -> Importance:
     layers, heads = head_shape(net)
     mask = torch.ones(layers, heads, device=target.lm.device, requires_grad=True)
     raw = torch.zeros(layers, heads, device=target.lm.device)
+    signed = torch.zeros(layers, heads, device=target.lm.device)
     loss_sum, count = 0.0, 0
     was_training = net.training
     net.eval()
@@ -625,6 +629,7 @@ def importance_of(target: Target, chunks: list[Chunk]) -> Importance:
                 mask.grad = None
                 loss.backward()
                 raw += mask.grad.abs().detach()
+                signed += mask.grad.detach() * int(gold.numel())
                 loss_sum += float(loss.detach()) * int(gold.numel())
                 count += int(gold.numel())
     finally:
@@ -634,7 +639,7 @@ def importance_of(target: Target, chunks: list[Chunk]) -> Importance:
     scores = raw / (norm + 1e-20)
     ranked = sum(int(inputs["input_ids"].shape[0]) for inputs, _, _ in chunks)
     return Importance(target.lm.model_id, raw.cpu().numpy(), scores.cpu().numpy(), loss_sum / count, ranked, count,
-                      target.kind, target.measure)
+                      target.kind, target.measure, (signed / count).cpu().numpy())
 
 
 def head_importance(model: Any, texts: Sequence[str] = (), seed: int = 0, target: str = "masked-lm", task: str = "",
@@ -651,6 +656,92 @@ def head_importance(model: Any, texts: Sequence[str] = (), seed: int = 0, target
     """
     made = make_target(model, target, texts, task, seed, items)
     return importance_of(made, made.chunks(slice(None), seed))
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """The target's loss and accuracy with every head, and with ``heads`` removed."""
+
+    model_id: str
+    heads: list[tuple[int, int]]
+    mode: str
+    measure: str
+    full_loss: float
+    full_accuracy: float
+    loss: float
+    accuracy: float
+    scored: int
+
+
+def check_heads(net: Any, heads: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """``heads`` as (layer, head) pairs, each in the model, none twice.
+
+    Raises:
+        InvalidConfig: a pair that is not two whole numbers, a head outside the model (named, with its shape), all
+            heads at once.
+    """
+    layers, per_layer = head_shape(net)
+    out: list[tuple[int, int]] = []
+    if isinstance(heads, str) or not hasattr(heads, "__iter__"):
+        raise InvalidConfig("Name the heads as (layer, head) pairs.")
+    for pair in heads:
+        if isinstance(pair, str) or not hasattr(pair, "__len__") or len(pair) != 2 or \
+                not all(isinstance(x, int) and not isinstance(x, bool) for x in pair):
+            raise InvalidConfig(f"{str(pair)[:30]} is not a (layer, head) pair of whole numbers.")
+        layer, head = pair
+        if not (0 <= layer < layers and 0 <= head < per_layer):
+            raise InvalidConfig(f"Layer {layer}, head {head} is not in this model ({layers} layers × {per_layer} heads, "
+                                "counted from 0).")
+        out.append((layer, head))
+        if len(out) > layers * per_layer:
+            break
+    if len(set(out)) >= layers * per_layer:
+        raise InvalidConfig("Removing every head leaves nothing to attend with.", "Keep at least one head.")
+    return sorted(set(out))
+
+
+def parse_heads(text: str) -> list[tuple[int, int]]:
+    """``"1.3, 6.12"`` (layer.head, counted from 1 as the heatmap labels them) as (layer, head) pairs from 0.
+
+    Raises:
+        InvalidConfig: an entry that is not ``layer.head``, or more than 1,000 entries.
+    """
+    entries = [e.strip() for e in str(text).replace(";", ",").replace(" ", ",").split(",") if e.strip()]
+    if len(entries) > 1000:
+        raise InvalidConfig(f"{len(entries):,} heads named; at most 1,000 are read.")
+    out = []
+    for e in entries:
+        layer, dot, head = e.partition(".")
+        if not (dot and layer.isdigit() and head.isdigit() and int(layer) >= 1 and int(head) >= 1):
+            raise InvalidConfig(f"{e[:20]!r} is not a head.", "Write layer.head, counted from 1: e.g. 1.3, 6.12.")
+        out.append((int(layer) - 1, int(head) - 1))
+    return out
+
+
+def ablate_heads(model: Any, heads: Sequence[Sequence[int]], texts: Sequence[str] = (), mode: str = "zero",
+                 target: str = "masked-lm", task: str = "", items: int = 128, seed: int = 0) -> Ablation:
+    """Remove ``heads`` ((layer, head) pairs, from 0) — their outputs zeroed, or replaced by their mean output over the
+    scored items (``mode="mean"``) — and score ``target`` (:func:`make_target`) with and without them.
+
+    Raises:
+        InvalidConfig: heads outside the model or all of them (:func:`check_heads`), an unknown mode; as
+            :func:`make_target` for the rest.
+    """
+    import torch
+
+    if mode not in ("zero", "mean"):
+        raise InvalidConfig("A removed head outputs zeros ('zero') or its mean ('mean').")
+    made = make_target(model, target, texts, task, seed, items)
+    removed = check_heads(made.lm.model, heads)
+    chunks = made.chunks(slice(None), seed)
+    layers, per_layer = head_shape(made.lm.model)
+    mask = torch.ones(layers, per_layer, device=made.lm.device)
+    for layer, head in removed:
+        mask[layer, head] = 0.0
+    means = head_means(made.lm.model, _merged_inputs(chunks)) if mode == "mean" else None
+    full = made.per_item(chunks)
+    cut = made.score(chunks, mask, means)
+    return Ablation(made.lm.model_id, removed, mode, made.measure, *_summed(full), *cut, len(full[0]))
 
 
 # ------------------------------------------------------------------------------------------------ pruning

@@ -105,7 +105,8 @@ ROUTED: dict[str, frozenset[str]] = {
                                     "discriminate", "generate", "bert_generate", "word_tokens"}),
     "models.permutation": frozenset({"predict_last_k", "self_check", "new_york", "segment_recurrence", "tokens_for"}),
     "models.loader": frozenset({"load_summary"}),
-    "models.interventions": frozenset({"logit_lens", "head_importance", "pruning_curve", "activation_patching"}),
+    "models.interventions": frozenset({"logit_lens", "head_importance", "pruning_curve", "activation_patching",
+                                       "ablate_heads"}),
 }
 
 

@@ -396,3 +396,31 @@ def test_results_page_explains_an_unusable_database(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("DATABASE_URL", "nosuchdb://somewhere/results")
     at = run("views/results.py")
     assert any("DATABASE_URL" in e.value for e in at.error) and not at.exception
+
+
+def test_a_lab_run_opens_at_the_steps_it_kept(tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pre-training run kept its weights over its training: the parts and attention pages load it at a chosen step
+    (their slider over its steps), and the lab's page shows its probes at each step."""
+    import shutil
+
+    from models.locate import run_steps
+    from tests.support import seed_trained
+
+    shutil.copytree(tiny_dir, tmp_path / "models")
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path / "models"))
+    group = seed_trained("t")
+    steps = run_steps("trained/t-watch")
+    assert len(steps) == 6
+    at = run("views/parts.py", wp_model="trained/t-watch", wp_step=str(steps[2]))
+    assert at.select_slider(key="wp_step").value == steps[2] and not at.error
+    assert f"trained/t-watch@{steps[2]}" in markdown(at)  # the lens ran on the checkpoint at that step
+    at.select_slider(key="wp_step").set_value(steps[-1]).run()
+    text = markdown(at)
+    assert "trained/t-watch@" not in text and "trained/t-watch" in text  # the last step is the run itself
+    at = run("views/attention.py", at_model="trained/t-watch", at_step=str(steps[0]))
+    assert at.select_slider(key="at_step").value == 0 and not at.error
+    at = run("views/lab.py", lb_show=group)
+    assert at.select_slider(key="lb_watch_step").value == steps[-1]  # the run as it ended, first
+    at.select_slider(key="lb_watch_step").set_value(steps[1]).run()
+    assert not at.exception and f"at step {steps[1]:,}" in str([df.value.columns.tolist() for df in at.dataframe])
+    assert "trained/t-watch@" in markdown(at)

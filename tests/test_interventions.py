@@ -403,3 +403,45 @@ def test_a_curve_names_its_scored_items_in_the_order_it_scored_them(supersense_r
     assert set(curve.item_ids) <= set(lemma) and curve.item_clusters == [lemma[i] for i in curve.item_ids]
     lm_curve = I.pruning_curve("bert-base-uncased", TEXTS, steps=2, seeds=2)
     assert lm_curve.item_clusters[0] == "sentence 2" and len(lm_curve.item_ids) == lm_curve.scored
+
+
+def test_the_signed_gradient_predicts_what_removing_a_head_does() -> None:
+    """−∂L/∂ξ_h (the mean loss over every scored place) is the first-order estimate of ablating head h: against a
+    finite difference it is exact to first order, and it is the Σ n_b g_b / N of the batches' gradients."""
+    lm = load("bert-base-uncased", task="masked-lm")
+    target = I.make_target(lm, "masked-lm", TEXTS)
+    chunks = target.chunks(slice(None), 0)
+    imp = I.importance_of(target, chunks)
+    base = target.score(chunks)[0]
+    layers, heads = I.head_shape(lm.model)
+    eps = 1e-3
+    lm.model.double()
+    try:
+        for layer, head in ((0, 0), (layers - 1, heads - 1)):
+            mask = torch.ones(layers, heads, dtype=torch.float64)
+            mask[layer, head] = 1 - eps
+            up = torch.ones(layers, heads, dtype=torch.float64)
+            up[layer, head] = 1 + eps
+            slope = (target.score(chunks, up)[0] - target.score(chunks, mask)[0]) / (2 * eps)
+            assert slope == pytest.approx(imp.gradient[layer, head], rel=2e-2, abs=1e-5)
+    finally:
+        lm.model.float()
+    assert base == pytest.approx(imp.loss, rel=1e-5)
+
+
+def test_ablating_heads_scores_the_target_with_them_removed_and_refuses_heads_not_in_the_model() -> None:
+    lm = load("bert-base-uncased", task="masked-lm")
+    layers, heads = I.head_shape(lm.model)
+    a = I.ablate_heads(lm, [(0, 0), [layers - 1, heads - 1], (0, 0)], TEXTS)
+    assert a.heads == [(0, 0), (layers - 1, heads - 1)] and a.scored > 0
+    batch = I.masked_batch(lm, TEXTS, 0)
+    mask = torch.ones(layers, heads)
+    mask[0, 0] = mask[layers - 1, heads - 1] = 0
+    assert (a.full_loss, a.full_accuracy) == pytest.approx(I.mlm_score(lm, batch))
+    assert (a.loss, a.accuracy) == pytest.approx(I.mlm_score(lm, batch, mask))
+    mean = I.ablate_heads(lm, [(0, 0)], TEXTS, mode="mean")
+    assert mean.loss != I.ablate_heads(lm, [(0, 0)], TEXTS).loss
+    for bad, words in (([(layers, 0)], "not in this model"), ([(0, -1)], "not in this model"), ([(0, 1.5)], "whole numbers"),
+                       ([(0,)], "pair"), ("0,0", "pairs"), ([(i, j) for i in range(layers) for j in range(heads)], "every head")):
+        with pytest.raises(InvalidConfig, match=words):
+            I.ablate_heads(lm, bad, TEXTS)

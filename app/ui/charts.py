@@ -57,7 +57,7 @@ def table_to_pack(df: Any, key: str, *, title: str, caption: str = "", sources: 
 
 
 def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[str, ...] = (), where: Any = None,
-          compact: bool = False, main: bool = False) -> None:
+          compact: bool = False, main: bool = False, show_caption: bool = False) -> None:
     """A plotly chart with its exports: the toolbar's PNG, server-side PNG (2x) and SVG, and "Add to pack".
 
     ``title``, ``caption`` and ``sources`` travel with the chart into the presentation pack. Nothing is
@@ -65,6 +65,7 @@ def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[s
     ``compact``: for small charts side by side, the buttons share the chart's width and the
     downloads go below them. ``main``: the page's main result (:func:`main_result`; once per page run): in
     presentation mode it goes beside the inputs and is drawn at most :data:`PRESENT_CHART_PX` tall.
+    ``show_caption``: draw the caption under the chart too (pages that write their own explanation leave it off).
     """
     from analysis import export
 
@@ -76,6 +77,8 @@ def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[s
         if presenting() and height and height > PRESENT_CHART_PX:
             shown = type(fig)(fig).update_layout(height=PRESENT_CHART_PX)  # a copy: the pack keeps the full size
     box.plotly_chart(shown, width="stretch", key=key, config=PLOTLY_CONFIG)
+    if show_caption and caption:
+        box.caption(caption)
     if compact:
         c1, c2 = box.columns(2)
         c3 = box

@@ -366,7 +366,7 @@ def watch_view(done: pd.DataFrame) -> None:
     fig.add_hline(y=0.25, line_dash="dash", line_color="#999", annotation_text="chance")
     ui.chart(fig, "lb_watch_pos", where=left, title=f"POS probe over the training of {run}",
              caption="Each point: the POS probe (below) refitted on the run's checkpoint at that step.",
-             sources=(f"Measured on this server: BERT Family Explorer pre-training lab, run {run}",))
+             sources=(f"Measured on this server: BERT Family Explorer pre-training lab, run {run}",), show_caption=True)
     at = table[table["step"] == step].drop(columns=["step"]).T.reset_index()
     at.columns = ["probe", f"at step {step:,}"]
     right.dataframe(at, hide_index=True, width="stretch")

@@ -25,12 +25,13 @@ DEFAULTS = {"wp_model": FIRST, "wp_model_other": "", "wp_view": VIEWS[0],
             "wp_answer": "mat", "wp_foil": "floor", "wp_raw": False, "wp_step": ui.LAST_STEP,
             "wp_target": "masked-lm", "wp_task": "supersense", "wp_items": 128, "wp_cls": CLASSIFIERS[0] if CLASSIFIERS else ui.OTHER,
             "wp_cls_other": "", "wp_enc": BUNDLED, "wp_enc_other": "", "wp_labelled": "",
-            "wp_unit": "layer", "wp_position": -1}
+            "wp_unit": "layer", "wp_position": -1, "wp_remove": ""}
 ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_id, "wp_view": VIEWS, "wp_k": (1, 20),
            "wp_steps": (2, interventions.MAX_STEPS), "wp_seeds": (2, interventions.MAX_SEEDS), "wp_mode": ["zero", "mean"], "wp_step": (ui.LAST_STEP, 10**9),
            "wp_target": list(TARGETS), "wp_task": ["supersense", "wic"], "wp_items": (8, interventions.MAX_ITEMS),
            "wp_cls": ui.picker_values(CLASSIFIERS), "wp_cls_other": ui.valid_model_id, "wp_enc": ui.picker_values(ENCODERS),
-           "wp_enc_other": ui.valid_model_id, "wp_unit": ["layer", "head"], "wp_position": (-1, 511)}
+           "wp_enc_other": ui.valid_model_id, "wp_unit": ["layer", "head"], "wp_position": (-1, 511),
+           "wp_remove": lambda v: isinstance(v, str) and len(v) <= 2000}
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Which parts matter")
@@ -40,6 +41,9 @@ state = st.session_state
 c = st.columns([3, 3])
 c[1].segmented_control("View", VIEWS, key="wp_view")
 view = state["wp_view"] or VIEWS[0]
+st.caption("*Layer by layer* and *Where it is carried* need a masked-LM head (a lab model offline). *Heads that matter* "
+           "also takes a fine-tuned classifier (the Fine-tuning lab's runs) or any encoder with a probe: the bundled "
+           "MiniLM works offline that way.")
 target = (state["wp_target"] or "masked-lm") if view == VIEWS[1] else "masked-lm"
 if target == "classifier":
     model = ui.model_picker("Fine-tuned classifier", "wp_cls", CLASSIFIERS, task="sequence-classification", where=c[0],
@@ -77,9 +81,9 @@ if view == VIEWS[0]:
         for i, pos in enumerate(lens.positions):
             ui.chart(plots.lens_figure(lens, i), f"wp_lens_{i}", main=i == 0,
                      title=f"Logit lens: {model}, mask {i + 1}",
-                     caption=f"Each layer's hidden state at mask {i + 1} (token {pos}) read by the model's own masked-LM head, "
+                     caption=f"{model}: each layer's hidden state at mask {i + 1} (token {pos}) read by the model's own masked-LM head, "
                              "its top tokens shaded by probability (darker: likelier); the top row is the model's fill-mask "
-                             "output; right: the probability of that final answer at each layer.", sources=source)
+                             "output; right: the probability of that final answer at each layer.", sources=source, show_caption=True)
         st.caption("The logit lens (nostalgebraist 2020, for decoders) applied to a masked LM: where the final answer first "
                    "becomes likely shows how many layers the prediction needs.")
 
@@ -117,13 +121,27 @@ elif view == VIEWS[1]:
         ui.chart(plots.pruning_figure(curve), "wp_prune", where=left, main=True, title=f"Pruning heads of {model}",
                  caption=f"{curve.measure.capitalize()} as heads are removed ({curve.mode} ablation), least important "
                          f"first against {curve.seeds} random orders. {curve.note}",
-                 sources=("Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One?, Figure 3 (method)", *source))
+                 sources=("Michel, Levy & Neubig 2019, Are Sixteen Heads Really Better than One?, Figure 3 (method)", *source), show_caption=True)
         ui.chart(plots.importance_figure(importance.scores), "wp_importance", where=right, title=f"Head importance of {model}",
                  caption=f"|∂L/∂ξ_h| summed over batches and normalised per layer, on {importance.texts} "
                          f"{'sentences' if target == 'masked-lm' else 'items'} ({importance.masked} scored places).",
-                 sources=source)
+                 sources=source, show_caption=True)
         st.caption("The paper's finding: at test time a large share of BERT's heads can be removed with little loss, and "
                    "the most important ones are found with one backward pass (Michel et al. 2019, Section 4).")
+    st.text_input("Remove these heads yourself (layer.head, counted from 1 as in the heatmap: e.g. 1.3, 2.7)",
+                  key="wp_remove", max_chars=2000)
+    if state["wp_remove"].strip():
+        with ui.friendly_errors():
+            chosen = interventions.parse_heads(state["wp_remove"])
+            cut = ui.model_call(interventions.ablate_heads, model, chosen, texts, state["wp_mode"] or "zero", target,
+                                state["wp_task"] if target == "probe" else "", state["wp_items"])
+            c = st.columns(3)
+            c[0].metric(f"{cut.measure.capitalize()}, every head", f"{cut.full_accuracy:.1%}")
+            c[1].metric(f"With {len(cut.heads)} head{'s' * (len(cut.heads) != 1)} removed ({cut.mode})", f"{cut.accuracy:.1%}",
+                        f"{100 * (cut.accuracy - cut.full_accuracy):+.1f} points")
+            c[2].metric("Loss", f"{cut.loss:.3f}", f"{cut.loss - cut.full_loss:+.3f}", delta_color="inverse")
+            st.caption(f"On all {cut.scored} scored places (both halves). One run, no interval: the pruning curve above "
+                       "gives random orders' spread for comparison.")
 
 else:
     c = st.columns(2)
@@ -155,6 +173,6 @@ else:
                          f"corrupted {traced.corrupted_difference:+.2f}; {what} from the clean run ({traced.passes} "
                          "batched passes).",
                  sources=("Meng et al. 2022, Locating and Editing Factual Associations in GPT (method); Vig et al. 2020, "
-                          "Investigating Gender Bias in Language Models Using Causal Mediation Analysis", *source))
+                          "Investigating Gender Bias in Language Models Using Causal Mediation Analysis", *source), show_caption=True)
 
 ui.save_url_state(DEFAULTS)
