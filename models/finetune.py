@@ -375,11 +375,22 @@ def pair_features(u: Any, v: Any) -> Any:
     return np.concatenate([u, v, np.abs(u - v), u * v], axis=-1)
 
 
-def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_task: bool, batch: int = 64) -> Any:
+def pair_words(enc: dict[str, Any]) -> bool:
+    """Whether a pair task's features are its two marked words (every example's words survived truncation), or each
+    text's mean. Decided once, on the training split, for every split: a split that decided for itself could build
+    features of another width than the probe was fitted on (WiC at 32 tokens: one training pair truncated, none in
+    validation, and the frozen run failed)."""
+    n = len(enc["input_ids"])
+    return "word_index_b" in enc and all(enc["word_index"][i] >= 0 and enc["word_index_b"][i] >= 0 for i in range(n))
+
+
+def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_task: bool, batch: int = 64,
+             pairs: bool | None = None) -> Any:
     """Frozen features, one row per example, at the chosen layer(s): the marked word's first sub-token (a token
     task); for a pair, :func:`pair_features` of the two marked words' vectors (WiC) or, where the texts mark no word,
     of each text encoded alone and averaged over its tokens (SentEval's convention: a joined pair's mean would blur
-    the two texts into one vector); otherwise the mean of the text's real tokens."""
+    the two texts into one vector); otherwise the mean of the text's real tokens. ``pairs``: the training split's
+    :func:`pair_words` (by default this split's own); a word truncation cut off is read at position 0."""
     import numpy as np
     import torch
 
@@ -390,7 +401,7 @@ def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_tas
     dev = next(model.parameters()).device
     rows = []
     n = len(enc["input_ids"])
-    pair_words = "word_index_b" in enc and all(enc["word_index"][i] >= 0 and enc["word_index_b"][i] >= 0 for i in range(n))
+    pairs = pair_words(enc) if pairs is None else pairs
     with torch.no_grad():
         for s in range(0, n, batch):
             idx = list(range(s, min(s + batch, n)))
@@ -402,9 +413,9 @@ def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_tas
             if token_task:
                 pos = torch.tensor([max(enc["word_index"][i], 0) for i in idx])
                 rows.append(h[torch.arange(len(idx)), pos].numpy())
-            elif pair_words:
-                u = h[torch.arange(len(idx)), torch.tensor([enc["word_index"][i] for i in idx])]
-                v = h[torch.arange(len(idx)), torch.tensor([enc["word_index_b"][i] for i in idx])]
+            elif pairs and "word_index_b" in enc:
+                u = h[torch.arange(len(idx)), torch.tensor([max(enc["word_index"][i], 0) for i in idx])]
+                v = h[torch.arange(len(idx)), torch.tensor([max(enc["word_index_b"][i], 0) for i in idx])]
                 rows.append(pair_features(u.numpy(), v.numpy()))
             else:
                 m = b["attention_mask"].unsqueeze(-1).float()
@@ -480,12 +491,13 @@ def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], 
         from sklearn.preprocessing import StandardScaler
 
         model.eval()
-        x_train = features(model, train_enc, config.layer, pad, token_task)
-        x_test = features(model, test_enc, config.layer, pad, token_task)
+        pairs = pair_words(train_enc)
+        x_train = features(model, train_enc, config.layer, pad, token_task, pairs=pairs)
+        x_test = features(model, test_enc, config.layer, pad, token_task, pairs=pairs)
         clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=config.seed))
         clf.fit(x_train, [e.label for e in task.train])
         pred = np.asarray(clf.predict(x_test))
-        val_acc = float((np.asarray(clf.predict(features(model, val_enc, config.layer, pad, token_task))) == y_val).mean()) \
+        val_acc = float((np.asarray(clf.predict(features(model, val_enc, config.layer, pad, token_task, pairs=pairs))) == y_val).mean()) \
             if val_enc is not None else float("nan")
         result.trainable_parameters = int(x_train.shape[1] * (len(task.labels) if len(task.labels) > 2 else 1)
                                           + (len(task.labels) if len(task.labels) > 2 else 1))

@@ -444,18 +444,17 @@ class ProbeTarget(_LabelledTarget):
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        from models.finetune import encode, features
+        from models.finetune import encode, features, pair_words
 
         super().__init__(lm, task, examples)
         self.measure = f"{task.name} probe accuracy"
         if "alone" in self.enc:
             raise UnsupportedTask("A probe target needs a task that marks its words (supersense, WiC).")
         train_enc = encode(lm.tokenizer, task, train, min(lm.max_tokens, 128))
-        x = features(lm.model, train_enc, "last", lm.tokenizer.pad_token_id, self.token_task)
-        # features() reads a pair's two marked words only where every item's words were found (else each text's mean):
-        # the read-out below must build the same features the probe was fitted on
-        self.pair_words = "word_index_b" in train_enc and all(
-            a >= 0 and b >= 0 for a, b in zip(train_enc["word_index"], train_enc["word_index_b"], strict=True))
+        # a pair's two marked words, or each text's mean: decided on the training split, as the fine-tuning lab does,
+        # so the read-out below builds the features the probe was fitted on
+        self.pair_words = pair_words(train_enc)
+        x = features(lm.model, train_enc, "last", lm.tokenizer.pad_token_id, self.token_task, pairs=self.pair_words)
         clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=0))
         clf.fit(x, [e.label for e in train])
         scaler, logistic = clf[0], clf[1]

@@ -337,3 +337,17 @@ def test_the_page_starts_watches_and_finishes_a_fine_tune_on_minilm(lab_env: Pat
     assert not at.exception, at.exception
     assert any("Frozen against fine-tuned" in h.value for h in at.subheader)
     assert any("What fine-tuning changed" in h.value for h in at.subheader)
+
+
+def test_a_frozen_pair_run_reads_every_split_as_its_training_split_does() -> None:
+    """WiC at 32 tokens: a training pair whose marked word truncation cut off made the training split's features each
+    text's mean, another split's the two words' [u, v, |u − v|, u ⊙ v], and the frozen run failed on the width. The
+    choice is now the training split's, for every split."""
+    cfg = F.FineTuneConfig(model="bert-base-uncased", task="wic", mode="frozen", epochs=1, max_len=32, max_train=300,
+                           max_test=200)
+    task = F.load_config_task(cfg)
+    tok = F.build(cfg, task)[1]
+    train, validation = (F.encode(tok, task, split, cfg.max_len) for split in (task.train, task.validation))
+    assert not F.pair_words(train) and F.pair_words(validation)  # the case that failed: the two splits disagree
+    result = F.finetune(cfg, save=False)
+    assert 0 <= result.accuracy <= 1 and 0 <= result.epochs[0]["validation_accuracy"] <= 1
