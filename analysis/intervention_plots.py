@@ -58,7 +58,9 @@ def pruning_figure(curve: Any) -> go.Figure:
 
     share = [100 * r / curve.total for r in curve.removed]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=share + share[::-1], y=list(curve.random_high) + list(curve.random_low)[::-1], fill="toself",
+    # an accuracy lies in [0, 1]; a t interval over few seeds can reach past it: the band is drawn clipped
+    high, low = ([min(1.0, max(0.0, v)) for v in side] for side in (curve.random_high, curve.random_low))
+    fig.add_trace(go.Scatter(x=share + share[::-1], y=high + low[::-1], fill="toself",
                              fillcolor="rgba(153,153,153,0.25)", line={"width": 0}, name=f"random order, 95% interval ({curve.seeds} seeds)",
                              hoverinfo="skip"))
     fig.add_trace(go.Scatter(x=share, y=curve.random_mean, mode="lines+markers", line={"color": GREY}, name="random order (mean)"))

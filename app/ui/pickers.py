@@ -42,8 +42,12 @@ def _trained_label(mid: str) -> str:
     on every rerun)."""
     from services.lab import run_info
 
-    cfg = run_info(mid).get("config", {})
-    what = f"{cfg.get('objective', '?')}, {cfg.get('layers', '?')}×{cfg.get('hidden', '?')}" if cfg else "its run record is missing"
+    info = run_info(mid)
+    cfg = info.get("config", {})
+    if info.get("kind") == "finetune" and cfg:  # a fine-tuning lab run: what it was fine-tuned from, on what
+        what = f"{cfg.get('model', '?').rsplit('/', 1)[-1]} on {cfg.get('task', '?')}, {cfg.get('mode', '?')}"
+    else:
+        what = f"{cfg.get('objective', '?')}, {cfg.get('layers', '?')}×{cfg.get('hidden', '?')}" if cfg else "its run record is missing"
     return f"{mid.split('/', 1)[1]} · trained here ({what})"
 
 
@@ -93,7 +97,7 @@ def model_picker(label: str, key: str, models: list[str], *, task: str = "base",
     """
     box = where if where is not None else st
     trained = [m for m in trained_here(task if task != "base" else None) if m not in models]
-    if st.session_state.get(key, "").startswith("trained/") and st.session_state[key] not in trained:
+    if st.session_state.get(key, "").startswith("trained/") and st.session_state[key] not in [*models, *trained]:
         box.warning(f"**{st.session_state[key]}** is not among the checkpoints trained here (deleted, or still training).",
                     icon=":material/warning:")
         st.session_state[key] = models[0] if models else OTHER

@@ -362,7 +362,8 @@ def watch_view(done: pd.DataFrame) -> None:
     left, right = st.columns([2, 3])
     fig = px.line(table, x="step", y="POS probe", markers=True, template="plotly_white", range_y=[0, 1],
                   title="POS probe accuracy over training")
-    fig.add_vline(x=step, line_dash="dot", line_color="#D55E00")
+    fig.update_xaxes(type="category", title="step (the steps the run kept, log-spaced)")
+    fig.add_vline(x=steps.index(step), line_dash="dot", line_color="#D55E00")
     fig.add_hline(y=0.25, line_dash="dash", line_color="#999", annotation_text="chance")
     ui.chart(fig, "lb_watch_pos", where=left, title=f"POS probe over the training of {run}",
              caption="Each point: the POS probe (below) refitted on the run's checkpoint at that step.",

@@ -71,6 +71,7 @@ if model is None:
     ui.save_url_state(DEFAULTS)
     st.stop()
 source = (f"Computed by BERT Family Explorer on {model}",)
+ui.await_warmup([model])  # the server may still be loading it (the bundled MiniLM, a probe's encoder)
 
 if view == VIEWS[0]:
     c = st.columns([5, 1])
@@ -88,7 +89,7 @@ if view == VIEWS[0]:
                    "becomes likely shows how many layers the prediction needs.")
 
 elif view == VIEWS[1]:
-    c = st.columns([3, 2, 2])
+    c = st.columns([5, 3, 2])
     c[0].segmented_control("Scored by", list(TARGETS), key="wp_target", format_func=TARGETS.get,
                            help="What a removed head costs: the masked-LM loss on your sentences, a fine-tuned "
                                 "classifier's task loss, or a linear probe's loss on a task.")
