@@ -55,7 +55,7 @@ def plain_loop(cfg: F.FineTuneConfig, steps: int) -> float:
     tokens, t0 = 0, time.perf_counter()
     for s in range(steps):
         idx = order[(s * cfg.batch) % len(order):][: cfg.batch]
-        b = F._batch(enc, idx, tok.pad_token_id, task.kind == "token")
+        b = F.collate(enc, idx, tok.pad_token_id, task.kind == "token")
         loss = model(**b).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import InvalidConfig, InvalidText, UnsupportedArchitecture, UnsupportedTask, check_text_length
+from core.errors import ExplorerError, InvalidConfig, InvalidText, UnsupportedArchitecture, UnsupportedTask, check_text_length
 
 #: Texts a call takes at most (each is one row of a batch; importance runs one backward pass per batch).
 MAX_TEXTS = 64
@@ -407,6 +407,8 @@ class _LabelledTarget(Target):
             inputs = {k: b[k].to(self.lm.device) for k in ("input_ids", "attention_mask", "token_type_ids") if k in b}
             extra = {name: torch.tensor([max(self.enc[name][r], 0) for r in rows], device=self.lm.device)
                      for name in ("word_index", "word_index_b") if name in self.enc}
+            if "word_index" in self.enc:  # where truncation cut the marked word off (a token task scores no place there)
+                extra["found"] = torch.tensor([self.enc["word_index"][r] >= 0 for r in rows], device=self.lm.device)
             out.append((inputs, b["labels"].to(self.lm.device), extra))
         return out
 
@@ -473,9 +475,9 @@ class ProbeTarget(_LabelledTarget):
 
         hidden = encoder_of(self.lm.model)(**inputs, output_hidden_states=True).hidden_states[-1].float()
         rows = torch.arange(hidden.shape[0], device=hidden.device)
-        if self.token_task:
-            x = hidden[rows, extra["word_index"]]
-            labels = labels[labels != -100] if labels.dim() == 2 else labels
+        if self.token_task:  # one place per item whose word survived truncation, as the labels have
+            x = hidden[rows, extra["word_index"]][extra["found"]]
+            labels = labels[labels != -100]
         elif self.pair_words:  # the fine-tuning lab's pair features, [u, v, |u − v|, u ⊙ v]
             u, v = hidden[rows, extra["word_index"]], hidden[rows, extra["word_index_b"]]
             x = torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
@@ -537,7 +539,8 @@ def make_target(model: Any, target: str = "masked-lm", texts: Sequence[str] = ()
     if task and task not in BUILT_IN:
         raise InvalidConfig(f"Unknown task {str(task)[:40]!r}.", "Use one of: " + ", ".join(BUILT_IN) + ".")
     if target == "masked-lm":
-        return MaskedLMTarget(_masked_lm(model), _texts(texts))
+        kept = _texts(texts)  # the texts before the model loads
+        return MaskedLMTarget(_masked_lm(model), kept)
     if target == "probe":
         if not task:
             raise InvalidConfig("A probe needs a task to fit on.", "Use one of: " + ", ".join(BUILT_IN) + ".")
@@ -561,6 +564,19 @@ def make_target(model: Any, target: str = "masked-lm", texts: Sequence[str] = ()
     if len(examples) < 4 or len(examples) > items:
         raise InvalidText(f"{len(examples)} labelled sentences; give 4 to {items}.", "One `label | sentence` per line.")
     return ClassifierTarget(lm, Task("yours", "single", tuple(labels), (), tuple(examples), "your sentences"), examples)
+
+
+def needs_labelled_lines(model_id: str) -> bool:
+    """Whether a classifier target on ``model_id`` is scored on ``label | sentence`` lines: any classifier but a
+    Fine-tuning lab run on a built-in task (which is scored on that task's own test items)."""
+    from analysis.tasks import BUILT_IN
+    from models.finetune import stored_config
+
+    try:
+        stored = stored_config(model_id)
+    except ExplorerError:
+        return True
+    return stored is None or stored.task not in BUILT_IN
 
 
 def _classifier(model: Any) -> tuple[Any, Any]:
@@ -672,31 +688,41 @@ class Ablation:
     scored: int
 
 
-def check_heads(net: Any, heads: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
-    """``heads`` as (layer, head) pairs, each in the model, none twice.
+def _head_pairs(heads: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """``heads`` as (layer, head) pairs of whole numbers ≥ 0, at most 1,000, none twice; shape not yet checked.
 
     Raises:
-        InvalidConfig: a pair that is not two whole numbers, a head outside the model (named, with its shape), all
-            heads at once.
+        InvalidConfig: not a list of pairs, a pair that is not two whole numbers ≥ 0, more than 1,000 pairs.
     """
-    layers, per_layer = head_shape(net)
-    out: list[tuple[int, int]] = []
-    if isinstance(heads, str) or not hasattr(heads, "__iter__"):
+    if isinstance(heads, str | bytes) or not hasattr(heads, "__len__"):
         raise InvalidConfig("Name the heads as (layer, head) pairs.")
+    if len(heads) > 1000:
+        raise InvalidConfig(f"{len(heads):,} heads named; at most 1,000 are read.")
+    out = []
     for pair in heads:
-        if isinstance(pair, str) or not hasattr(pair, "__len__") or len(pair) != 2 or \
-                not all(isinstance(x, int) and not isinstance(x, bool) for x in pair):
+        if isinstance(pair, str | bytes) or not hasattr(pair, "__len__") or len(pair) != 2 or \
+                not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in pair):
             raise InvalidConfig(f"{str(pair)[:30]} is not a (layer, head) pair of whole numbers.")
-        layer, head = pair
-        if not (0 <= layer < layers and 0 <= head < per_layer):
-            raise InvalidConfig(f"Layer {layer}, head {head} is not in this model ({layers} layers × {per_layer} heads, "
-                                "counted from 0).")
-        out.append((layer, head))
-        if len(out) > layers * per_layer:
-            break
-    if len(set(out)) >= layers * per_layer:
-        raise InvalidConfig("Removing every head leaves nothing to attend with.", "Keep at least one head.")
+        out.append((int(pair[0]), int(pair[1])))
     return sorted(set(out))
+
+
+def check_heads(net: Any, heads: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """``heads`` ((layer, head) pairs counted from 0) as sorted distinct pairs, each in the model.
+
+    Raises:
+        InvalidConfig: what :func:`_head_pairs` refuses; a head outside the model (named counted from 1, as the
+            heatmap labels it, with the model's shape); all heads at once.
+    """
+    pairs = _head_pairs(heads)
+    layers, per_layer = head_shape(net)
+    for layer, head in pairs:
+        if not (layer < layers and head < per_layer):
+            raise InvalidConfig(f"Head {layer + 1}.{head + 1} (layer.head, counted from 1) is not in this model: it has "
+                                f"{layers} layers × {per_layer} heads.")
+    if len(pairs) >= layers * per_layer:
+        raise InvalidConfig("Removing every head leaves nothing to attend with.", "Keep at least one head.")
+    return pairs
 
 
 def parse_heads(text: str) -> list[tuple[int, int]]:
@@ -730,6 +756,7 @@ def ablate_heads(model: Any, heads: Sequence[Sequence[int]], texts: Sequence[str
 
     if mode not in ("zero", "mean"):
         raise InvalidConfig("A removed head outputs zeros ('zero') or its mean ('mean').")
+    _head_pairs(heads)  # the request's form, before any model loads or probe is fitted
     made = make_target(model, target, texts, task, seed, items)
     removed = check_heads(made.lm.model, heads)
     chunks = made.chunks(slice(None), seed)
@@ -770,6 +797,7 @@ class PruningCurve:
     correct: list[dict[str, Any]] = field(default_factory=list, repr=False)
     item_ids: list[str] = field(default_factory=list, repr=False)  # each scored place's name, in ``correct``'s order
     item_clusters: list[str] = field(default_factory=list, repr=False)  # and its cluster (a lemma, a sentence)
+    seed: int = 0  # the seed its masks and random orders were drawn with
 
 
 def pruning_curve(model: Any, texts: Sequence[str] = (), steps: int = 10, seeds: int = 3, mode: str = "zero",
@@ -791,6 +819,8 @@ def pruning_curve(model: Any, texts: Sequence[str] = (), steps: int = 10, seeds:
         raise InvalidConfig(f"Steps must be 2 to {MAX_STEPS} and seeds 2 to {MAX_SEEDS}.")
     if mode not in ("zero", "mean"):
         raise InvalidConfig("A removed head outputs zeros ('zero') or its mean ('mean').")
+    if not (isinstance(items, int) and not isinstance(items, bool) and 8 <= items <= MAX_ITEMS):
+        raise InvalidConfig(f"Items must be a whole number from 8 to {MAX_ITEMS}.")
     if target == "masked-lm":
         kept = _texts(texts)
         if len(kept) < 4:
@@ -842,7 +872,7 @@ def pruning_curve(model: Any, texts: Sequence[str] = (), steps: int = 10, seeds:
                         (mean + half).tolist(), loss_by_importance, seeds, mode, importance,
                         f"Heads ranked once on {unit} 1, 3, 5, …; {made.measure} scored on {unit} 2, 4, 6, … "
                         f"({len(right_importance[0])} scored places).", made.measure, len(right_importance[0]), correct,
-                        [i for i, _ in places], [c for _, c in places])
+                        [i for i, _ in places], [c for _, c in places], seed)
 
 
 #: The claim a pruning verdict decides, with its source.
@@ -855,15 +885,15 @@ PRUNING_CLAIM = ("Removing the least important heads first keeps more accuracy t
 def pruning_verdict(curves: Sequence[PruningCurve], clusters: Sequence[Sequence[str]] | None = None,
                     ids: Sequence[Sequence[str]] | None = None, share: float = 0.5) -> Any:
     """Does importance-ordered pruning keep more accuracy than random orders when ``share`` of the heads are removed?
-    ``curves``: one per replicate (a fine-tuning seed: each its own model, its own importance, its own random orders),
-    paired by replicate; the random arm of a replicate is the mean over its random orders. ``clusters`` (by default
-    each curve's own ``item_clusters``): per curve,
-    each scored item's cluster (a built-in task's lemma), and ``ids`` (by default ``item_ids``) its name (items are
-    matched across replicates by name; by position where no names are given), so the shared test items' noise enters the interval as the labs'
-    verdicts take it (:func:`analysis.verdicts.verdict`).
+    ``curves``: one per replicate (a fine-tuning seed: each its own model and importance, and its random orders drawn
+    with its own ``seed``), paired by replicate; the random arm of a replicate is the mean over its random orders.
+    ``clusters`` (by default each curve's ``item_clusters``, a built-in task's lemma) group the scored items whose
+    noise is shared across replicates: the labs' verdict (:func:`analysis.verdicts.verdict`) adds it by cluster, so
+    ``ids`` (by default ``item_ids``) matter only where no clusters are given.
 
     Raises:
-        InvalidData: fewer than 2 curves, curves of other head counts or items, clusters that do not match.
+        InvalidData: fewer than 2 curves, two curves drawn with the same seed (their random orders would be the same
+            orders, which a paired t over replicates does not allow for), clusters or ids that do not match.
     """
     import numpy as np
 
@@ -872,6 +902,9 @@ def pruning_verdict(curves: Sequence[PruningCurve], clusters: Sequence[Sequence[
 
     if len(curves) < 2:
         raise InvalidData("A pruning verdict needs at least 2 replicates (fine-tuning seeds).")
+    if len({c.seed for c in curves}) < len(curves):
+        raise InvalidData("Two curves were drawn with the same seed: their random orders are the same orders.",
+                          "Draw each replicate's curve with its own seed (pruning_curve(..., seed=...)).")
     a, b, items_a, items_b = [], [], [], []
     for n, curve in enumerate(curves):
         point = min(range(len(curve.removed)), key=lambda i: abs(curve.removed[i] / curve.total - share))
@@ -1078,8 +1111,9 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
     n_units = head_shape(net)[1] if unit == "head" else ids_c.shape[1]
     needed = math.ceil(len(layers) * n_units / BATCH)
     if needed > MAX_PATCH_PASSES:
-        raise InvalidText(f"Tracing {ids_c.shape[1]} tokens through {len(layers)} layers takes {needed} forward passes; at most "
-                          f"{MAX_PATCH_PASSES} are run.", "Use a shorter sentence.")
+        what = f"{n_units} heads" if unit == "head" else f"{ids_c.shape[1]} tokens"
+        raise InvalidText(f"Tracing {what} through {len(layers)} layers takes {needed} forward passes; at most "
+                          f"{MAX_PATCH_PASSES} are run.", "Use a shorter sentence." if unit == "layer" else "Patch layers.")
     head = mlm_head(net)
     if unit == "head":
         return _patch_heads(lm, ids_c, ids_x, pos, targets, head, position, answer, foil)

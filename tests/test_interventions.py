@@ -4,6 +4,7 @@ construction (weight surgery on the output projection, the model's own fill-mask
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -358,13 +359,13 @@ def test_xlnet_heads_are_masked_through_its_post_attention_as_surgery_on_its_out
     assert imp.raw.shape == (layers, heads) and imp.raw.sum() > 0
 
 
-def _curve(importance_right: list[list[int]], random_right: list[list[list[int]]]) -> I.PruningCurve:
+def _curve(importance_right: list[list[int]], random_right: list[list[list[int]]], seed: int = 0) -> I.PruningCurve:
     """A curve with two points (none removed, half removed) and the given per-item correctness at the second."""
     full = [1] * len(importance_right[1])
     correct = [{"importance": full, "random": [full] * len(random_right[1])},
                {"importance": importance_right[1], "random": random_right[1]}]
     return I.PruningCurve("m", [0, 6], 12, [1.0, float(np.mean(importance_right[1]))], [1.0, 0.5], [1.0, 0.4], [1.0, 0.6],
-                          [0.1, 0.2], len(random_right[1]), "zero", None, correct=correct)
+                          [0.1, 0.2], len(random_right[1]), "zero", None, correct=correct, seed=seed)
 
 
 def test_a_pruning_verdict_pairs_replicates_and_counts_the_items_noise() -> None:
@@ -375,10 +376,12 @@ def test_a_pruning_verdict_pairs_replicates_and_counts_the_items_noise() -> None
     n = 200
     clusters = [[f"lemma{i // 4}" for i in range(n)]] * 3
 
+    seeds = iter(range(100))
+
     def replicate(p_importance: float, p_random: float) -> I.PruningCurve:
         imp = (rng.random(n) < p_importance).astype(int).tolist()
         rand = [(rng.random(n) < p_random).astype(int).tolist() for _ in range(4)]
-        return _curve([[], imp], [[], rand])
+        return _curve([[], imp], [[], rand], next(seeds))
 
     better = [replicate(0.8, 0.4) for _ in range(3)]
     v = I.pruning_verdict(better, clusters)
@@ -391,6 +394,8 @@ def test_a_pruning_verdict_pairs_replicates_and_counts_the_items_noise() -> None
         I.pruning_verdict(better[:1])
     with pytest.raises(InvalidData, match="do not match"):
         I.pruning_verdict(better, [["x"]] * 3)
+    with pytest.raises(InvalidData, match="same seed"):  # the same random orders in two replicates
+        I.pruning_verdict([better[0], replace(better[1], seed=better[0].seed)])
 
 
 def test_a_curve_names_its_scored_items_in_the_order_it_scored_them(supersense_run: str) -> None:
@@ -399,8 +404,11 @@ def test_a_curve_names_its_scored_items_in_the_order_it_scored_them(supersense_r
     curve = I.pruning_curve(supersense_run, steps=2, seeds=2, target="classifier", items=32)
     test = load_task("supersense", max_train=1, max_test=32, seed=0).test
     assert len(curve.item_ids) == len(curve.item_clusters) == curve.scored == len(curve.correct[0]["importance"])
-    lemma = {e.item: e.cluster for e in test[1::2]}
-    assert set(curve.item_ids) <= set(lemma) and curve.item_clusters == [lemma[i] for i in curve.item_ids]
+    made = I.make_target(supersense_run, "classifier", items=32)
+    scored = [e for i, e in enumerate(test) if i % 2 == 1 and made.enc["word_index"][i] >= 0]
+    assert curve.item_ids == [e.item for e in scored] and curve.item_clusters == [e.cluster for e in scored]
+    # and the correctness at a point is per item in that order: the full model's, item by item
+    assert curve.correct[0]["importance"] == made.per_item(made.chunks(slice(1, None, 2), 1))[1]
     lm_curve = I.pruning_curve("bert-base-uncased", TEXTS, steps=2, seeds=2)
     assert lm_curve.item_clusters[0] == "sentence 2" and len(lm_curve.item_ids) == lm_curve.scored
 
@@ -441,7 +449,20 @@ def test_ablating_heads_scores_the_target_with_them_removed_and_refuses_heads_no
     assert (a.loss, a.accuracy) == pytest.approx(I.mlm_score(lm, batch, mask))
     mean = I.ablate_heads(lm, [(0, 0)], TEXTS, mode="mean")
     assert mean.loss != I.ablate_heads(lm, [(0, 0)], TEXTS).loss
-    for bad, words in (([(layers, 0)], "not in this model"), ([(0, -1)], "not in this model"), ([(0, 1.5)], "whole numbers"),
-                       ([(0,)], "pair"), ("0,0", "pairs"), ([(i, j) for i in range(layers) for j in range(heads)], "every head")):
+    for bad, words in (([(layers, 0)], rf"Head {layers + 1}\.1 \(layer\.head, counted from 1\) is not in this model"),
+                       ([(0, -1)], "whole numbers"), ([(0, 1.5)], "whole numbers"), ([(0,)], "pair"), ("0,0", "pairs"),
+                       ([(0, 0)] * 1001, "at most 1,000"),
+                       ([(i, j) for i in range(layers) for j in range(heads)], "every head")):
         with pytest.raises(InvalidConfig, match=words):
             I.ablate_heads(lm, bad, TEXTS)
+
+
+def test_a_probe_scores_no_place_where_truncation_cut_the_word_off() -> None:
+    """A supersense item whose marked word truncation cut off has no label: the probe's read-out drops it too (it
+    used to read position 0 for it and fail on the lengths)."""
+    target = I.make_target("bert-base-uncased", "probe", task="supersense", items=16)
+    target.enc["word_index"][1] = -1  # as if the sentence were too long for the model
+    chunks = target.chunks(slice(None), 0)
+    losses, right = target.per_item(chunks)
+    assert len(losses) == len(right) == 15 == len(target.places(slice(None), chunks))
+    assert I.importance_of(target, chunks).masked == 15

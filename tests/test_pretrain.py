@@ -114,6 +114,10 @@ def test_a_nan_loss_stops_the_run_and_keeps_the_last_good_state(monkeypatch, emp
     r = train(replace(TINY, run="nan-run"))
     assert r.stopped.startswith("the loss became nan at step 25") and len(r.curve) == 24
     assert r.checkpoint == "trained/nan-run" and (empty_model_dir / "trained" / "nan-run" / "model.safetensors").is_file()
+    from models.locate import run_steps
+
+    kept = run_steps("trained/nan-run")  # the run's weights are those of its last good state: its steps end there
+    assert kept[-1] < 25 and r.stopped.endswith(f"the last good state (step {kept[-1]}) is kept")
 
 
 def test_a_full_disk_leaves_no_half_written_checkpoint(monkeypatch, empty_model_dir: Path) -> None:

@@ -404,7 +404,8 @@ if len(done):
               for r in done.itertuples() for p in (r.evaluation or {}).get("probes", [])]
     if probes:
         st.dataframe(pd.DataFrame(probes), hide_index=True, width="stretch")
-    watch_view(done)
+    with ui.friendly_errors():
+        watch_view(done)
     st.caption("**POS probe**: a linear classifier (logistic regression) reads each model's frozen last-layer vector of a word "
                "in WordNet's example sentences (not in the training corpus) and tags its part of speech; 200 test words, "
                "4 balanced classes (chance 25%). *Random init* is the same probe on the same shape with untrained weights: "

@@ -105,7 +105,7 @@ elif view == VIEWS[1]:
         st.text_area("Sentences, one per line (4 to 64): the heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, …",
                      key="wp_texts", height=150, max_chars=20_000)
         texts = [t for t in state["wp_texts"].splitlines() if t.strip()]
-    elif target == "classifier" and not (model or "").startswith("trained/"):
+    elif target == "classifier" and interventions.needs_labelled_lines(model):
         st.text_area("Labelled sentences, one `label | sentence` per line (4 to 64; the labels are the model's)",
                      key="wp_labelled", height=150, max_chars=20_000)
         texts = [t for t in state["wp_labelled"].splitlines() if t.strip()]

@@ -59,6 +59,7 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     result = TrainResult(config, parameters=parameter_count(bare if len(bare) > 1 else bare[0]), processes=world,
                          rank=accelerator.process_index)
     good: dict[str, Any] | None = None
+    good_step = 0
     keep = step_plan(config.steps, parameter_count(main_model(bare))) if accelerator.is_main_process and save else []
     snapshots: dict[int, dict[str, Any]] = {}
     if 0 in keep:
@@ -81,21 +82,25 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
         result.tokens += (int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(batch["input_ids"].numel())) * world
         if n % max(1, config.steps // 20) == 0 or n == config.steps:
             good = {k: v.detach().clone() for k, v in main_model(bare).state_dict().items()}
+            good_step = n
         if n in keep:
             snapshots[n] = cpu_state(main_model(bare))
         if on_progress is not None:
             on_progress(n, value, time.perf_counter() - start)
     result.seconds = time.perf_counter() - start
+    last_step = result.curve[-1][0] if result.curve else 0
     if good is not None and result.stopped.startswith("the loss"):
         main_model(bare).load_state_dict(good)
+        last_step = good_step
+        result.stopped = result.stopped.split(";")[0] + f"; the last good state (step {good_step}) is kept"
     for m in bare:
         m.eval()
     if accelerator.is_main_process:
         result.evaluation = evaluate(config, bare if len(bare) > 1 else bare[0], tok, held_out)
-        if kept := {s: w for s, w in snapshots.items() if s < (result.curve[-1][0] if result.curve else 0)}:
+        if kept := {s: w for s, w in snapshots.items() if s < last_step}:
             result.evaluation["over_training"] = over_training(config, main_model(bare), tok, kept)
         if save and result.curve:
-            result.checkpoint = save_run(config, main_model(bare), tok, result, snapshots)
+            result.checkpoint = save_run(config, main_model(bare), tok, result, kept, last_step)
     accelerator.wait_for_everyone()
     return result
 
@@ -125,14 +130,15 @@ def cpu_state(model: Any) -> dict[str, Any]:
 
 
 def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult,
-             snapshots: dict[int, dict[str, Any]] | None = None) -> str:
+             snapshots: dict[int, dict[str, Any]] | None = None, last_step: int | None = None) -> str:
     """Save as safetensors with its tokenizer under ``BFE_MODEL_DIR/trained/<run>``, atomically: written in a
     temporary folder and renamed, so a full disk or a killed process never leaves a half-written checkpoint
     that a model picker would offer. Returns the model id (``trained/<run>``).
 
     ``snapshots`` (step → weights) go in the same folder, under ``steps/<step>/``, each a complete checkpoint that
     loads as ``trained/<run>@<step>`` (:func:`models.locate.locate`); they are written in the same atomic save, so
-    a run has all of them or none.
+    a run has all of them or none. ``last_step``: the step of the weights saved as the run (by default its curve's
+    last; a run stopped by a NaN loss keeps an earlier state).
 
     Raises:
         TrainingFailed: the folder cannot be written (disk full, read-only); nothing is left behind.
@@ -143,19 +149,21 @@ def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult,
     validate_model_id(name)
 
     losses = dict(result.curve)
-    last = result.curve[-1][0] if result.curve else 0
+    last = last_step if last_step is not None else (result.curve[-1][0] if result.curve else 0)
     kept = sorted(s for s in (snapshots or {}) if s < last)
 
     def write(folder: Path) -> None:
         if kept:
             final = cpu_state(model)
-            for s in kept:
-                model.load_state_dict(snapshots[s])
-                where = folder / "steps" / str(s)
-                model.save_pretrained(where, safe_serialization=True)
-                tok.save_pretrained(where)
-                (where / "bfe_step.json").write_text(json.dumps({"run": config.run_name, "step": s, "loss": losses.get(s)}))
-            model.load_state_dict(final)
+            try:
+                for s in kept:
+                    model.load_state_dict(snapshots[s])
+                    where = folder / "steps" / str(s)
+                    model.save_pretrained(where, safe_serialization=True)
+                    tok.save_pretrained(where)
+                    (where / "bfe_step.json").write_text(json.dumps({"run": config.run_name, "step": s, "loss": losses.get(s)}))
+            finally:  # a failed save leaves the model as trained, not at an old step
+                model.load_state_dict(final)
         model.save_pretrained(folder, safe_serialization=True)
         tok.save_pretrained(folder)
         (folder / "bfe_run.json").write_text(json.dumps({"config": asdict(config), "evaluation": result.evaluation,
