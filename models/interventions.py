@@ -1082,7 +1082,6 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
     """
     if unit not in ("layer", "head"):
         raise InvalidConfig(f"Unknown unit {str(unit)[:20]!r}.", "Patch a layer's output ('layer') or a head's ('head').")
-    import numpy as np
     import torch
 
     from models.objectives import _encode, to_model_text
@@ -1115,28 +1114,22 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
         raise InvalidText(f"Tracing {what} through {len(layers)} layers takes {needed} forward passes; at most "
                           f"{MAX_PATCH_PASSES} are run.", "Use a shorter sentence." if unit == "layer" else "Patch layers.")
     head = mlm_head(net)
-    if unit == "head":
-        return _patch_heads(lm, ids_c, ids_x, pos, targets, head, position, answer, foil)
 
-    def difference(hidden: Any) -> Any:  # hidden (B, T, H) → (B,)
+    def difference(hidden: Any) -> Any:  # hidden (B, T, H) → (B,): the answer − foil logits at the mask
         logits = head(hidden[:, pos]).float()
         return logits[:, targets[0]] - logits[:, targets[1]]
 
+    if unit == "head":
+        return _patch_heads(lm, ids_c, ids_x, pos, difference, position, answer, foil)
     with torch.inference_mode():
         clean = net.base_model(input_ids=ids_c, output_hidden_states=True)
         clean_states = clean.hidden_states[1:]  # each layer's output
         d_clean = float(difference(clean.last_hidden_state)[0])
         d_corrupt = float(difference(net.base_model(input_ids=ids_x).last_hidden_state)[0])
-    n_layers, n_pos = len(layers), ids_c.shape[1]
-    cells = [(layer, p) for layer in range(n_layers) for p in range(n_pos)]
-    effects = np.zeros((n_layers, n_pos))
     calls = _LayerCalls(layers)
-    passes = 0
-    for start in range(0, len(cells), BATCH):
-        chunk = cells[start:start + BATCH]
-        calls.reset()
 
-        def patch(module: Any, _args: Any, output: Any, chunk: list[tuple[int, int]] = chunk) -> Any:
+    def patcher(chunk: list[tuple[int, int]]) -> Any:
+        def patch(module: Any, _args: Any, output: Any) -> Any:  # a forward hook: the layer's output
             layer = calls.layer(module)
             hidden = output[0] if isinstance(output, tuple) else output
             hidden = hidden.clone()
@@ -1144,39 +1137,62 @@ def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foi
                 if target_layer == layer:
                     hidden[row, p] = clean_states[layer][0, p]
             return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+        return patch
 
-        handles = [m.register_forward_hook(patch) for m in calls.unique]
+    effects, passes = _sweep(net, ids_x, (len(layers), ids_c.shape[1]), calls, patcher, "register_forward_hook",
+                             difference, d_corrupt)
+    return _traced(lm, ids_c, ids_x, pos, answer, foil, d_clean, d_corrupt, effects, passes)
+
+
+def _sweep(net: Any, ids_x: Any, shape: tuple[int, int], calls: _LayerCalls, patcher: Any, register: str,
+           difference: Any, d_corrupt: float) -> tuple[Any, int]:
+    """Every cell (i, j) of ``shape``, :data:`BATCH` per forward pass of the corrupted input: ``patcher(chunk)`` is the
+    hook (registered with ``register`` on each of ``calls``' modules) that patches row r for the chunk's r-th cell.
+    Returns (each cell's change in the logit difference, passes run)."""
+    import numpy as np
+    import torch
+
+    cells = [(i, j) for i in range(shape[0]) for j in range(shape[1])]
+    effects = np.zeros(shape)
+    passes = 0
+    for start in range(0, len(cells), BATCH):
+        chunk = cells[start:start + BATCH]
+        calls.reset()
+        hook = patcher(chunk)
+        handles = [getattr(m, register)(hook) for m in calls.unique]
         try:
             with torch.inference_mode():
-                out = net.base_model(input_ids=ids_x.expand(len(chunk), -1)).last_hidden_state
-                diffs = difference(out).tolist()
+                diffs = difference(net.base_model(input_ids=ids_x.expand(len(chunk), -1)).last_hidden_state).tolist()
         finally:
             for h in handles:
                 h.remove()
         passes += 1
-        for (layer, p), d in zip(chunk, diffs, strict=True):
-            effects[layer, p] = d - d_corrupt
+        for (i, j), d in zip(chunk, diffs, strict=True):
+            effects[i, j] = d - d_corrupt
+    return effects, passes
+
+
+def _traced(lm: Any, ids_c: Any, ids_x: Any, pos: int, answer: str, foil: str, d_clean: float, d_corrupt: float,
+            effects: Any, passes: int, unit: str = "layer", position: int | None = None) -> Patching:
+    """A :class:`Patching` from a sweep's effects (the share restored: each effect over the clean − corrupted gap)."""
+    import numpy as np
+
+    tok = lm.tokenizer
     gap = d_clean - d_corrupt
     restored = effects / gap if abs(gap) > 1e-9 else np.full_like(effects, np.nan)
     return Patching(lm.model_id, tok.convert_ids_to_tokens(ids_c[0].tolist()), tok.convert_ids_to_tokens(ids_x[0].tolist()), pos,
-                    answer, foil, d_clean, d_corrupt, effects, restored, passes)
+                    answer, foil, d_clean, d_corrupt, effects, restored, passes, unit, position)
 
 
-def _patch_heads(lm: Any, ids_c: Any, ids_x: Any, pos: int, targets: list[int], head: Any, position: int | None,
+def _patch_heads(lm: Any, ids_c: Any, ids_x: Any, pos: int, difference: Any, position: int | None,
                  answer: str, foil: str) -> Patching:
     """:func:`activation_patching` per head: each head's context vectors, read where they enter its layer's output
     projection in the clean run, written there in the corrupted run (at ``position``, or everywhere)."""
-    import numpy as np
     import torch
 
-    net, tok = lm.model, lm.tokenizer
+    net = lm.model
     n_layers, n_heads = head_shape(net)
     where = slice(None) if position is None else slice(position, position + 1)
-
-    def difference(hidden: Any) -> Any:
-        logits = head(hidden[:, pos]).float()
-        return logits[:, targets[0]] - logits[:, targets[1]]
-
     clean_in: list[Any] = [None] * n_layers
     calls = _LayerCalls(head_projections(net))
 
@@ -1192,14 +1208,9 @@ def _patch_heads(lm: Any, ids_c: Any, ids_x: Any, pos: int, targets: list[int], 
             h.remove()
     with torch.inference_mode():
         d_corrupt = float(difference(net.base_model(input_ids=ids_x).last_hidden_state)[0])
-    cells = [(layer, h) for layer in range(n_layers) for h in range(n_heads)]
-    effects = np.zeros((n_layers, n_heads))
-    passes = 0
-    for start in range(0, len(cells), BATCH):
-        chunk = cells[start:start + BATCH]
-        calls.reset()
 
-        def patch(module: Any, args: tuple[Any, ...], chunk: list[tuple[int, int]] = chunk) -> tuple[Any, ...]:
+    def patcher(chunk: list[tuple[int, int]]) -> Any:
+        def patch(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:  # a pre-hook: the heads' context vectors
             layer = calls.layer(module)
             x = args[0].clone()
             size = x.shape[-1] // n_heads
@@ -1207,18 +1218,8 @@ def _patch_heads(lm: Any, ids_c: Any, ids_x: Any, pos: int, targets: list[int], 
                 if target_layer == layer:
                     x[row, where, h * size:(h + 1) * size] = clean_in[layer][0, where, h * size:(h + 1) * size]
             return (x, *args[1:])
+        return patch
 
-        handles = [m.register_forward_pre_hook(patch) for m in calls.unique]
-        try:
-            with torch.inference_mode():
-                diffs = difference(net.base_model(input_ids=ids_x.expand(len(chunk), -1)).last_hidden_state).tolist()
-        finally:
-            for h in handles:
-                h.remove()
-        passes += 1
-        for (layer, h), d in zip(chunk, diffs, strict=True):
-            effects[layer, h] = d - d_corrupt
-    gap = d_clean - d_corrupt
-    restored = effects / gap if abs(gap) > 1e-9 else np.full_like(effects, np.nan)
-    return Patching(lm.model_id, tok.convert_ids_to_tokens(ids_c[0].tolist()), tok.convert_ids_to_tokens(ids_x[0].tolist()), pos,
-                    answer, foil, d_clean, d_corrupt, effects, restored, passes, "head", position)
+    effects, passes = _sweep(net, ids_x, (n_layers, n_heads), calls, patcher, "register_forward_pre_hook", difference,
+                             d_corrupt)
+    return _traced(lm, ids_c, ids_x, pos, answer, foil, d_clean, d_corrupt, effects, passes, "head", position)
