@@ -98,7 +98,7 @@ def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) 
     (("gpt2", "base", "mixed", "adamw", 10**12, 128, 0, 1, "T4 16 GB"), "/calculator", "between 1 and 100,000"),
     (("gpt2", "base", "mixed", "adamw", 8, 128, 0, 10**9, "T4 16 GB"), "/calculator", "between 1 and 100,000"),
     (("a b c", "9" * 5000, 1), "/permutation_masks", "characters long"),
-    (("bert-base-uncased", "a\n" * 65, -1, "pca", 0, False), "/hidden_states", "At most 64 texts"),
+    (("bert-base-uncased", "a\n" * 101, -1, "pca", 0, False), "/hidden_states", "At most 100 texts"),
     (("bert-base-uncased", "x" * 1001, -1, "pca", 0, False), "/hidden_states", "at most 1,000 characters"),
     (("bert-base-uncased", "the cat sat .", -1, "lda", 0, False), "/hidden_states", "lda is not in the list of choices"),
     (("bert-base-uncased", "the cat sat .", 7, "pca", 0, False), "/hidden_states", "layers 0–2"),

@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -11,10 +10,10 @@ from analysis.safe_text import csv_bytes
 from app import ui
 from core import registry
 from core.errors import ExplorerError
-from models.attention import STAT_LABELS, AttentionResult, align, extract_attention, result_stats, rollout, stats_rows
+from services import attention as use_case
+from services.attention import STAT_LABELS, AttentionResult
 
 BUNDLED = registry.bundled_id()
-LONG = 128  # tokens above which the bertviz views hold one layer
 MODELS = [c.id for c in registry.loadable()]
 EXAMPLES = {
     "The cat sat on the mat because it was tired.": "",
@@ -37,16 +36,12 @@ ALLOWED = {"at_model": ui.picker_values(MODELS), "at_model2": ui.picker_values(M
 
 @st.cache_data(show_spinner="Running the model…", max_entries=32)
 def attention(model_id: str, text: str, pair: str) -> AttentionResult:
-    return ui.model_call(extract_attention, model_id, text, pair or None)
+    return use_case.run(model_id, text, pair, call=ui.model_call)
 
 
 @st.cache_data(show_spinner="Building the offline view…", max_entries=8)
 def offline_view(model_id: str, text: str, pair: str, view: str, layer: int) -> str:
-    from models.attention_html import bertviz_html
-
-    r = attention(model_id, text, pair)
-    # Above 128 tokens the full view grows past a few MB (layers × T²): keep only the chosen layer.
-    return bertviz_html(r, view, layer=layer, only_layers=[layer] if len(r.tokens) > LONG else None)
+    return use_case.bertviz(attention(model_id, text, pair), view, layer)
 
 
 def use_example() -> None:
@@ -70,13 +65,13 @@ c = st.columns([3, 2])
 c[0].text_area("Sentence A", key="at_text", height=80, max_chars=5000)
 c[1].text_area("Sentence B (optional: makes a sentence pair)", key="at_pair", height=80, max_chars=5000)
 
-s = st.session_state
+state = st.session_state
 ids = [m for m in (first_id, second_id) if m]
 results: list[AttentionResult] = []
 ui.await_warmup(ids)
 for mid in ids:
     try:
-        results.append(attention(mid, s["at_text"], s["at_pair"]))
+        results.append(attention(mid, state["at_text"], state["at_pair"]))
     except ExplorerError as err:
         ui.show_error(err)
 if not results:
@@ -93,12 +88,12 @@ st.segmented_control("View", list(VIEWS), key="at_view", format_func=VIEWS.get)
 c = st.columns([1, 1, 2, 2])
 max_layer = min(r.layers for r in results) - 1
 max_head = min(r.heads for r in results) - 1
-s["at_layer"] = min(s["at_layer"], max_layer)
-s["at_head"] = min(s["at_head"], max_head)
+state["at_layer"] = min(state["at_layer"], max_layer)
+state["at_head"] = min(state["at_head"], max_head)
 c[0].number_input("Layer", 0, max_layer, key="at_layer")
 c[1].number_input("Head", 0, max_head, key="at_head")
 c[2].selectbox("Statistic", list(STAT_LABELS), key="at_stat", format_func=STAT_LABELS.get)
-view, li, hi = s["at_view"] or "heatmap", s["at_layer"], s["at_head"]
+view, li, hi = state["at_view"] or "heatmap", state["at_layer"], state["at_head"]
 
 cols = st.columns(len(results))
 for col, r in zip(cols, results, strict=True):
@@ -106,47 +101,47 @@ for col, r in zip(cols, results, strict=True):
         seg = "" if r.sentence_b_start is None else f" · pair: B starts at token {r.sentence_b_start}"
         st.markdown(f"**{r.model_id}** · {len(r.tokens)} tokens · {r.layers} layers × {r.heads} heads"
                     + (" · causal" if r.causal else "") + seg)
-        stats = result_stats(r)
+        stats = use_case.result_stats(r)
+        one = use_case.head(r, li, hi)
         key = r.model_id.replace("/", "_")
         if view == "heatmap":
             ui.chart(plots.heatmap(r.weights[li, hi], list(r.tokens), title=f"layer {li}, head {hi}"), f"at_heat_{key}",
                      main=r is results[0],
                      title=f"{r.model_id}: attention, layer {li}, head {hi}",
-                     caption=f"Input: “{s['at_text'][:300]}”" + (f" / “{s['at_pair'][:300]}”" if s["at_pair"] else "")
+                     caption=f"Input: “{state['at_text'][:300]}”" + (f" / “{state['at_pair'][:300]}”" if state["at_pair"] else "")
                      + f" ({len(r.tokens)} tokens). Row i: where token i looks.",
                      sources=(f"Attention weights of {r.model_id}, computed by BERT Family Explorer",))
         elif view in ("head", "model"):
-            html = offline_view(r.model_id, s["at_text"], s["at_pair"], view, li)
-            if len(r.tokens) > LONG:
+            html = offline_view(r.model_id, state["at_text"], state["at_pair"], view, li)
+            if len(r.tokens) > use_case.BERTVIZ_ALL_LAYERS:
                 st.caption(f"{len(r.tokens)} tokens: the bertviz view holds layer {li} only, to stay light. Change the layer above.")
             st.iframe(html, height=min(2400, 90 + 23 * len(r.tokens)) if view == "head" else 900)
             st.download_button("Download this view (offline HTML)", html.encode(), f"bertviz-{view}-{key}.html", "text/html",
                                key=f"at_dl_html_{key}", icon=":material/download:")
-        elif view == "stats" and bool(np.all(np.isnan(stats[s["at_stat"]]))):
-            st.info(f"{r.model_id} has no token this measure needs ({STAT_LABELS[s['at_stat']]}): pick another statistic.",
+        elif view == "stats" and all(v != v for v in stats[state["at_stat"]].ravel()):
+            st.info(f"{r.model_id} has no token this measure needs ({STAT_LABELS[state['at_stat']]}): pick another statistic.",
                     icon=":material/info:")
         elif view == "stats":
-            ui.chart(plots.stats_grid(stats[s["at_stat"]], STAT_LABELS[s["at_stat"]], selected=(li, hi)), f"at_stats_{key}",
-                     title=f"{r.model_id}: {STAT_LABELS[s['at_stat']]} per head", caption=f"Input: “{s['at_text'][:300]}”.",
+            ui.chart(plots.stats_grid(stats[state["at_stat"]], STAT_LABELS[state["at_stat"]], selected=(li, hi)), f"at_stats_{key}",
+                     title=f"{r.model_id}: {STAT_LABELS[state['at_stat']]} per head", caption=f"Input: “{state['at_text'][:300]}”.",
                      sources=("Clark et al. 2019, What Does BERT Look At? (the measures)",
                               f"Attention weights of {r.model_id}, computed by BERT Family Explorer"))
             st.caption("Measures of Clark et al. 2019, *What Does BERT Look At?*, averaged over the tokens. "
                        "Pick a layer and head above to open it in the heatmap.")
         else:
-            roll = rollout(r.weights)
+            roll = use_case.rollout(r.weights)
             ui.chart(plots.heatmap(roll[li], list(r.tokens), title=f"rollout up to layer {li}", zmax=None), f"at_roll_{key}",
-                     title=f"{r.model_id}: attention rollout up to layer {li}", caption=f"Input: “{s['at_text'][:300]}”.",
+                     title=f"{r.model_id}: attention rollout up to layer {li}", caption=f"Input: “{state['at_text'][:300]}”.",
                      sources=("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers (rollout)",
                               f"Attention weights of {r.model_id}, computed by BERT Family Explorer"))
             st.caption("Attention rollout (Abnar & Zuidema 2020): attention of all heads, with the residual path, "
                        "multiplied through the layers.")
-        one = {k: float(v[li, hi]) for k, v in stats.items()}
-        st.caption(f"Layer {li}, head {hi}: " + " · ".join(f"{STAT_LABELS[k]}: {'—' if v != v else f'{v:.3f}'}" for k, v in one.items()))
+        st.caption(one.caption())
         # Built only when clicked: at 512 tokens a layer is 3 million rows and the JSON tens of MB.
         d1, d2, d3 = st.columns(3)
         d1.download_button(f"Layer {li} CSV", lambda r=r, li=li: csv_bytes(pd.DataFrame(r.layer_rows(li))),
                            f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
-        d2.download_button("Statistics CSV", lambda stats=stats: csv_bytes(pd.DataFrame(stats_rows(stats))),
+        d2.download_button("Statistics CSV", lambda stats=stats: csv_bytes(pd.DataFrame(use_case.stats_rows(stats))),
                            f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}", icon=":material/download:")
         d3.download_button("JSON", lambda r=r: json.dumps(r.to_dict()), f"attention-{key}.json", "application/json",
                            key=f"at_dl_j_{key}", icon=":material/download:")
@@ -154,7 +149,7 @@ for col, r in zip(cols, results, strict=True):
 if len(results) == 2:
     st.subheader("Aligned by words")
     try:
-        words, a, b = align(results[0], results[1])
+        words, a, b = use_case.align(results[0], results[1])
     except ExplorerError as err:
         ui.show_error(err)
     else:
@@ -164,7 +159,7 @@ if len(results) == 2:
         for where, r, w, key in ((w1, results[0], a, "at_words_a"), (w2, results[1], b, "at_words_b")):
             ui.chart(plots.heatmap(w[li, hi], words, title=f"{r.model_id}: layer {li}, head {hi}"), key, where=where,
                      compact=True, title=f"{r.model_id}: attention by words, layer {li}, head {hi}",
-                     caption=f"Input: “{s['at_text'][:300]}”; tokens merged into words.",
+                     caption=f"Input: “{state['at_text'][:300]}”; tokens merged into words.",
                      sources=(f"Attention weights of {r.model_id}, computed by BERT Family Explorer",))
 
 ui.save_url_state(DEFAULTS)

@@ -9,7 +9,7 @@ import streamlit as st
 from app import ui
 from core import registry
 from core.errors import ExplorerError
-from models import objectives as O
+from services import objectives
 
 MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
 PRETRAIN = [c.id for c in registry.loadable() if "pretraining" in c.tasks and c.family in ("bert", "albert")]
@@ -54,7 +54,7 @@ ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Pre-training objectives")
 st.markdown("#### What each family member was trained to do: masked LM, NSP and SOP, replaced-token detection, left to right")
 ui.warn_ignored(ignored, "ob_")
-s = st.session_state
+state = st.session_state
 tabs = st.tabs(["Fill the mask", "How BERT masks", "Which sentence is more natural?", "Does B follow A?",
                 "Spot the replaced word", "Left to right"])
 
@@ -64,37 +64,40 @@ with tabs[0]:
     extra = ui.other_model("ob_models_other", task="masked-lm", where=c[1], label="And another model (optional)",
                            optional=True)
     st.selectbox("Examples from the lectures", ["(pick one)", *EXAMPLES], key="ob_example",
-                 on_change=lambda: s.update(ob_fill=s["ob_example"]) if s["ob_example"] in EXAMPLES else None)
+                 on_change=lambda: state.update(ob_fill=state["ob_example"]) if state["ob_example"] in EXAMPLES else None)
     c = st.columns([5, 1, 2])
     c[0].text_input("Text: write [MASK] for every model (RoBERTa gets its <mask>)", key="ob_fill", max_chars=1000)
     c[1].number_input("Top k", 1, 20, key="ob_k")
     c[2].segmented_control("Several masks", ["independent", "sequential"], key="ob_mode",
                            help="Independent: one pass, as BERT predicts them. Sequential: fill the surest, run again.")
-    missing = ui.explain_missing(s["ob_models"], "Fill the mask with")
-    runnable = [m for m in s["ob_models"] if m not in missing] + ([extra] if extra and extra not in s["ob_models"] else [])
-    if not s["ob_models"] and not extra:
+    missing = ui.explain_missing(state["ob_models"], "Fill the mask with")
+    runnable = [m for m in state["ob_models"] if m not in missing] + ([extra] if extra and extra not in state["ob_models"] else [])
+    if not state["ob_models"] and not extra:
         st.info("Pick at least one model.")
     elif runnable:
-        table, errors = ui.model_call(O.side_by_side, runnable, s["ob_fill"], s["ob_k"], s["ob_mode"] or "independent")
-        for mid, msg in errors.items():
+        try:
+            filled = objectives.fill_mask(state["ob_fill"], runnable, state["ob_k"], state["ob_mode"] or "independent",
+                                          call=ui.model_call)
+        except ExplorerError as err:
+            ui.show_error(err)
+            filled = objectives.FillMask(state["ob_fill"], "independent", {})
+        table = filled.table()
+        for mid, msg in filled.errors.items():
             st.error(f"**{mid}**: {msg}", icon=":material/error:")
         if len(table):
             cols = st.columns(len(table["model"].unique()))
             first = (table["model"].iloc[0], table["mask"].iloc[0])  # its first chart is the page's main result
             for col, (mid, grp) in zip(cols, table.groupby("model", sort=False), strict=True):
                 col.markdown(f"**{mid}**")
-                best = s["ob_fill"]
-                for _, top in grp[grp["rank"] == 1].sort_values("mask").iterrows():
-                    best = best.replace("[MASK]", f"**{top['token'] or '␣'}**", 1)
                 for mask, g in grp.groupby("mask"):
-                    preds = [O.Prediction("", t, 0, p, "") for t, p in zip(g["token"], g["probability"], strict=True)]
-                    step = f" (filled at step {g['step'].iloc[0]})" if s["ob_mode"] == "sequential" else ""
+                    preds = filled.predictions[mid][mask - 1]
+                    step = f" (filled at step {g['step'].iloc[0]})" if state["ob_mode"] == "sequential" else ""
                     ui.chart(bars(preds, f"mask {mask}{step}"), f"ob_bar_{mid.replace('/', '_')}_{mask}", where=col, compact=True,
                              main=(mid, mask) == first,
                              title=f"{mid}: fill-mask, mask {mask}{step}",
-                             caption=f"Input: “{s['ob_fill'][:300]}”. Top {len(preds)} tokens by probability.",
+                             caption=f"Input: “{state['ob_fill'][:300]}”. Top {len(preds)} tokens by probability.",
                              sources=(f"Predictions of {mid}, computed by BERT Family Explorer",))
-                col.markdown(f":gray[Best guess:] {best}")
+                col.markdown(f":gray[Best guess:] {filled.best_guess(mid)}")
             ui.download_buttons(table, "fill-mask", "ob_dl_fill")
 
 with tabs[1]:
@@ -104,23 +107,16 @@ with tabs[1]:
     c[1].number_input("Epochs", 1, 20, key="ob_epochs")
     c[2].toggle("Dynamic masking (RoBERTa)", key="ob_dynamic")
     c[3].toggle("Whole-word masking", key="ob_wwm")
-    words_text = s["ob_rtext"].split()
+    words_text = state["ob_rtext"].split()
     if not words_text:
         st.info("Type a sentence.")
     else:
-        tokens, words, vocab = [], [], ["the", "cat", "blue", "ran", "of", "house"]
-        try:
-            tokenized = (ui.model_call(O.word_tokens, "bert-base-uncased", s["ob_rtext"])
-                         if ui.model_ready("bert-base-uncased") else None)
-        except ExplorerError:
-            tokenized = None
-        if tokenized is not None:
-            tokens, words = tokenized[0], tokenized[1]
-            vocab = tokenized[2] or vocab
-        else:
-            tokens, words = ["[CLS]", *words_text, "[SEP]"], [None, *range(len(words_text)), None]
+        ready = ui.model_ready("bert-base-uncased")
+        tokens, words, vocab = objectives.masking_tokens("bert-base-uncased", state["ob_rtext"],
+                                                         call=ui.model_call if ready else None)
+        if not ready:
             st.caption("BERT's tokenizer is not on this machine: the recipe runs on words.")
-        epochs = O.masking_epochs(tokens, words, vocab, s["ob_epochs"], s["ob_seed"], s["ob_dynamic"], s["ob_wwm"])
+        epochs = objectives.masking_epochs(tokens, words, vocab, state["ob_epochs"], state["ob_seed"], state["ob_dynamic"], state["ob_wwm"])
         rows = "".join(
             f"<tr><td style='padding:4px 8px;color:#555'>epoch {e + 1}</td><td>"
             + " ".join(f"<span style='{ACTION_STYLE[a]};padding:2px 5px;border-radius:4px;margin:1px;display:inline-block'>"
@@ -142,8 +138,8 @@ with tabs[2]:
     try:
         if pll_model is None:
             raise _NoModel
-        r1 = ui.model_call(O.pseudo_log_likelihood, pll_model, s["ob_s1"])
-        r2 = ui.model_call(O.pseudo_log_likelihood, pll_model, s["ob_s2"])
+        r1 = objectives.pseudo_perplexity(pll_model, state["ob_s1"], call=ui.model_call)
+        r2 = objectives.pseudo_perplexity(pll_model, state["ob_s2"], call=ui.model_call)
     except _NoModel:
         pass
     except ExplorerError as err:
@@ -167,7 +163,7 @@ with tabs[3]:
     try:
         if nsp_model is None:
             raise _NoModel
-        rel = ui.model_call(O.sentence_relation, nsp_model, s["ob_a"], s["ob_b"])
+        rel = objectives.sentence_relation(nsp_model, state["ob_a"], state["ob_b"], call=ui.model_call)
     except _NoModel:
         pass
     except ExplorerError as err:
@@ -185,7 +181,7 @@ with tabs[4]:
     c[0].text_input("Sentence", key="ob_etext", max_chars=500)
     c[1].number_input("Seed", 0, 10**6, key="ob_eseed")
     try:
-        corrupted, det = ui.model_call(O.electra_round, GEN, DISC, s["ob_etext"], s["ob_eseed"])
+        corrupted, det = objectives.electra_round(GEN, DISC, state["ob_etext"], state["ob_eseed"], call=ui.model_call)
     except ExplorerError as err:
         ui.show_error(err)
     else:
@@ -198,7 +194,7 @@ with tabs[4]:
         st.caption("Shade: the discriminator's probability that the token was replaced; outline: it really was.")
         st.text_input("Replace a word by hand", key="ob_hand", max_chars=500)
         try:
-            hand = ui.model_call(O.discriminate, DISC, s["ob_hand"], s["ob_etext"])
+            hand = objectives.discriminate(DISC, state["ob_hand"], state["ob_etext"], call=ui.model_call)
             st.dataframe(pd.DataFrame({"token": hand.tokens, "p(replaced)": hand.p_replaced, "really replaced": hand.replaced}),
                          hide_index=True, width="stretch")
         except ExplorerError as err:
@@ -209,25 +205,25 @@ with tabs[5]:
     c = st.columns(6)
     c[0].number_input("New tokens", 1, 100, key="ob_new")
     c[1].toggle("Sample", key="ob_sample")
-    c[2].number_input("Temperature", 0.05, 5.0, key="ob_temp", disabled=not s["ob_sample"])
-    c[3].number_input("Top-k", 0, 1000, key="ob_topk", disabled=not s["ob_sample"])
-    c[4].number_input("Top-p", 0.05, 1.0, key="ob_topp", disabled=not s["ob_sample"])
+    c[2].number_input("Temperature", 0.05, 5.0, key="ob_temp", disabled=not state["ob_sample"])
+    c[3].number_input("Top-k", 0, 1000, key="ob_topk", disabled=not state["ob_sample"])
+    c[4].number_input("Top-p", 0.05, 1.0, key="ob_topp", disabled=not state["ob_sample"])
     c[5].number_input("Seed", 0, 10**6, key="ob_gseed")
     left, right = st.columns(2)
     with left:
         st.markdown("**GPT-2** (trained left to right)")
         try:
-            g = ui.model_call(O.generate, "gpt2", s["ob_prompt"], s["ob_new"], s["ob_sample"], s["ob_temp"], s["ob_topk"],
-                              s["ob_topp"], s["ob_gseed"])
-            st.markdown(f"{s['ob_prompt']} **{g.new_text}**")
+            g = objectives.generate("gpt2", state["ob_prompt"], state["ob_new"], state["ob_sample"], state["ob_temp"],
+                                    state["ob_topk"], state["ob_topp"], state["ob_gseed"], call=ui.model_call)
+            st.markdown(f"{state['ob_prompt']} **{g.new_text}**")
             st.caption(f"{g.seconds:.2f} s")
         except ExplorerError as err:
             ui.show_error(err)
     with right:
         st.markdown("**BERT** (appending [MASK] and filling it, again and again)")
         try:
-            b = ui.model_call(O.bert_generate, "bert-base-uncased", s["ob_prompt"], min(s["ob_new"], 20))
-            st.markdown(f"{s['ob_prompt']} **{b.new_text}**")
+            b = objectives.bert_generate("bert-base-uncased", state["ob_prompt"], state["ob_new"], call=ui.model_call)
+            st.markdown(f"{state['ob_prompt']} **{b.new_text}**")
             st.caption(f"{b.seconds:.2f} s — BERT cannot generate: it was never trained to predict the next word.")
         except ExplorerError as err:
             ui.show_error(err)

@@ -5,7 +5,7 @@ import streamlit as st
 from analysis import intervention_plots as plots
 from app import ui
 from core import registry
-from models import interventions
+from services import parts
 
 MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
 ENCODERS = [c.id for c in registry.loadable()]
@@ -27,8 +27,8 @@ DEFAULTS = {"wp_model": FIRST, "wp_model_other": "", "wp_view": VIEWS[0],
             "wp_cls_other": "", "wp_enc": BUNDLED, "wp_enc_other": "", "wp_labelled": "",
             "wp_unit": "layer", "wp_position": -1, "wp_remove": ""}
 ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_id, "wp_view": VIEWS, "wp_k": (1, 20),
-           "wp_steps": (2, interventions.MAX_STEPS), "wp_seeds": (2, interventions.MAX_SEEDS), "wp_mode": ["zero", "mean"], "wp_step": (ui.LAST_STEP, 10**9),
-           "wp_target": list(TARGETS), "wp_task": ["supersense", "wic"], "wp_items": (8, interventions.MAX_ITEMS),
+           "wp_steps": (2, parts.MAX_STEPS), "wp_seeds": (2, parts.MAX_SEEDS), "wp_mode": ["zero", "mean"], "wp_step": (ui.LAST_STEP, 10**9),
+           "wp_target": list(TARGETS), "wp_task": ["supersense", "wic"], "wp_items": (8, parts.MAX_ITEMS),
            "wp_cls": ui.picker_values(CLASSIFIERS), "wp_cls_other": ui.valid_model_id, "wp_enc": ui.picker_values(ENCODERS),
            "wp_enc_other": ui.valid_model_id, "wp_unit": ["layer", "head"], "wp_position": (-1, 511),
            "wp_remove": lambda v: isinstance(v, str) and len(v) <= 2000}
@@ -78,7 +78,7 @@ if view == VIEWS[0]:
     c[0].text_input("Text with [MASK]", key="wp_text", max_chars=500)
     c[1].number_input("Top k", 1, 20, key="wp_k")
     with ui.friendly_errors():
-        lens = ui.model_call(interventions.logit_lens, model, state["wp_text"], state["wp_k"])
+        lens = parts.lens(model, state["wp_text"], state["wp_k"], call=ui.model_call)
         for i, pos in enumerate(lens.positions):
             ui.chart(plots.lens_figure(lens, i), f"wp_lens_{i}", main=i == 0,
                      title=f"Logit lens: {model}, mask {i + 1}",
@@ -98,25 +98,24 @@ elif view == VIEWS[1]:
                                help="supersense: a word's WordNet supersense (26 classes); wic: does a word mean the same "
                                     "in two sentences (2 classes).")
     if target != "masked-lm":
-        c[2].number_input("Test items", 8, interventions.MAX_ITEMS, key="wp_items", step=8,
+        c[2].number_input("Test items", 8, parts.MAX_ITEMS, key="wp_items", step=8,
                           help="Half rank the heads, half score the curve.")
-    texts: list[str] = []
+    texts = ""
     if target == "masked-lm":
         st.text_area("Sentences, one per line (4 to 64): the heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, …",
                      key="wp_texts", height=150, max_chars=20_000)
-        texts = [t for t in state["wp_texts"].splitlines() if t.strip()]
-    elif target == "classifier" and interventions.needs_labelled_lines(model):
+        texts = state["wp_texts"]
+    elif parts.needs_texts(target, model):
         st.text_area("Labelled sentences, one `label | sentence` per line (4 to 64; the labels are the model's)",
                      key="wp_labelled", height=150, max_chars=20_000)
-        texts = [t for t in state["wp_labelled"].splitlines() if t.strip()]
+        texts = state["wp_labelled"]
     c = st.columns(3)
-    c[0].number_input("Pruning steps", 2, interventions.MAX_STEPS, key="wp_steps")
-    c[1].number_input("Random orders", 2, interventions.MAX_SEEDS, key="wp_seeds")
+    c[0].number_input("Pruning steps", 2, parts.MAX_STEPS, key="wp_steps")
+    c[1].number_input("Random orders", 2, parts.MAX_SEEDS, key="wp_seeds")
     c[2].segmented_control("A removed head outputs", ["zero", "mean"], key="wp_mode")
     with ui.friendly_errors():
-        curve = ui.model_call(interventions.pruning_curve, model, texts, state["wp_steps"], state["wp_seeds"],
-                              state["wp_mode"] or "zero", 0, target, state["wp_task"] if target == "probe" else "",
-                              state["wp_items"])
+        curve = parts.head_importance(model, texts, state["wp_steps"], state["wp_seeds"], state["wp_mode"] or "zero", target,
+                                      state["wp_task"] if target == "probe" else "", state["wp_items"], call=ui.model_call)
         importance = curve.importance
         left, right = st.columns(2)
         ui.chart(plots.pruning_figure(curve), "wp_prune", where=left, main=True, title=f"Pruning heads of {model}",
@@ -133,9 +132,8 @@ elif view == VIEWS[1]:
                   key="wp_remove", max_chars=2000)
     if state["wp_remove"].strip():
         with ui.friendly_errors():
-            chosen = interventions.parse_heads(state["wp_remove"])
-            cut = ui.model_call(interventions.ablate_heads, model, chosen, texts, state["wp_mode"] or "zero", target,
-                                state["wp_task"] if target == "probe" else "", state["wp_items"])
+            cut = parts.ablate(model, state["wp_remove"], texts, state["wp_mode"] or "zero", target,
+                               state["wp_task"] if target == "probe" else "", state["wp_items"], call=ui.model_call)
             c = st.columns(3)
             c[0].metric(f"{cut.measure.capitalize()}, every head", f"{cut.full_accuracy:.1%}")
             c[1].metric(f"With {len(cut.heads)} head{'s' * (len(cut.heads) != 1)} removed ({cut.mode})", f"{cut.accuracy:.1%}",
@@ -156,14 +154,12 @@ else:
                                 "position (Vig et al. 2020) or at one.")
     c[3].toggle("Raw change instead of share restored", key="wp_raw")
     unit = state["wp_unit"] or "layer"
-    position = None
     if unit == "head":
         st.number_input("Position to patch (−1: every position)", -1, 511, key="wp_position",
                         help="The token index in the corrupted sentence (0 is [CLS]); −1 patches the head everywhere.")
-        position = None if state["wp_position"] < 0 else state["wp_position"]
     with ui.friendly_errors():
-        traced = ui.model_call(interventions.activation_patching, model, state["wp_clean"], state["wp_corrupt"],
-                               state["wp_answer"], state["wp_foil"], unit, position)
+        traced = parts.patch(model, state["wp_clean"], state["wp_corrupt"], state["wp_answer"], state["wp_foil"], unit,
+                             state["wp_position"] if unit == "head" else -1, call=ui.model_call)
         where = ("every position" if traced.position is None else
                  f"position {traced.position} ({traced.corrupted_tokens[traced.position]})")
         what = (f"each cell copies one head's output at {where}" if unit == "head" else

@@ -8,36 +8,36 @@ from analysis.safe_text import csv_bytes
 from app import ui
 from core import registry
 from core.errors import ExplorerError
-from models import permutation as P
+from services import permutation
 
 XLNET, BERT = "xlnet-base-cased", "bert-base-uncased"
 XLNETS = [c.id for c in registry.loadable() if c.model_type == "xlnet"]
-KINDS = {"left-to-right": "Left to right", "right-to-left": "Right to left", "random": "Random (seeded)", "custom": "Your own"}
+KIND_LABELS = {"left-to-right": "Left to right", "right-to-left": "Right to left", "random": "Random (seeded)", "custom": "Your own"}
 PARAGRAPH = ("The cat sat on the mat because it was tired. It had chased a mouse all morning. "
              "The mouse hid under the stairs, and the cat gave up. Then it slept in the sun.")
 DEFAULTS = {"pm_model": XLNET, "pm_model_other": "",
             "pm_text": "New York is a city .", "pm_kind": "random", "pm_seed": 0, "pm_custom": "", "pm_k": 2, "pm_target": -1,
             "pm_ny": "New York is a city .", "pm_first": "New", "pm_second": "York", "pm_par": PARAGRAPH, "pm_seg": 8, "pm_mem": 8}
 ALLOWED = {"pm_model": ui.picker_values(XLNETS), "pm_model_other": ui.valid_model_id,
-           "pm_kind": list(KINDS), "pm_seed": (0, 10**6), "pm_k": (1, P.MAX_TOKENS), "pm_target": (-1, P.MAX_TOKENS),
+           "pm_kind": list(permutation.KINDS), "pm_seed": (0, 10**6), "pm_k": (1, permutation.MAX_TOKENS), "pm_target": (-1, permutation.MAX_TOKENS),
            "pm_seg": (1, 64), "pm_mem": (0, 64)}
 
 
 @st.cache_data(show_spinner="Predicting…", max_entries=32)
 def predictions(model_id: str, text: str, order: tuple, k: int) -> list:
-    return ui.model_call(P.predict_last_k, model_id, text, list(order), k, 5)
+    return permutation.predictions(model_id, text, list(order), k, call=ui.model_call)
 
 
 @st.cache_data(show_spinner="Checking…", max_entries=32)
-def checked(model_id: str, text: str, order: tuple, target: int) -> P.SelfCheck:
-    return ui.model_call(P.self_check, model_id, text, list(order), target)
+def checked(model_id: str, text: str, order: tuple, target: int) -> permutation.SelfCheck:
+    return permutation.self_check(model_id, text, list(order), target, call=ui.model_call)
 
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Permutation LM")
 st.markdown("#### XLNet predicts tokens in a random order, seeing both sides, and never its own target")
 ui.warn_ignored(ignored, "pm_")
-s = st.session_state
+state = st.session_state
 c = st.columns([2, 3])
 xlnet_id = ui.model_picker("XLNet checkpoint", "pm_model", XLNETS, task="xlnet-lm", where=c[0],
                            help="Any XLNet: the catalog's, a Hub id, or your own folder under BFE_MODEL_DIR.")
@@ -47,10 +47,7 @@ wanted = xlnet_id or XLNET
 c[1].text_input("Sentence", key="pm_text", max_chars=400)
 tokens, ids = None, None
 try:
-    if have_xlnet:
-        ids, tokens = ui.model_call(P.tokens_for, xlnet_id, s["pm_text"])
-    else:
-        tokens = P.word_tokens(s["pm_text"])
+    ids, tokens = permutation.tokens(state["pm_text"], xlnet_id if have_xlnet else None, call=ui.model_call)
 except ExplorerError as err:
     ui.show_error(err)
     ui.save_url_state(DEFAULTS)
@@ -62,51 +59,48 @@ if not have_xlnet:
 
 n = len(tokens) - 2
 c = st.columns([4, 1, 3])
-c[0].segmented_control("Factorization order", list(KINDS), key="pm_kind", format_func=KINDS.get)
-kind = s["pm_kind"] or "random"
+c[0].segmented_control("Factorization order", list(KIND_LABELS), key="pm_kind", format_func=KIND_LABELS.get)
+kind = state["pm_kind"] or "random"
 if kind == "random":
     c[1].number_input("Seed", 0, 10**6, key="pm_seed")
 if kind == "custom":
     c[2].text_input(f"Order: the positions 0–{n - 1}, comma-separated", key="pm_custom", placeholder=", ".join(map(str, range(n))))
 try:
-    order = P.parse_order(s["pm_custom"], n) if kind == "custom" else P.make_order(kind, n, s["pm_seed"])
+    order = permutation.order(kind, n, state["pm_seed"], state["pm_custom"])
 except ExplorerError as err:
     ui.show_error(err)
     ui.save_url_state(DEFAULTS)
     st.stop()
 
-s["pm_k"] = min(s["pm_k"], n)
+state["pm_k"] = min(state["pm_k"], n)
 c = st.columns([2, 2])
 if n > 1:
     c[0].slider("K: predict the last K positions of the order", 1, n, key="pm_k",
                 help="XLNet's partial prediction: only the last 1/K of the order is predicted (the paper uses K = 6 or 7).")
 else:
     c[0].caption("One position: K is 1, it is the only target.")
-inputs = P.permutation_inputs(order, s["pm_k"], specials=[n, n + 1])
-targets = list(inputs.targets)
-if s["pm_target"] not in targets:
-    s["pm_target"] = targets[0]  # the first predicted: there are later targets it must not see
+masks = permutation.masks(tokens, order, state["pm_k"])
+targets = masks.targets
+if state["pm_target"] not in targets:
+    state["pm_target"] = targets[0]  # the first predicted: there are later targets it must not see
 c[1].selectbox("Target to inspect", targets, key="pm_target", format_func=lambda p: f"{p}: {tokens[p]}")
-tgt = s["pm_target"]
+tgt = state["pm_target"]
 
 ui.chart(plots.order_path(tokens[:n], order, targets, tgt), "pm_path", main=True, title="A factorization order, drawn as in XLNet's Figure 1",
          caption=f"Order {' → '.join(map(str, order))}; target {tgt}.", sources=("Yang et al. 2019 (XLNet), Figure 1",))
-seen = P.conditioned_on(inputs, tgt)
+seen = masks.seen_by(tgt)
 st.markdown(f"**{tokens[tgt]}** (position {tgt}, step {order.index(tgt) + 1} of the order) is predicted from: "
             + (", ".join(f"`{tokens[j]}`" for j in seen) if seen else "*nothing: it comes first*")
             + f". Orange: the {len(targets)} predicted positions; blue: what the selected one sees.")
 
-content, query = P.content_mask(inputs), P.query_mask(inputs)
+content, query = masks.content, masks.query
 left, right = st.columns(2)
 for where, m, name, key in ((left, content, "Content stream: may see (itself included)", "pm_content"),
                             (right, query, "Query stream: may see (never itself)", "pm_query")):
     ui.chart(plots.heatmap(m.astype(float), tokens, title=name, zmax=1, colorbar="sees"), key, where=where, compact=True,
              title=f"XLNet two-stream attention masks. {name}", caption=f"Order {' → '.join(map(str, order))}.",
              sources=("Yang et al. 2019 (XLNet), Section 2.3 and Figure 1",))
-masks = pd.DataFrame([{"from": i, "from_token": tokens[i], "to": j, "to_token": tokens[j], "content_sees": bool(content[i, j]),
-                       "query_sees": bool(query[i, j]), "perm_mask": int(inputs.perm_mask[0, i, j])}
-                      for i in range(len(tokens)) for j in range(len(tokens))])
-st.download_button("Download the masks (CSV)", lambda: csv_bytes(masks), "xlnet-masks.csv", "text/csv",
+st.download_button("Download the masks (CSV)", lambda: csv_bytes(pd.DataFrame(masks.rows())), "xlnet-masks.csv", "text/csv",
                    key="pm_dl_masks", icon=":material/download:")
 
 st.subheader("Predictions for the last K")
@@ -114,13 +108,13 @@ if not have_xlnet:
     st.info(f"Predictions need {wanted} (see above).", icon=":material/info:")
 else:
     try:
-        preds = predictions(xlnet_id, s["pm_text"], tuple(order), s["pm_k"])
+        preds = predictions(xlnet_id, state["pm_text"], tuple(order), state["pm_k"])
         table = pd.DataFrame([{"position": p.position, "token": p.token, "p(token)": p.true_probability,
                                **{f"#{i + 1}": f"{t} ({q:.1%})" for i, (t, q) in enumerate(p.top)}} for p in preds])
         st.dataframe(table, hide_index=True, width="stretch", column_config={"p(token)": st.column_config.NumberColumn(format="%.4f")})
         st.download_button("Download predictions (CSV)", lambda: csv_bytes(table), "xlnet-predictions.csv", "text/csv",
                            key="pm_dl_preds", icon=":material/download:")
-        chk = checked(xlnet_id, s["pm_text"], tuple(order), tgt)
+        chk = checked(xlnet_id, state["pm_text"], tuple(order), tgt)
         st.markdown("**Self-check.** Replace one token and watch the prediction at "
                     f"**{tokens[tgt]}** (largest change of any probability):")
         a, b = st.columns(2)
@@ -146,7 +140,7 @@ else:
     c[1].text_input("First word", key="pm_first")
     c[2].text_input("Second word", key="pm_second")
     try:
-        ny = ui.model_call(P.new_york, BERT, xlnet_id, s["pm_ny"], s["pm_first"], s["pm_second"])
+        ny = permutation.new_york(BERT, xlnet_id, state["pm_ny"], state["pm_first"], state["pm_second"], call=ui.model_call)
         st.dataframe(pd.DataFrame([
             {"model": "BERT (both masked, independent)", "log p(first)": ny["bert_first"], "log p(second)": ny["bert_second"],
              "log p(pair)": ny["bert_pair"]},
@@ -166,7 +160,7 @@ else:
     c[0].number_input("Segment length (tokens)", 1, 64, key="pm_seg")
     c[1].number_input("Memory length (0 = vanilla, fixed context)", 0, 64, key="pm_mem")
     try:
-        segs = ui.model_call(P.segment_recurrence, xlnet_id, s["pm_par"], s["pm_seg"], s["pm_mem"])
+        segs = permutation.segments(xlnet_id, state["pm_par"], state["pm_seg"], state["pm_mem"], call=ui.model_call)
     except ExplorerError as err:
         ui.show_error(err)
     else:

@@ -1,16 +1,13 @@
 """Representations: what the hidden vectors hold, layer by layer, and which input tokens drive an output."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from analysis import representation_plots as plots
-from analysis import representations as R
 from app import ui
 from core import registry
 from core.errors import ExplorerError
-from models.representations import SENSES as SENSES_CSV
-from models.representations import cross_model_cka, layer_similarity
+from services import attention, representations
 
 BUNDLED = registry.bundled_id()
 MODELS = [c.id for c in registry.loadable()]
@@ -18,12 +15,11 @@ MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
 PRETRAIN = [c.id for c in registry.loadable() if "pretraining" in c.tasks and c.family in ("bert", "albert")]
 DISC = [c.id for c in registry.loadable() if c.objective == "replaced-token-detection" and "pretraining" in c.tasks
         and c.family == "electra"]
-SENSES = pd.read_csv(SENSES_CSV)
+SENSES = representations.senses()
 VIEWS = {"projection": "Projection", "similarity": "Similarity by layer", "nearest": "Nearest contexts",
          "neuron": "Neuron view", "why": "Why this prediction"}
 METHODS = {"pca": "PCA", "tsne": "t-SNE", "umap": "UMAP"}
-OUTPUTS = {"similarity": "similarity of two sentences (any encoder)", "fill": "a fill-mask prediction",
-           "nsp": "NSP / SOP: does B follow A?", "electra": "ELECTRA: was this token replaced?"}
+OUTPUTS = representations.OUTPUTS
 DEFAULTS = {
     "rp_view": "projection", "rp_model": BUNDLED, "rp_model_other": "", "rp_source": "senses",
     "rp_words": ["bank", "bat"], "rp_text": "The bank raised its rates.\nWe walked along the river bank.",
@@ -48,46 +44,35 @@ SOURCES_CITED = {
 
 
 @st.cache_data(show_spinner="Running the model on the sentences…", max_entries=16)
-def states(model_id: str, texts: tuple[str, ...]):
-    from models.representations import hidden_states
-
-    return ui.model_call(hidden_states, model_id, list(texts))
+def states(model_id: str, texts: tuple[str, ...]) -> representations.Representations:
+    return representations.states(model_id, list(texts), call=ui.model_call)
 
 
 @st.cache_data(show_spinner="Projecting…", max_entries=32)
-def projected(x: np.ndarray, method: str, seed: int) -> np.ndarray:
-    return R.project(x, method, seed)
+def projected(model_id: str, texts: tuple[str, ...], layer: int, method: str, seed: int,
+              focus: frozenset[str]) -> representations.Projection:
+    return representations.project(states(model_id, texts), layer, method, seed, set(focus))
 
 
 @st.cache_data(show_spinner="Searching the corpus (the first search at a layer builds its index: about a minute)…",
                max_entries=32)
 def neighbours(model_id: str, text: str, position: int, k: int, layer: int) -> list:
-    from models.representations import nearest_contexts
-
-    return ui.model_call(nearest_contexts, model_id, text, position, k, layer)
+    return representations.nearest(model_id, text, position, k, layer, call=ui.model_call)
 
 
 @st.cache_data(show_spinner="Reading the head's queries and keys…", max_entries=32)
 def neuron(model_id: str, text: str, layer: int, head: int):
-    from models.attention import query_key
-
-    return ui.model_call(query_key, model_id, text, layer, head)
+    return attention.query_key(model_id, text, layer, head, call=ui.model_call)
 
 
 @st.cache_data(show_spinner="Integrated gradients (50 interpolation steps, one batch)…", max_entries=32)
-def explain(kind: str, model_id: str, args: tuple, steps: int):
-    from models import attribution as A
-
-    fn = {"similarity": A.similarity, "fill": A.fill_mask, "nsp": A.sentence_relation, "electra": A.replaced_token}[kind]
-    return ui.model_call(fn, model_id, *args, steps)
+def explain(kind: str, model_id: str, text: str, text_b: str, position: int, steps: int):
+    return representations.explain(kind, model_id, text, text_b, position, steps, call=ui.model_call)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def rollout_row(model_id: str, text: str, pair: str, row: int) -> np.ndarray:
-    from models.attention import extract_attention, rollout
-
-    r = ui.model_call(extract_attention, model_id, text, pair or None)
-    return rollout(r.weights)[-1][min(row, len(r.tokens) - 1)]
+def rollout_row(model_id: str, text: str, pair: str, row: int):
+    return attention.rollout_row(model_id, text, pair, row, call=ui.model_call)
 
 
 def short(model_id: str) -> str:
@@ -97,11 +82,11 @@ def short(model_id: str) -> str:
 
 def sentences() -> tuple[list[str], list[str]]:
     """The sentences and, per sentence, its group label (the sense in the demo set, '' when typed)."""
-    s = st.session_state
-    if s["rp_source"] == "senses":
-        rows = SENSES[SENSES["word"].isin(s["rp_words"] or list(DEFAULTS["rp_words"]))]
+    state = st.session_state
+    if state["rp_source"] == "senses":
+        rows = SENSES[SENSES["word"].isin(state["rp_words"] or list(DEFAULTS["rp_words"]))]
         return list(rows["sentence"]), [f"{w}: {m}" for w, m in zip(rows["word"], rows["sense"], strict=True)]
-    lines = [line.strip() for line in s["rp_text"].splitlines() if line.strip()][:100]
+    lines = [line.strip() for line in state["rp_text"].splitlines() if line.strip()][:100]
     return lines, [""] * len(lines)
 
 
@@ -109,9 +94,9 @@ ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Representations")
 st.markdown("#### What the hidden vectors hold, layer by layer, and which words drive a prediction")
 ui.warn_ignored(ignored, "rp_")
-s = st.session_state
+state = st.session_state
 st.segmented_control("View", list(VIEWS), key="rp_view", format_func=VIEWS.get, label_visibility="collapsed")
-view = s["rp_view"] or "projection"
+view = state["rp_view"] or "projection"
 
 if view in ("projection", "similarity", "nearest", "neuron"):
     c = st.columns([3, 3, 3])
@@ -119,7 +104,7 @@ if view in ("projection", "similarity", "nearest", "neuron"):
     c[1].segmented_control("Sentences", ["senses", "typed"], key="rp_source", format_func={"senses": "Demo", "typed": "Yours"}.get,
                            help="Demo: 38 sentences with 'bank', 'bat', 'light' and 'spring' in different senses. "
                                 "Yours: type one sentence per line.")
-    if s["rp_source"] == "senses":
+    if state["rp_source"] == "senses":
         c[2].multiselect("Words", sorted(set(SENSES["word"])), key="rp_words",
                          help="Each in several senses: 'bank' of a river and of money, 'bat', 'light', 'spring'.")
     else:
@@ -140,8 +125,8 @@ if view in ("projection", "similarity", "nearest", "neuron"):
         st.stop()
     for note in reps.notices:
         st.info(note, icon=":material/info:")
-    if s["rp_layer"] > reps.layers:
-        s["rp_layer"] = reps.layers
+    if state["rp_layer"] > reps.layers:
+        state["rp_layer"] = reps.layers
 
 if view == "projection":
     c = st.columns([3, 2, 2, 1])
@@ -150,56 +135,46 @@ if view == "projection":
     c[2].text_input("Only the tokens of", key="rp_focus", max_chars=200,
                     help="Comma-separated words; empty: the words picked above (demo), or every word of your sentences.")
     c[3].number_input("Seed", 0, 10**6, key="rp_seed")
-    focus = {w.strip().lower() for w in s["rp_focus"].split(",") if w.strip()}
-    if not focus and s["rp_source"] == "senses":
-        focus = set(s["rp_words"])
-    x, where = reps.layer_matrix(s["rp_layer"])
-    rows = []
-    for (t, p), vec in zip(where, x, strict=True):
-        item = reps.items[t]
-        word = item.word_texts[item.words[p]].lower() if item.words[p] is not None else ""
-        if not focus or word.strip(".,;:!?\"'") in focus:
-            rows.append((t, p, word, vec))
-    notice = ""
-    if len(rows) > R.MAX_POINTS:
-        notice = f"{len(rows):,} tokens: the first {R.MAX_POINTS:,} are drawn."
-        rows = rows[: R.MAX_POINTS]
-    if len(rows) < 3:
-        st.info("Fewer than three tokens match: widen 'Only the tokens of', or add sentences.", icon=":material/info:")
+    focus = {w.strip().lower() for w in state["rp_focus"].split(",") if w.strip()}
+    if not focus and state["rp_source"] == "senses":
+        focus = set(state["rp_words"])
+    try:
+        shown = projected(reps.model_id, tuple(texts), state["rp_layer"], state["rp_method"] or "pca", int(state["rp_seed"]),
+                          frozenset(focus))
+    except representations.TooFewTokens as err:
+        st.info(f"{err.message} Widen 'Only the tokens of', or add sentences.", icon=":material/info:")
+    except ExplorerError as err:
+        ui.show_error(err)
     else:
-        try:
-            coords = projected(np.stack([r[3] for r in rows]), s["rp_method"] or "pca", int(s["rp_seed"]))
-        except ExplorerError as err:
-            ui.show_error(err)
-        else:
-            colour = [groups[t] or w for t, _, w, _ in rows]
-            labels = [reps.items[t].tokens[p] for t, p, _, _ in rows]
-            hover = [reps.items[t].text for t, _, _, _ in rows]
-            method = METHODS[s["rp_method"] or "pca"]
-            ui.chart(plots.projection_figure(coords, colour, labels, hover, f"{short(reps.model_id)}, layer {s['rp_layer']}: {method}",
-                                             method),
-                     "rp_proj", main=True, title=f"Token vectors of {reps.model_id} at layer {s['rp_layer']} ({method})",
-                     caption=f"{len(rows)} tokens of {len(texts)} sentences, coloured by "
-                             + ("sense" if s["rp_source"] == "senses" else "word") + ".",
-                     sources=(*SOURCES_CITED["projection"], f"Hidden states of {reps.model_id}, computed by BERT Family Explorer"))
-            if notice:
-                st.caption(notice)
-            st.caption("In the middle layers the senses of one word pull apart (the river bank and the money bank form "
-                       "their own clusters); at layer 0 every 'bank' is the same vector. PCA is linear and exact; t-SNE and "
-                       "UMAP keep neighbours, not distances (fixed seed, same picture).")
-            table = pd.DataFrame({"sentence": hover, "token": labels, "group": colour, "x": coords[:, 0], "y": coords[:, 1]})
-            ui.download_buttons(table, "projection", "rp_dl_proj")
+        colour = [groups[t["text_index"]] or t["word"].lower() for t in shown.tokens]
+        labels = [t["token"] for t in shown.tokens]
+        hover = [reps.items[t["text_index"]].text for t in shown.tokens]
+        method = METHODS[shown.method]
+        coords = shown.coords
+        ui.chart(plots.projection_figure(coords, colour, labels, hover, f"{short(reps.model_id)}, layer {shown.layer}: {method}",
+                                         method),
+                 "rp_proj", main=True, title=f"Token vectors of {reps.model_id} at layer {shown.layer} ({method})",
+                 caption=f"{len(labels)} tokens of {len(texts)} sentences, coloured by "
+                         + ("sense" if state["rp_source"] == "senses" else "word") + ".",
+                 sources=(*SOURCES_CITED["projection"], f"Hidden states of {reps.model_id}, computed by BERT Family Explorer"))
+        for note in shown.notices[len(reps.notices):]:
+            st.caption(note)
+        st.caption("In the middle layers the senses of one word pull apart (the river bank and the money bank form "
+                   "their own clusters); at layer 0 every 'bank' is the same vector. PCA is linear and exact; t-SNE and "
+                   "UMAP keep neighbours, not distances (fixed seed, same picture).")
+        table = pd.DataFrame({"sentence": hover, "token": labels, "group": colour, "x": coords[:, 0], "y": coords[:, 1]})
+        ui.download_buttons(table, "projection", "rp_dl_proj")
     with st.expander("Project vectors of your own (CSV)"):
         up = st.file_uploader("One row per item, one numeric column per dimension, an optional 'label' column",
-                              type=["csv"], key="rp_upload", max_upload_size=R.MAX_UPLOAD_BYTES // 2**20 or 1)
+                              type=["csv"], key="rp_upload", max_upload_size=representations.MAX_UPLOAD_MB)
         if up is not None:
             try:
-                mine, names = R.parse_vectors_csv(up.getvalue())
-                xy = projected(mine, s["rp_method"] or "pca", int(s["rp_seed"]))
+                mine, xy, names = representations.project_vectors(up.getvalue(), state["rp_method"] or "pca",
+                                                                  int(state["rp_seed"]))
             except ExplorerError as err:
                 ui.show_error(err)
             else:
-                method = METHODS[s["rp_method"] or "pca"]
+                method = METHODS[state["rp_method"] or "pca"]
                 ui.chart(plots.projection_figure(xy, ["your vectors"] * len(names), names, names, f"{up.name[:60]}: {method}", method),
                          "rp_proj_upload", title=f"Your vectors ({mine.shape[0]} × {mine.shape[1]}), {method}",
                          caption=f"Uploaded as {up.name[:60]}.", sources=("Your data",))
@@ -207,7 +182,7 @@ if view == "projection":
 elif view == "similarity":
     sim = None
     try:
-        sim = layer_similarity(reps)
+        sim = representations.similarity(reps)
     except ExplorerError as err:
         ui.show_error(err)
     if sim is not None:
@@ -233,7 +208,7 @@ elif view == "similarity":
     if other and not ui.explain_missing([other] if other in MODELS else [], "The comparison needs"):
         try:
             reps2 = states(other, tuple(texts))
-            cross = cross_model_cka(reps, reps2)
+            cross = representations.compare(reps, reps2)
         except ExplorerError as err:
             ui.show_error(err)
         else:
@@ -245,49 +220,47 @@ elif view == "similarity":
 
 elif view == "nearest":
     c = st.columns([4, 2, 2, 1])
-    s["rp_sentence"] = min(s["rp_sentence"], len(texts) - 1)
+    state["rp_sentence"] = min(state["rp_sentence"], len(texts) - 1)
     c[0].selectbox("Sentence", list(range(len(texts))), key="rp_sentence", format_func=lambda i: texts[i])
-    item = reps.items[s["rp_sentence"]]
+    item = reps.items[state["rp_sentence"]]
     choices = [p for p in range(len(item.tokens)) if not item.special[p]]
-    if s["rp_token"] not in choices:
-        s["rp_token"] = choices[0]
+    if state["rp_token"] not in choices:
+        state["rp_token"] = choices[0]
     c[1].selectbox("Token", choices, key="rp_token", format_func=lambda p: f"{p}: {item.tokens[p]}")
     c[2].slider("Layer", 0, reps.layers, key="rp_layer")
     c[3].number_input("k", 1, 100, key="rp_k")
     st.caption("exBERT's search: the tokens of 6,000 WordNet example sentences (Princeton WordNet 3.0, its licence in "
                "data/corpus/) whose vectors at this layer are closest to the chosen token (cosine, exact).")
-    if st.button("Search the corpus", icon=":material/search:", key="rp_search") or s.get("rp_searched") == (
-            reps.model_id, item.text, s["rp_token"], s["rp_k"], s["rp_layer"]):
-        s["rp_searched"] = (reps.model_id, item.text, s["rp_token"], s["rp_k"], s["rp_layer"])
+    if st.button("Search the corpus", icon=":material/search:", key="rp_search") or state.get("rp_searched") == (
+            reps.model_id, item.text, state["rp_token"], state["rp_k"], state["rp_layer"]):
+        state["rp_searched"] = (reps.model_id, item.text, state["rp_token"], state["rp_k"], state["rp_layer"])
         try:
-            hits = neighbours(reps.model_id, item.text, s["rp_token"], s["rp_k"], s["rp_layer"])
+            hits = neighbours(reps.model_id, item.text, state["rp_token"], state["rp_k"], state["rp_layer"])
         except ExplorerError as err:
             ui.show_error(err)
         else:
             table = pd.DataFrame([{"similarity": round(h.similarity, 4), "token": h.token, "sentence": h.sentence} for h in hits])
             ui.main_result().dataframe(table, hide_index=True, width="stretch")
             ui.download_buttons(table, "nearest-contexts", "rp_dl_nn")
-            same = sum(h.token == item.tokens[s["rp_token"]] for h in hits)
+            same = sum(h.token == item.tokens[state["rp_token"]] for h in hits)
             st.caption(f"{same} of {len(hits)} neighbours are the same word; read their sentences to see which sense the "
                        "layer keeps.")
 
 elif view == "neuron":
-    from models.attention import NOT_PLAIN
-
     mt = None
     c = st.columns([4, 1, 1, 2])
-    s["rp_sentence"] = min(s["rp_sentence"], len(texts) - 1)
+    state["rp_sentence"] = min(state["rp_sentence"], len(texts) - 1)
     c[0].selectbox("Sentence", list(range(len(texts))), key="rp_sentence", format_func=lambda i: texts[i])
     c[1].number_input("Layer", 0, max(0, reps.layers - 1), key="rp_layer")
     c[2].number_input("Head", 0, 200, key="rp_head")
     try:
-        qk = neuron(reps.model_id, reps.items[s["rp_sentence"]].text, min(s["rp_layer"], reps.layers - 1), s["rp_head"])
+        qk = neuron(reps.model_id, reps.items[state["rp_sentence"]].text, min(state["rp_layer"], reps.layers - 1), state["rp_head"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
-        s["rp_query"] = min(s["rp_query"], len(qk.tokens) - 1)
+        state["rp_query"] = min(state["rp_query"], len(qk.tokens) - 1)
         c[3].selectbox("Query token", list(range(len(qk.tokens))), key="rp_query", format_func=lambda p: f"{p}: {qk.tokens[p]}")
-        i = s["rp_query"]
+        i = state["rp_query"]
         ui.chart(plots.neuron_figure(qk.product(i), qk.tokens, qk.tokens[i], qk.scores[i], qk.probabilities[i]), "rp_neuron", main=True,
                  title=f"{qk.model_id}: neuron view, layer {qk.layer}, head {qk.head}, query “{qk.tokens[i]}”",
                  caption="Left: each dimension's share q_d·k_d of the score; right: q·k/√d and the softmax weight.",
@@ -295,36 +268,36 @@ elif view == "neuron":
         st.caption(f"Summing a row on the left and dividing by √{qk.query.shape[1]} gives the grey bar; the softmax of the grey "
                    "bars is the blue one, the head's attention (checked against the model's own weights in the tests). bertviz "
                    "shows this for BERT, GPT-2 and RoBERTa; here it works for every architecture whose attention is plain q·k: "
-                   "not for " + "; ".join(f"{k} ({v})" for k, v in NOT_PLAIN.items()) + ".")
+                   "not for " + "; ".join(f"{k} ({v})" for k, v in attention.NOT_PLAIN.items()) + ".")
 
 else:  # why this prediction
     c = st.columns([3, 3])
     c[0].selectbox("Explain", list(OUTPUTS), key="rp_output", format_func=OUTPUTS.get)
-    kind = s["rp_output"]
-    pool = {"similarity": MODELS, "fill": MLM, "nsp": PRETRAIN, "electra": DISC}[kind]
-    if s["rp_model"] not in pool and s["rp_model"] != ui.OTHER:
-        s["rp_model"] = BUNDLED if kind == "similarity" else pool[0]
-    model_id = ui.model_picker("Model", "rp_model", pool, task={"similarity": "base", "fill": "masked-lm"}.get(kind, "pretraining"),
+    kind = state["rp_output"]
+    pool = {"similarity": MODELS, "fill_mask": MLM, "sentence_relation": PRETRAIN, "replaced_token": DISC}[kind]
+    if state["rp_model"] not in pool and state["rp_model"] != ui.OTHER:
+        state["rp_model"] = BUNDLED if kind == "similarity" else pool[0]
+    model_id = ui.model_picker("Model", "rp_model", pool, task={"similarity": "base", "fill_mask": "masked-lm"}.get(kind, "pretraining"),
                                where=c[1])
     c = st.columns([3, 3, 1])
-    if kind == "fill":
+    if kind == "fill_mask":
         c[0].text_input("Text with [MASK]", key="rp_fill", max_chars=500)
         c[1].text_input("Candidate (empty: the top prediction)", key="rp_candidate", max_chars=50)
-        args, text, pair = (s["rp_fill"], s["rp_candidate"] or None), s["rp_fill"], ""
-    elif kind == "electra":
+        text, text_b, pair = state["rp_fill"], state["rp_candidate"], ""
+    elif kind == "replaced_token":
         c[0].text_input("Text", key="rp_a", max_chars=500)
         c[1].number_input("Token position", 0, 600, key="rp_position")
-        args, text, pair = (s["rp_a"], s["rp_position"]), s["rp_a"], ""
+        text, text_b, pair = state["rp_a"], "", ""
     else:
         c[0].text_input("Sentence A", key="rp_a", max_chars=500)
         c[1].text_input("Sentence B", key="rp_b", max_chars=500)
-        args, text, pair = (s["rp_a"], s["rp_b"]), s["rp_a"], (s["rp_b"] if kind == "nsp" else "")
+        text, text_b, pair = state["rp_a"], state["rp_b"], (state["rp_b"] if kind == "sentence_relation" else "")
     c[2].number_input("IG steps", 5, 200, key="rp_steps")
     if model_id and not ui.explain_missing([model_id] if model_id in MODELS else [], "This needs"):
         try:
-            a = explain(kind, model_id, args, int(s["rp_steps"]))
-            row = next((p for p, t in enumerate(a.tokens) if t in ("[MASK]", "<mask>")), 0) if kind == "fill" else (
-                s["rp_position"] if kind == "electra" else 0)
+            a = explain(kind, model_id, text, text_b, state["rp_position"], int(state["rp_steps"]))
+            row = next((p for p, t in enumerate(a.tokens) if t in ("[MASK]", "<mask>")), 0) if kind == "fill_mask" else (
+                state["rp_position"] if kind == "replaced_token" else 0)
             roll = rollout_row(model_id, text, pair, row)
         except ExplorerError as err:
             ui.show_error(err)
@@ -349,7 +322,7 @@ else:  # why this prediction
                        "of the output — which the other two do not (Sundararajan et al. 2017). Computed with Captum.")
             table = pd.DataFrame({"token": a.tokens, "integrated_gradients": a.integrated_gradients,
                                   "gradient_x_input": a.gradient_x_input,
-                                  "rollout": roll if len(roll) == len(a.tokens) else np.nan})
+                                  "rollout": roll if len(roll) == len(a.tokens) else float("nan")})
             ui.download_buttons(table, "attribution", "rp_dl_attr")
 
 ui.save_url_state(DEFAULTS)

@@ -1,28 +1,27 @@
 """Scaling-law lab: fit, compare and extrapolate power laws on published points or your own. No torch."""
 
 import json
+import math
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import scaling
 from analysis import scaling_plots as plots
 from analysis.safe_text import csv_bytes
 from app import ui
 from core.errors import ExplorerError
+from services import scaling
 
 MAX_UPLOAD_BYTES, MAX_ROWS = scaling.MAX_CSV_BYTES, scaling.MAX_CSV_ROWS
 DEFAULTS = {"sc_src": "built-in", "sc_ds": "bert_size_ablation", "sc_x": "", "sc_y": "", "sc_x2": "", "sc_law": "power",
             "sc_transform": "as is", "sc_extra": 0.0, "sc_boot": 200, "sc_budget": 5.76e23, "sc_lab": ""}
 ALLOWED = {"sc_src": ["built-in", "upload", "lab"], "sc_lab": lambda v: len(v) <= 100, "sc_ds": list(scaling.DATASETS), "sc_law": list(scaling.LAWS),
-           "sc_transform": ["as is", "100 − y (error)"], "sc_boot": (0, 1000), "sc_extra": (0.0, 1e30), "sc_budget": (1e15, 1e30)}
-LAW_LABELS = {"power": "L(x) = (x_c / x)^α", "power_const": "L(x) = L_∞ + A·x^(−α)", "chinchilla": "L(N, D) = E + A/N^α + B/D^β"}
+           "sc_transform": list(scaling.TRANSFORMS), "sc_boot": (0, 1000), "sc_extra": (0.0, 1e30), "sc_budget": (1e15, 1e30)}
 
 
 @st.cache_data(show_spinner="Fitting…", max_entries=64)
-def run_fit(law: str, x: tuple, y: tuple, boot: int) -> scaling.Fit:
-    return scaling.fit(law, np.array(x, dtype=object), list(y), bootstrap=boot)
+def run_fit(table: pd.DataFrame, x: str, y: str, law: str, transform: str, x2: str, boot: int, extra: float) -> scaling.TableFit:
+    return scaling.fit_table(table, x, y, law, transform, x2, boot, extra)
 
 
 @st.cache_data(show_spinner=False)
@@ -108,8 +107,8 @@ pick("sc_x", numeric, defaults[0])
 pick("sc_y", numeric, defaults[1] if defaults[1] else numeric[-1])
 c[0].selectbox("x", numeric, key="sc_x")
 c[1].selectbox("y", numeric, key="sc_y")
-c[2].selectbox("Law", list(scaling.LAWS), key="sc_law", format_func=LAW_LABELS.get)
-c[3].selectbox("y as", ["as is", "100 − y (error)"], key="sc_transform",
+c[2].selectbox("Law", list(scaling.LAWS), key="sc_law", format_func=lambda k: scaling.LAWS[k].label)
+c[3].selectbox("y as", list(scaling.TRANSFORMS), key="sc_transform",
                help="Accuracy rises with scale; its error 100 − y falls like a loss and fits a power law.")
 law = st.session_state["sc_law"]
 if law == "chinchilla":
@@ -120,50 +119,42 @@ c[0].number_input("Extrapolate to x", min_value=0.0, key="sc_extra", format="%.4
                   help="0: ten times the largest x. The point and its band are drawn on the chart.")
 c[1].number_input("Bootstrap resamples", 0, 1000, key="sc_boot", step=50, help="For standard errors and the band; 0 is fastest.")
 
-s = st.session_state
-y_raw = pd.to_numeric(data[s["sc_y"]], errors="coerce")
-y = 100 - y_raw if s["sc_transform"] != "as is" else y_raw
-x_cols = [s["sc_x"], s["sc_x2"]] if law == "chinchilla" else [s["sc_x"]]
-x = data[x_cols].apply(pd.to_numeric, errors="coerce").to_numpy()
-x_arg = tuple(map(tuple, x)) if law == "chinchilla" else tuple(x[:, 0])
-labels = [str(v) for v in data[data.columns[0]]] if data.columns[0] not in numeric and len(data) <= 30 else None
-y_label = s["sc_y"] if s["sc_transform"] == "as is" else f"100 − {s['sc_y']}"
-
+state = st.session_state
 try:
-    f = run_fit(law, x_arg, tuple(y), int(s["sc_boot"]))
+    fitted = run_fit(data, state["sc_x"], state["sc_y"], law, state["sc_transform"], state["sc_x2"], int(state["sc_boot"]),
+                     float(state["sc_extra"]))
 except ExplorerError as err:
     ui.show_error(err)
-    f = None
+    fitted = None
 
-if f is not None:
-    x_max = float(np.max(f.x if f.x.ndim == 1 else f.x[:, 0]))
-    x_to = s["sc_extra"] if s["sc_extra"] > x_max else 10 * x_max
+f = fitted.fit if fitted is not None else None
+if fitted is not None:
+    x_to, labels, y_label = fitted.x_to, fitted.labels, fitted.y_label
     left, right = st.columns([3, 2])
     sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
-    residuals = plots.residual_figure(f, s["sc_x"])
+    residuals = plots.residual_figure(f, state["sc_x"])
     if f.x.ndim == 1:
-        fig = plots.fit_figure(f, s["sc_x"], y_label, x_to, labels=labels)
+        fig = plots.fit_figure(f, state["sc_x"], y_label, x_to, labels=labels)
         ui.chart(fig, "sc_plot", where=left, main=True, title=f"Scaling fit: {f.formula}",
-                 caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
+                 caption=f"{state['sc_y']} against {state['sc_x']}, {len(f.y)} points.", sources=sources)
     else:
         fig = residuals  # a two-variable law has no single curve: its residuals are the picture (and the HTML download)
         left.markdown("**Residuals against N** (a two-variable law has no single curve to draw)")
     ui.chart(residuals, "sc_resid", where=left, main=f.x.ndim != 1, title=f"Residuals of {f.formula}",
-             caption=f"{s['sc_y']} against {s['sc_x']}, {len(f.y)} points.", sources=sources)
+             caption=f"{state['sc_y']} against {state['sc_x']}, {len(f.y)} points.", sources=sources)
     with right:
         st.markdown(f"**{f.formula}** fitted to {len(f.y)} points")
         params = pd.DataFrame(f.table())
         st.dataframe(params.map(plots.describe), hide_index=True, width="stretch")
         se = f.stderr().get("alpha", float("nan"))
-        st.markdown(f"Exponent **α = {f.params['alpha']:.4f}**" + (f" ± {se:.4f}" if np.isfinite(se) else " (no bootstrap)")
+        st.markdown(f"Exponent **α = {f.params['alpha']:.4f}**" + (f" ± {se:.4f}" if math.isfinite(se) else " (no bootstrap)")
                     + f" · residuals {100 * f.rmse_log:.2f}% RMS · R² (log) {f.r2_log:.4f}")
-        if f.x.ndim == 1:
-            y_to = float(f.predict(np.array([x_to]))[0])
-            lo, hi = f.band(np.array([x_to]))
-            st.markdown(f"At x = {x_to:.4g}: **{y_to:.4g}** ({lo[0]:.4g} – {hi[0]:.4g}, 95% band)")
+        if fitted.at_x_to is not None:
+            y_to, lo, hi = fitted.at_x_to
+            st.markdown(f"At x = {x_to:.4g}: **{y_to:.4g}** ({lo:.4g} – {hi:.4g}, 95% band)")
         st.caption(f"Robust fit: Huber loss on log residuals (δ = {f.huber_delta:g}, as Hoffmann et al. 2022), "
                    f"best of {f.starts} start(s); uncertainty from {0 if f.boot is None else len(f.boot)} bootstrap resamples.")
-        if len(f.y) <= len(scaling.LAWS[law].params) + 2:
+        if fitted.few_points:
             st.warning(f"Only {len(f.y)} points for {len(scaling.LAWS[law].params)} parameters: read the error bars, not the digits.",
                        icon=":material/warning:")
         curve = plots.curve_frame(f, x_to) if f.x.ndim == 1 else pd.DataFrame({"x": f.x[:, 0], "residual": f.residuals})
@@ -183,9 +174,9 @@ st.subheader("Compute-optimal allocation: how big a model, how many tokens?")
 c = st.columns([2, 5])
 c[0].number_input("Compute budget C (FLOPs)", min_value=1e15, max_value=1e30, key="sc_budget", format="%.3e",
                   help="C = 6·N·D. Gopher and Chinchilla: 5.76e23; GPT-3: 3.14e23; BERT-large ≈ 2.7e20.")
-fitted = f.params if (f is not None and law == "chinchilla") else None
+own_law = f.params if (f is not None and law == "chinchilla") else None
 try:
-    rows = scaling.allocations(float(s["sc_budget"]), fitted)
+    rows = scaling.allocations(float(state["sc_budget"]), own_law)
 except ExplorerError as err:
     ui.show_error(err)
 else:

@@ -1,0 +1,90 @@
+"""The attention explorer's use case: a sentence (or a pair) through a model, every head's weights, one head's view.
+
+The Attention page and the Gradio ``/attention`` endpoint both call :func:`run` (validated text, the model's weights)
+and :func:`head` (one head's weights and statistics, its range checked); the page draws them, the endpoint sends
+:meth:`HeadView.to_json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.errors import MAX_TEXT_CHARS, ExplorerError
+from models.attention import NOT_PLAIN, STAT_LABELS, AttentionResult, align, result_stats, rollout, stats_rows
+from services import requests as req
+from services.calls import Call, direct
+
+__all__ = ["NOT_PLAIN", "STAT_LABELS", "AttentionResult", "HeadView", "align", "bertviz", "head", "query_key", "result_stats",
+           "rollout", "run", "stats_rows"]
+EXAMPLE = "The cat sat on the mat."
+
+
+def run(model: str, text: str, pair: str = "", *, call: Call = direct) -> AttentionResult:
+    """Every layer's and head's attention weights of ``model`` over ``text`` (and ``pair``, sentence B, when given)."""
+    from models.attention import extract_attention
+
+    model = req.model_id(model)
+    text = req.text("The text", text, MAX_TEXT_CHARS, example=EXAMPLE)
+    pair = req.text("Sentence B", pair, MAX_TEXT_CHARS, empty_ok=True)
+    return call(extract_attention, model, text, pair or None)
+
+
+@dataclass(frozen=True)
+class HeadView:
+    """One head of a result: its T × T weights (row: the attending token) and its statistics (NaN: no such token)."""
+
+    result: AttentionResult
+    layer: int
+    head: int
+    weights: np.ndarray
+    stats: dict[str, float]
+
+    def caption(self) -> str:
+        """The head's statistics in one line, as the page prints them under a chart."""
+        return f"Layer {self.layer}, head {self.head}: " + " · ".join(
+            f"{STAT_LABELS[k]}: {'—' if v != v else f'{v:.3f}'}" for k, v in self.stats.items())
+
+    def to_json(self) -> dict:
+        r = self.result
+        return {"model": r.model_id, "tokens": list(r.tokens), "segments": list(r.segments), "layer": self.layer,
+                "head": self.head, "weights": [[round(float(v), 6) for v in row] for row in self.weights],
+                "stats": {k: (None if v != v else v) for k, v in self.stats.items()}, "truncated": r.truncated,
+                "notices": list(r.notices)}
+
+
+def head(result: AttentionResult, layer: int, head: int) -> HeadView:
+    """Layer ``layer``, head ``head`` (from 0) of ``result``; :class:`ExplorerError` naming the model's range."""
+    layer, head = req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000)
+    if not (0 <= layer < result.layers and 0 <= head < result.heads):
+        raise ExplorerError(f"{result.model_id} has layers 0–{result.layers - 1} and heads 0–{result.heads - 1}.")
+    stats = {k: float(v[layer, head]) for k, v in result_stats(result).items()}
+    return HeadView(result, layer, head, result.weights[layer, head], stats)
+
+
+#: Tokens above which the bertviz views hold one layer: the full view grows past a few MB (layers × T²).
+BERTVIZ_ALL_LAYERS = 128
+
+
+def bertviz(result: AttentionResult, view: str, layer: int) -> str:
+    """bertviz's head or model view of ``result`` as one offline HTML document (its JavaScript inside); above
+    :data:`BERTVIZ_ALL_LAYERS` tokens it holds ``layer`` only."""
+    from models.attention_html import bertviz_html
+
+    long = len(result.tokens) > BERTVIZ_ALL_LAYERS
+    return bertviz_html(result, view, layer=layer, only_layers=[layer] if long else None)
+
+
+def query_key(model: str, text: str, layer: int, head: int, *, call: Call = direct):
+    """bertviz's neuron view for one head: its queries, keys and their products (``models.attention.QueryKey``)."""
+    from models.attention import query_key as read
+
+    text = req.text("The sentence", text, MAX_TEXT_CHARS, example=EXAMPLE)
+    return call(read, req.model_id(model), text, req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000))
+
+
+def rollout_row(model: str, text: str, pair: str, row: int, *, call: Call = direct) -> np.ndarray:
+    """How much token ``row`` attends to each token through all layers (attention rollout, Abnar & Zuidema 2020)."""
+    r = run(model, text, pair, call=call)
+    return rollout(r.weights)[-1][min(row, len(r.tokens) - 1)]

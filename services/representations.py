@@ -1,0 +1,166 @@
+"""The Representations page's use cases, shared with the Gradio endpoints ``/hidden_states``, ``/cka``,
+``/nearest_contexts`` and ``/attribution``: a model's token vectors for some texts, projected to 2-D; how contextual
+they are and how two models' layers match (CKA); exBERT's nearest contexts; and which input tokens drive an output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from analysis import representations as geometry
+from core.errors import InvalidData
+from models.representations import Representations
+from services import requests as req
+from services.calls import Call, direct
+
+__all__ = ["METHODS", "OUTPUTS", "Projection", "Representations", "cka", "compare", "explain", "nearest", "project",
+           "project_vectors", "similarity", "states"]
+METHODS = geometry.METHODS
+#: What an attribution explains, with the model it needs.
+OUTPUTS = {"similarity": "similarity of two sentences (any encoder)", "fill_mask": "a fill-mask prediction",
+           "sentence_relation": "NSP / SOP: does B follow A?", "replaced_token": "ELECTRA: was this token replaced?"}
+#: Texts one request takes (the demo sets have up to 40), and characters per text.
+MAX_TEXTS = 100
+MAX_TEXT_CHARS = 1_000
+#: The largest CSV of one's own vectors, in MB (the upload box's limit).
+MAX_UPLOAD_MB = max(1, geometry.MAX_UPLOAD_BYTES // 2**20)
+#: Numbers one answer may carry as raw vectors (tokens × hidden size), so that it stays a few MB.
+MAX_VECTOR_NUMBERS = 1_000_000
+EXAMPLE = "The bank raised its rates."
+
+
+def texts(value: Any) -> list[str]:
+    """One text per line (or a list of texts), within :data:`MAX_TEXTS` × :data:`MAX_TEXT_CHARS`."""
+    return req.texts(value, MAX_TEXTS, MAX_TEXT_CHARS, example=EXAMPLE)
+
+
+def states(model: str, lines: Any, *, call: Call = direct) -> Representations:
+    """Every layer's hidden vector of every token of ``lines`` (0: the embeddings)."""
+    from models.representations import hidden_states
+
+    return call(hidden_states, req.model_id(model), texts(lines))
+
+
+class TooFewTokens(InvalidData):
+    """Fewer than three tokens to project: a state to explain (widen the words), not a fault."""
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The tokens drawn (special tokens left out) and their 2-D coordinates; ``vectors`` are the layer's own."""
+
+    model: str
+    layers: int
+    layer: int
+    method: str
+    tokens: list[dict[str, Any]]
+    coords: np.ndarray
+    vectors: np.ndarray
+    notices: list[str] = field(default_factory=list)
+
+    def to_json(self, include_vectors: bool = False) -> dict:
+        out = {"model": self.model, "layers": self.layers, "layer": self.layer, "method": self.method, "tokens": self.tokens,
+               "coords": self.coords.round(6), "notices": self.notices}
+        if include_vectors:
+            if self.vectors.size > MAX_VECTOR_NUMBERS:
+                raise InvalidData(f"{self.vectors.shape[0]:,} tokens × {self.vectors.shape[1]:,} numbers is more than "
+                                  f"{MAX_VECTOR_NUMBERS:,}.", "Send fewer texts, or leave the vectors out.")
+            out["vectors"] = self.vectors.round(6)
+        return out
+
+
+def project(reps: Representations, layer: int = -1, method: str = "pca", seed: int = 0, focus: set[str] | None = None) -> Projection:
+    """The vectors of ``reps``'s tokens at ``layer`` (-1: the last) projected by ``method``; only the tokens of the words in
+    ``focus`` when given (lower case, punctuation stripped); the first ``MAX_POINTS`` when there are more (with a notice)."""
+    layer, seed = req.whole("layer", layer, -1, 1_000), req.whole("seed", seed, 0, 10**6)
+    method = req.choice("method", method, METHODS)
+    layer = reps.layers if layer == -1 else layer
+    x, where = reps.layer_matrix(layer)
+    tokens, keep = [], []
+    for row, (t, p) in enumerate(where):
+        item = reps.items[t]
+        word = item.word_texts[item.words[p]] if item.words[p] is not None else ""
+        if not focus or word.lower().strip(".,;:!?\"'") in focus:
+            tokens.append({"text_index": t, "position": p, "token": item.tokens[p], "word": word})
+            keep.append(row)
+    notices = list(reps.notices)
+    if len(keep) > geometry.MAX_POINTS:
+        notices.append(f"{len(keep):,} tokens: the first {geometry.MAX_POINTS:,} are drawn.")
+        tokens, keep = tokens[: geometry.MAX_POINTS], keep[: geometry.MAX_POINTS]
+    if len(keep) < 3:
+        raise TooFewTokens(f"Fewer than three tokens match ({len(keep)}).", "Widen the words kept, or add sentences.")
+    vectors = x[keep]
+    return Projection(reps.model_id, reps.layers, layer, method, tokens, geometry.project(vectors, method, seed), vectors, notices)
+
+
+def project_vectors(raw: bytes, method: str = "pca", seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Vectors of one's own (a CSV: one row per item, an optional 'label' column): the matrix, its projection, the names."""
+    vectors, names = geometry.parse_vectors_csv(raw)
+    return vectors, geometry.project(vectors, req.choice("method", method, METHODS), req.whole("seed", seed, 0, 10**6)), names
+
+
+def senses() -> Any:
+    """The demo set: sentences with 'bank', 'bat', 'light' and 'spring' in their senses (word, sense, sentence)."""
+    import pandas as pd
+
+    from models.representations import SENSES
+
+    return pd.read_csv(SENSES)
+
+
+def similarity(reps: Representations) -> Any:
+    """How contextual ``reps``'s vectors are, layer by layer, and the linear CKA between its layers
+    (``models.representations.LayerSimilarity``)."""
+    from models.representations import layer_similarity
+
+    return layer_similarity(reps)
+
+
+def compare(a: Representations, b: Representations) -> Any:
+    """Linear CKA between every layer of two models on the same texts, words aligned (``CrossModelCKA``)."""
+    from models.representations import cross_model_cka
+
+    return cross_model_cka(a, b)
+
+
+def cka(model_a: str, model_b: str, lines: Any, *, call: Call = direct) -> Any:
+    """:func:`compare` from model ids and texts (one model's layers with each other when the ids are the same)."""
+    lines = texts(lines)
+    a = states(model_a, lines, call=call)
+    return compare(a, a if req.model_id(model_b) == a.model_id else states(model_b, lines, call=call))
+
+
+def nearest(model: str, text: str, position: int, k: int = 10, layer: int = -1, *, call: Call = direct) -> list[Any]:
+    """exBERT's search: the corpus tokens whose vectors at ``layer`` are nearest (cosine) to ``text``'s token ``position``."""
+    from models.representations import nearest_contexts
+
+    line = req.text("The text", text, MAX_TEXT_CHARS, example=EXAMPLE)
+    return call(nearest_contexts, req.model_id(model), line, req.whole("position", position, 0, 10_000),
+                req.whole("k", k, 1, 100), req.whole("layer", layer, -1, 1_000))
+
+
+def neighbours_json(model: str, layer: int, found: list[Any]) -> dict:
+    return {"model": model, "layer": layer, "neighbours": [asdict(n) for n in found]}
+
+
+def explain(output: str, model: str, text: str, text_b: str = "", position: int = 0, steps: int = 50, *,
+            call: Call = direct) -> Any:
+    """Integrated gradients and gradient × input for one of :data:`OUTPUTS` (Captum): ``text_b`` is sentence B, or the
+    fill-mask candidate (empty: the top prediction); ``position`` the token asked about for ``replaced_token``."""
+    from models import attribution
+
+    output, model = req.choice("output", output, OUTPUTS), req.model_id(model)
+    a = req.text("The text", text, MAX_TEXT_CHARS, example="A man is playing the guitar.")
+    b = req.text("Text B", text_b, MAX_TEXT_CHARS, empty_ok=output not in ("similarity", "sentence_relation"),
+                 example="Someone performs music.")
+    steps, position = req.whole("steps", steps, 1, attribution.MAX_STEPS), req.whole("position", position, 0, attribution.MAX_TOKENS)
+    if output == "similarity":
+        return call(attribution.similarity, model, a, b, steps)
+    if output == "fill_mask":
+        return call(attribution.fill_mask, model, a, b or None, 0, steps)
+    if output == "sentence_relation":
+        return call(attribution.sentence_relation, model, a, b, steps)
+    return call(attribution.replaced_token, model, a, position, steps)

@@ -1,0 +1,107 @@
+"""The scaling-law lab's use cases: fit a law to a table's columns (the Scaling page) or to posted numbers (the Gradio
+``/scaling_fit`` endpoint), with the same bound on the work one fit may cost, and read the fit at a point beyond the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from analysis import scaling
+from analysis.scaling import (
+    DATASETS,
+    LAWS,
+    MAX_CSV_BYTES,
+    MAX_CSV_ROWS,
+    REFERENCE_LAWS,
+    Fit,
+    allocations,
+    load_dataset,
+    numeric_columns,
+    read_csv,
+    reference_value,
+)
+from core.errors import InvalidData
+from services import requests as req
+
+__all__ = ["DATASETS", "LAWS", "MAX_CSV_BYTES", "MAX_CSV_ROWS", "REFERENCE_LAWS", "TRANSFORMS", "Fit", "TableFit", "allocations",
+           "fit", "fit_numbers", "fit_table", "load_dataset", "numeric_columns", "read_csv", "reference_value"]
+
+#: Bootstrap resamples one fit may ask for (the page offers up to this many; it starts at 200).
+MAX_BOOTSTRAP = 1_000
+#: Points × fits (1 + bootstrap) one fit may cost: about 4 s for L(N, D) on 2 cores (0.4 s per 50,000).
+MAX_FIT_WORK = 500_000
+#: How the y column is read: as it is, or as an error 100 − y (an accuracy falls like a loss that way).
+TRANSFORMS = ("as is", "100 − y (error)")
+
+
+def fit(law: str, x: Any, y: Any, bootstrap: int = 200, seed: int = 0) -> scaling.Fit:
+    """``law`` fitted to the points (x: one value per point, or [N, D] pairs for a two-variable law), with ``bootstrap``
+    resamples for its intervals; refused when points × fits exceed :data:`MAX_FIT_WORK`."""
+    law = req.choice("law", law, scaling.LAWS)
+    bootstrap, seed = req.whole("bootstrap", bootstrap, 0, MAX_BOOTSTRAP), req.whole("seed", seed, 0, 10**6)
+    points = len(y)
+    if points * (bootstrap + 1) > MAX_FIT_WORK:
+        raise InvalidData(f"{points:,} points × {bootstrap + 1:,} fits is more than {MAX_FIT_WORK:,} point-fits.",
+                          f"Use fewer bootstrap resamples (at most {max(0, MAX_FIT_WORK // max(1, points) - 1):,} for "
+                          f"{points:,} points), or average the points first.")
+    return scaling.fit(law, x, y, bootstrap=bootstrap, seed=seed)
+
+
+def fit_numbers(law: str, x: Any, y: Any, n: Any = "", bootstrap: int = 200, seed: int = 0) -> scaling.Fit:
+    """:func:`fit` on numbers as a client posts them (comma-separated text or lists); for a two-variable law ``x`` is D
+    (tokens) and ``n`` is N (parameters)."""
+    law = req.choice("law", law, scaling.LAWS)
+    xs, ys = req.numbers("x", x), req.numbers("y", y)
+    if scaling.LAWS[law].variables == 2:
+        ns = req.numbers("n", n)
+        if len(ns) != len(xs):
+            raise InvalidData(f"{law} needs as many N as D values ({len(ns)} and {len(xs)}).")
+        xs = [[a, b] for a, b in zip(ns, xs, strict=True)]  # type: ignore[misc]
+    return fit(law, xs, ys, bootstrap, seed)
+
+
+@dataclass(frozen=True)
+class TableFit:
+    """A fit of a table's columns, what its axes are called, and the law read at ``x_to`` (one-variable laws)."""
+
+    fit: scaling.Fit
+    x_label: str
+    y_label: str
+    labels: list[str] | None
+    x_to: float
+    at_x_to: tuple[float, float, float] | None  # value, 95% band low, high
+
+    @property
+    def few_points(self) -> bool:
+        """Whether there are at most two points more than the law has parameters: the error bars, not the digits."""
+        return len(self.fit.y) <= len(scaling.LAWS[self.fit.law].params) + 2
+
+
+def fit_table(table: Any, x: str, y: str, law: str, transform: str = "as is", x2: str = "", bootstrap: int = 200,
+              extrapolate: float = 0.0) -> TableFit:
+    """``law`` fitted to ``table``'s column ``y`` (read as ``transform`` says) against ``x`` (and ``x2``, D, for a
+    two-variable law), read at ``extrapolate`` when it lies beyond the data, else at ten times the largest x."""
+    import pandas as pd
+
+    law, transform = req.choice("law", law, scaling.LAWS), req.choice("y as", transform, TRANSFORMS)
+    columns = [x, x2] if scaling.LAWS[law].variables == 2 else [x]
+    for name in [*columns, y]:
+        if name not in table.columns:
+            raise InvalidData(f"The table has no column {str(name)[:60]!r}.")
+    raw = pd.to_numeric(table[y], errors="coerce")
+    values = list(100 - raw if transform != "as is" else raw)
+    xs = table[columns].apply(pd.to_numeric, errors="coerce").to_numpy()
+    result = fit(law, [list(r) for r in xs] if len(columns) == 2 else list(xs[:, 0]), values, bootstrap)
+    first = table.columns[0]
+    labels = [str(v) for v in table[first]] if first not in scaling.numeric_columns(table) and len(table) <= 30 else None
+    x_max = float(np.max(result.x if result.x.ndim == 1 else result.x[:, 0]))
+    extrapolate = req.number("Extrapolate to x", extrapolate, 0.0, 1e30)
+    x_to = extrapolate if extrapolate > x_max else 10 * x_max
+    at = None
+    if result.x.ndim == 1:
+        lo, hi = result.band(np.array([x_to]))
+        at = (float(result.predict(np.array([x_to]))[0]), float(lo[0]), float(hi[0]))
+    return TableFit(result, x, y if transform == "as is" else f"100 − {y}", labels, x_to, at)
