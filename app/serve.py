@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         if warm and runtime.enabled():
             runtime.default().start()  # it warms up once this process has drawn its first page
         elif warm:
-            from models import warmup
+            from services.models import warmup
 
             warmup.start(in_foreground=1)  # the imports before the server listens, the model load in the background
     except ExplorerError as err:  # a bad BFE_* setting: the pages show it too

@@ -5,6 +5,7 @@ the Gradio ``/results`` endpoint filter through :func:`select`, so a model, task
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from typing import Any
 
 from core.errors import InvalidData
@@ -59,3 +60,103 @@ def query(models: str = "", tasks: str = "", splits: str = "", main_only: bool =
     if wanted_splits is not None:
         view = view[view["split"].isin(_named(frame, "split", wanted_splits))]
     return jsonable({"rows": view[COLUMNS].head(MAX_ROWS), "count": len(view), "truncated": len(view) > MAX_ROWS})
+
+
+# ------------------------------------------------------------------------------------ the GLUE page's database and views
+# The page's comparison views are ``analysis.glue``'s (no database in them); the database is reached through the
+# functions below, each opening the engine of the URL the page read once (``DATABASE_URL`` or the SQLite default).
+
+from analysis.glue import (  # noqa: E402
+    CONVENTIONS,
+    column_options,
+    compare,
+    default_columns,
+    deltas,
+    score_check,
+    size_points,
+    to_html,
+    to_latex,
+    to_markdown,
+)
+from analysis.results_db import (  # noqa: E402
+    IMPORT_COLUMNS,
+    MAX_IMPORT_BYTES,
+    MAX_IMPORT_ROWS,
+    OPTIONAL_COLUMNS,
+    default_url,
+    export_rows,
+    seed_version,
+)
+from analysis.results_db import SETTINGS as ROW_SETTINGS  # noqa: E402
+from analysis.results_db import SPLITS as ROW_SPLITS  # noqa: E402
+
+__all__ = ["COLUMNS", "CONVENTIONS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MAX_ROWS", "OPTIONAL_COLUMNS",
+           "ROW_SETTINGS", "ROW_SPLITS", "Added", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
+           "delete", "deltas", "describe", "export_rows", "frame", "import_rows", "query", "score_check", "seed_version",
+           "select", "size_points", "to_html", "to_latex", "to_markdown", "version"]
+
+
+def frame(url: str) -> Any:
+    """Every result of the database at ``url`` with its source (``results_frame``)."""
+    from analysis.results_db import get_engine, results_frame
+
+    return results_frame(get_engine(url))
+
+
+def catalog(url: str, kind: str) -> Any:
+    """The database's models, tasks, metrics or sources as a table."""
+    from analysis.results_db import catalog_frame, get_engine
+
+    return catalog_frame(kind, get_engine(url))
+
+
+def version(url: str) -> tuple:
+    """What changes when any process adds or deletes a result: the key of a cache of :func:`frame`."""
+    from analysis.results_db import data_version, get_engine
+
+    return data_version(get_engine(url))
+
+
+def describe(url: str, paths: bool) -> str:
+    """The database in words (its kind; its file path only for a viewer on this machine)."""
+    from analysis.results_db import describe_database, get_engine
+
+    return describe_database(get_engine(url), paths=paths)
+
+
+@dataclass(frozen=True)
+class Added:
+    """A stored result's id, and a warning when its value looks like a fraction on a percent scale."""
+
+    id: int
+    warning: str = ""
+
+
+def add(url: str, **fields: Any) -> Added:
+    """Add one result (checked like an imported row). A value in (0, 1] of a metric scored in percent is stored as it
+    was typed, with a warning: 0.85 there means 0.85%, not 85%."""
+    from analysis.results_db import add_result, get_engine
+
+    new_id = add_result(get_engine(url), **fields)
+    metrics = catalog(url, "metrics")
+    row = metrics[(metrics["task"] == fields.get("task")) & (metrics["metric"] == fields.get("metric"))]
+    value = float(fields["value"])
+    warning = ""
+    if len(row) and row["upper"].iloc[0] == 100 and 0 < abs(value) <= 1:
+        warning = (f"Scores here are in percent: {fields['value']} means {fields['value']}%, not {value * 100:g}%. If you "
+                   "meant the latter, delete this result below and add it again.")
+    return Added(new_id, warning)
+
+
+def import_rows(url: str, raw: bytes) -> Any:
+    """Import a CSV of results, every row checked before any is written (``ImportReport``)."""
+    from analysis.results_db import get_engine, import_csv
+
+    return import_csv(raw, get_engine(url))
+
+
+def delete(url: str, result_id: int) -> None:
+    """Delete a result a user added (the published ones stay)."""
+    from analysis.results_db import delete_result, get_engine
+
+    delete_result(result_id, get_engine(url))

@@ -105,3 +105,34 @@ def fit_table(table: Any, x: str, y: str, law: str, transform: str = "as is", x2
         lo, hi = result.band(np.array([x_to]))
         at = (float(result.predict(np.array([x_to]))[0]), float(lo[0]), float(hi[0]))
     return TableFit(result, x, y if transform == "as is" else f"100 − {y}", labels, x_to, at)
+
+
+def lab_experiments() -> tuple[Any, list[str]]:
+    """The labs' finished runs (a table) and their experiment groups, newest first: each group's final losses are a data
+    set to fit. Reads the results database (only this source does: the page's others stay free of SQLAlchemy)."""
+    from analysis.results_db import runs
+
+    frame = runs.list_runs()
+    frame = frame[frame["status"] == "finished"]
+    return frame, list(dict.fromkeys(g for g in frame["group"] if g))
+
+
+def lab_table(frame: Any, group: str) -> Any:
+    """One experiment's finished runs as a table to fit: N (non-embedding parameters), D (tokens), held-out loss."""
+    from services import lab
+
+    return lab.scaling_table(frame[frame["group"] == group])
+
+
+def gpt2_sizes() -> list[dict[str, Any]]:
+    """GPT-2's four sizes (layers, width, reported parameters) with their source."""
+    from analysis import reference
+
+    return reference.gpt2_sizes()
+
+
+def fact(key: str) -> Any:
+    """A published number with its source (``analysis.reference.Fact``)."""
+    from analysis import reference
+
+    return reference.fact(key)

@@ -54,7 +54,7 @@ def test_sizes_that_are_not_positive_whole_numbers_are_refused(value) -> None:
 def test_every_limit_is_the_pages_input_limit_and_one_past_it_is_refused() -> None:
     from streamlit.testing.v1 import AppTest
 
-    from analysis.params import FORM_FIELDS
+    from services.calculator_form import FORM_FIELDS
 
     assert {limit for _, _, limit, _, _ in FORM_FIELDS.values()} == set(LIMITS)  # every bound is a form field's maximum
     at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)

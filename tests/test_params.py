@@ -12,6 +12,7 @@ from analysis import params
 from analysis.params import ARCH_HEADS, count_parameters, parameter_breakdown
 from core import registry
 from core.errors import InvalidConfig, UnsupportedArchitecture
+from services import calculator_form as form
 from models.loader import TASK_CLASSES
 
 
@@ -181,20 +182,20 @@ def test_importing_the_calculators_does_not_import_torch() -> None:
 
 @pytest.mark.parametrize("card", registry.loadable(), ids=lambda c: c.id)
 def test_the_calculator_form_round_trips_every_catalog_config(card: registry.ModelCard) -> None:
-    """The form (analysis.params) reproduces each checkpoint's architecture from the values it shows."""
-    values = params.form_from_config(card.config)
-    config = params.config_from_form(card.config["model_type"], values)
+    """The form (services.calculator_form) reproduces each checkpoint's architecture from the values it shows."""
+    values = form.form_from_config(card.config)
+    config = form.config_from_form(card.config["model_type"], values)
     assert params.arch_of(config) == params.arch_of(card.config)
     assert count_parameters(config) == card.parameters
-    assert set(params.form_fields(card.config["model_type"])) <= set(values)
+    assert set(form.form_fields(card.config["model_type"])) <= set(values)
 
 
 def test_form_fields_follow_the_architecture() -> None:
-    assert "emb" in params.form_fields("albert") and "groups" in params.form_fields("albert")
-    assert "types" in params.form_fields("deberta-v2") and "types" not in params.form_fields("modernbert")
-    assert "pos" not in params.form_fields("xlnet") and "types" in params.form_fields("xlm-roberta")
+    assert "emb" in form.form_fields("albert") and "groups" in form.form_fields("albert")
+    assert "types" in form.form_fields("deberta-v2") and "types" not in form.form_fields("modernbert")
+    assert "pos" not in form.form_fields("xlnet") and "types" in form.form_fields("xlm-roberta")
     with pytest.raises(UnsupportedArchitecture):
-        params.config_from_form("t5", params.form_from_config({"model_type": "bert"}))
+        form.config_from_form("t5", form.form_from_config({"model_type": "bert"}))
 
 
 # ------------------------------------------------------------------------------------------ any valid configuration

@@ -43,14 +43,14 @@ def _heatmap_files(result: dict) -> list[str] | None:
 
     import gradio as gr
 
-    from analysis import export
     from core.errors import ExplorerError
+    from services import pack
 
     fig = _heatmap(result)
     if fig is None:
         return None
     try:
-        png, svg = export.to_png(fig), export.to_svg(fig)
+        png, svg = pack.to_png(fig), pack.to_svg(fig)
     except ExplorerError as err:
         gr.Warning(f"{err.message} {err.hint}".strip())
         return None

@@ -26,32 +26,29 @@ STATUS_LABELS = {
 @st.cache_resource(show_spinner=False)
 def model_cache():
     """The process-wide model cache (shared by every session; see ``models.loader.ModelCache``)."""
-    from models.loader import default_cache
+    from services import models
 
-    return default_cache()
+    return models.default_cache()
 
 
 @st.cache_data(ttl=30, show_spinner=False)
 def catalog_availability() -> dict[str, tuple[str, str]]:
     """catalog id -> (status, message), re-checked every 30 s (file checks only, no network)."""
-    from core import registry
-    from core.settings import get_settings
-    from models.loader import availability
+    from services import models
 
-    settings = get_settings()
-    return {c.id: (a.status, a.message) for c in registry.all_models() for a in [availability(c, settings)]}
+    return models.availability()
 
 
 @st.cache_data(ttl=300, show_spinner=False)
 def device_label() -> str:
-    from models.device import describe_device
+    from services import models
 
-    return describe_device().label()
+    return models.device_label()
 
 
 @st.cache_data(ttl=60, max_entries=64, show_spinner="Reading the checkpoint's config…")
 def inspect_checkpoint(model_id: str) -> Any:
     """``models.inspection.inspect``: config and tensor headers only, nothing loaded (cached a minute)."""
-    from models.inspection import inspect
+    from services import models
 
-    return inspect(model_id)
+    return models.inspect(model_id)

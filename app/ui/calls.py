@@ -47,8 +47,8 @@ def model_call(fn: Any, *args: Any) -> Any:
     (:mod:`services.runtime`); if that process dies during the call it is restarted, the call runs once more, and
     the page says so.
     """
-    from models.gate import default_gate
     from services import runtime
+    from services.models import default_gate
 
     restarts: list[int | None] = []
     if runtime.enabled() and runtime.routable(fn):
@@ -84,7 +84,7 @@ def loaded_models() -> Any:
     rt = runtime.default()
     if not rt.alive():
         from core.settings import get_settings
-        from models.cache import CacheInfo
+        from services.models import CacheInfo
 
         return CacheInfo((), 0, get_settings().cache_bytes, 0)
     return rt.request(("cache_info",))
@@ -114,7 +114,7 @@ def restart_notice() -> None:
 def page_run() -> Iterator[None]:
     """Around a script run: wait for a page slot (``BFE_PAGE_CONCURRENCY`` runs at once, all sessions);
     a run abandoned while it waits ends at once. The background warm-up waits while slots are in use."""
-    from models.gate import CallCancelled, page_slots
+    from services.models import CallCancelled, page_slots
 
     try:
         slots = page_slots()
@@ -134,8 +134,8 @@ def start_warmup() -> None:
     runs after a restart and frees a dead worker's slot. ``python -m app.serve`` has started the model process
     already; a plain ``streamlit run`` starts it here, after the first page is drawn."""
     from core.settings import get_settings
-    from models import warmup
     from services import lab, runtime
+    from services.models import warmup
 
     with suppress(ExplorerError):  # a bad BFE_* setting, which the page has already shown
         if runtime.enabled():
@@ -163,7 +163,7 @@ def await_warmup(model_ids: list[str]) -> None:
     if runtime.enabled():
         _await_model_process(model_ids)
         return
-    from models import warmup
+    from services.models import warmup
 
     w = warmup.current()
     if w.model_id not in model_ids:

@@ -25,26 +25,17 @@ def _page_link() -> str:
 
 
 def _add_to_pack(fig: Any, title: str, caption: str, sources: tuple[str, ...], link: str, table: Any = None) -> None:
-    from analysis.export import MAX_ITEMS, MAX_PACK_BYTES, MAX_TABLE_ROWS, ExportTooLarge, PackItem, check_figure, pack_bytes
+    from services import pack
 
-    pack = st.session_state.setdefault("pack", [])
     try:
-        if table is not None:
-            if len(table) > MAX_TABLE_ROWS:
-                raise ExportTooLarge(f"This table has {len(table):,} rows; the pack takes tables of up to {MAX_TABLE_ROWS:,}.")
-            records = tuple(table.reset_index().to_dict("records") if table.index.name else table.to_dict("records"))
-            spec, size = None, 200 * len(records)
-        else:
-            spec = check_figure(fig.to_json())  # serialised only when added: a 512-token heatmap is megabytes
-            records, size = None, len(spec)
-    except ExportTooLarge as err:
+        pack.add(st.session_state.setdefault("pack", []), figure=fig, table=table, title=title, caption=caption,
+                 sources=sources, link=link)
+    except pack.ExportTooLarge as err:
         st.session_state["pack_refused"] = err.message
         return
-    if len(pack) >= MAX_ITEMS or pack_bytes(pack) + size > MAX_PACK_BYTES:
+    except pack.PackFull:
         st.session_state["pack_full"] = True
         return
-    pack.append(PackItem(title=title[:200], caption=caption[:2000], sources=tuple(sources), figure=spec, table=records,
-                         link=link))
     st.session_state["pack_added"] = title
 
 
@@ -67,7 +58,7 @@ def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[s
     presentation mode it goes beside the inputs and is drawn at most :data:`PRESENT_CHART_PX` tall.
     ``show_caption``: draw the caption under the chart too (pages that write their own explanation leave it off).
     """
-    from analysis import export
+    from services import pack
 
     box = where if where is not None else st
     shown = fig
@@ -87,11 +78,11 @@ def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[s
     c1.button("Add to pack" if not compact else "To pack", key=f"{key}_pack", icon=":material/playlist_add:",
               on_click=_add_to_pack, args=(fig, title, caption, sources, _page_link()),
               help="Collect this chart, with its caption and sources, for slides (see the Presentation pack page).")
-    if export.chromium_path() is None:
+    if pack.chromium_path() is None:
         c3.caption("PNG/SVG downloads need Chromium on the server; the chart's camera icon saves a PNG.")
     elif c2.button("PNG / SVG", key=f"{key}_render", icon=":material/image:", help="Render this chart as PNG (2x) and SVG"):
         with friendly_errors(), st.spinner("Rendering…"):
-            png, svg = export.to_png(fig), export.to_svg(fig)
+            png, svg = pack.to_png(fig), pack.to_svg(fig)
             d1, d2 = c3.columns([1, 2] if not compact else [1, 1])
             d1.download_button("PNG", png, f"{key}.png", "image/png", key=f"{key}_png", icon=":material/download:",
                                on_click="ignore")
@@ -112,8 +103,8 @@ def pack_notice() -> None:
 
 def download_buttons(df, name: str, key: str, markdown: str | None = None) -> None:
     """CSV and Markdown download buttons for a data frame (Markdown from ``analysis.calculator.to_markdown``)."""
-    from analysis.calculator import to_markdown
     from analysis.safe_text import csv_bytes
+    from services.pack import table_markdown as to_markdown
 
     # Built when clicked, not on every rerun of the page (Streamlit calls a callable `data` on download).
     c1, c2 = st.columns(2)

@@ -17,15 +17,9 @@ OTHER = "(another model)"
 
 def valid_model_id(value: Any) -> bool:
     """For URL state: empty, or a model id the loader would accept (no path tricks, at most 200 characters)."""
-    from core.errors import InvalidModelId
-    from models.loader import validate_model_id
+    from services import models
 
-    if value == "":
-        return True
-    try:
-        return isinstance(value, str) and len(value) <= 200 and bool(validate_model_id(value))
-    except InvalidModelId:
-        return False
+    return value == "" or models.valid_id(value)
 
 
 @st.cache_data(ttl=5, max_entries=16, show_spinner=False)
@@ -69,7 +63,7 @@ def model_label(mid: str) -> str:
 
 def _download_with_progress(hub_id: str) -> None:
     """Download a Hub checkpoint into the shared cache, once, with a progress bar (config, tokenizer, safetensors)."""
-    from models.fetch import download
+    from services import models
 
     bar = st.progress(0.0, text=f"Downloading {hub_id} from the Hugging Face Hub…")
 
@@ -78,7 +72,7 @@ def _download_with_progress(hub_id: str) -> None:
                      text=f"Downloading {hub_id}: {done / 2**20:,.0f} of {total / 2**20:,.0f} MB")
 
     with friendly_errors():
-        download(hub_id, on_progress=progress)
+        models.download(hub_id, progress)
         inspect_checkpoint.clear()
         catalog_availability.clear()
     bar.empty()
@@ -117,11 +111,11 @@ def step_picker(model_id: str | None, key: str, *, where: Any = None) -> str | N
     checkpoint) passes through with no slider. The page adds ``<key>: LAST_STEP`` to its URL defaults and
     ``(LAST_STEP, 10**9)`` to the allowed values.
     """
-    from models.locate import run_steps
+    from services import models
 
     if not model_id or not model_id.startswith("trained/") or "@" in model_id:
         return model_id
-    steps = run_steps(model_id)
+    steps = models.steps(model_id)
     if len(steps) < 2:
         return model_id
     if st.session_state.get(key) not in steps:  # the URL's -1, or a step of another run: the last
@@ -178,21 +172,9 @@ def other_model(key: str, *, task: str = "base", where: Any = None, label: str =
 
 def model_ready(model_id: str) -> bool:
     """Whether ``model_id`` can run now: on this machine, or downloadable because the Hub answers."""
-    if model_id not in catalog_availability():  # another model: a folder here, or a Hub id
-        from core.errors import ExplorerError
-        from models.loader import is_online, locate
+    from services import models
 
-        try:
-            locate(model_id, network=False)
-            return True
-        except ExplorerError:
-            return "/" in model_id and is_online()
-    status = catalog_availability()[model_id][0]
-    if status == "download":
-        from models.loader import is_online
-
-        return is_online()
-    return status == "ready"
+    return models.ready(model_id, catalog_availability())
 
 
 def explain_missing(model_ids: list[str], what: str = "") -> list[str]:

@@ -104,31 +104,9 @@ def sidebar_status() -> None:
         for mid, (status, _) in avail.items():
             if status != "catalog-only":
                 st.caption(f"{STATUS_ICONS[status]} {mid}")
-    from models.gate import default_gate
-    from services import runtime
+    from services import models, runtime
 
-    gate = default_gate().info()
-    if runtime.enabled():
-        rt = runtime.default(create=False)
-        st_ = rt.status() if rt is not None else runtime.Status("down")
-        sb.markdown("**Model memory**")
-        sb.caption(f"{st_.cache_bytes / 2**20:,.0f} MB of {st_.cache_budget / 2**20:,.0f} MB budget, "
-                   f"{st_.models_loaded} model(s) loaded in the model process" if st_.cache_budget else
-                   "No model loaded yet (models run in a process of their own).")
-        state = {"starting": "model process starting", "running": f"warming up ({st_.step})",
-                 "ready": f"warmed up in {st_.seconds:.1f} s", "failed": "warm-up failed (see the model's page)",
-                 "down": ""}.get(st_.state, "")
-        if st_.restarts:
-            state += f" · model process restarted {st_.restarts}×"
-    else:
-        from models import warmup
-
-        info = model_cache().info()
-        sb.markdown("**Model memory**")
-        sb.caption(f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
-                   f"{len(info.entries)} model(s) loaded")
-        w = warmup.current()
-        state = {"running": f"warming up ({w.step})", "ready": f"warmed up in {w.seconds:.1f} s",
-                 "failed": "warm-up failed (see the model's page)"}.get(w.state, "")
-    sb.caption(f"Model queue: {gate.running} running, {gate.waiting} waiting (at most {gate.limit} at once)"
-               + (f" · {state}" if state else ""))
+    engine = models.runtime_status(None if runtime.enabled() else model_cache())
+    sb.markdown("**Model memory**")
+    sb.caption(engine.memory)
+    sb.caption(engine.queue + (f" · {engine.state}" if engine.state else ""))

@@ -1,34 +1,19 @@
 """Size, memory and compute: exact parameter counts, where the bytes go, what fits a GPU, what it costs.
 
-No torch: everything comes from analysis.params / analysis.memory (configs, not weights).
+No torch: everything comes from ``services.calculator`` (configs, not weights).
 """
 
 import pandas as pd
 import streamlit as st
 
-from analysis import calculator as calc
-from analysis import memory, reference
-from analysis.memory import GiB, TrainingSetup
-from analysis.params import (
-    ARCH_HEADS,
-    DEFAULTS,
-    FORM_FIELDS,
-    HEADS,
-    LIMITS,
-    MAX_PARAMETERS,
-    albert_saving,
-    arch_of,
-    config_from_form,
-    form_fields,
-    form_from_config,
-    parameter_breakdown,
-)
 from app import ui
 from core import registry
 from core.errors import ExplorerError
+from services import calculator as calc
+from services.calculator_form import FORM_FIELDS, config_from_form, form_fields, form_from_config
 
 PRESETS = {c.id: c for c in registry.loadable()}
-#: session key -> analysis.params form field (the form itself, per architecture, lives in analysis.params)
+#: session key -> form field (the form itself, per architecture, lives in services.calculator_form)
 FIELDS = {f"sz_{name}": name for name in FORM_FIELDS}
 SEQ_CHOICES = [64, 128, 256, 320, 384, 512, 1024, 2048]
 DEFAULTS_STATE = {
@@ -42,12 +27,12 @@ DEFAULTS_STATE = {
 }
 ALLOWED = {
     "sz_preset": [*PRESETS, ui.OTHER, "custom"], "sz_preset_other": ui.valid_model_id,
-    "sz_type": list(DEFAULTS), "sz_head": list(HEADS), "sz_precision": list(memory.PRECISIONS),
-    "sz_opt": list(memory.OPTIMIZERS), "sz_zero": [0, 1, 2, 3], "sz_recompute": ["none", "selective", "full"],
-    "sz_gpu": list(memory.GPUS), "sz_train_gpu": list(memory.GPUS), "sz_gpus": list(memory.GPUS), "sz_seqs": SEQ_CHOICES,
+    "sz_type": list(calc.ARCHITECTURES), "sz_head": list(calc.HEADS), "sz_precision": list(calc.PRECISIONS),
+    "sz_opt": list(calc.OPTIMIZERS), "sz_zero": [0, 1, 2, 3], "sz_recompute": ["none", "selective", "full"],
+    "sz_gpu": list(calc.GPUS), "sz_train_gpu": list(calc.GPUS), "sz_gpus": list(calc.GPUS), "sz_seqs": SEQ_CHOICES,
     "sz_batch": (1, 100_000), "sz_seq": (1, 1_000_000), "sz_dp": (1, 100_000), "sz_tp": (1, 1024),
     "sz_custom_gib": (0.5, 10_000.0), "sz_reserve": (0.0, 64.0), "sz_tokens_b": (0.001, 1e6), "sz_ngpus": (1, 100_000),
-    "sz_util": (0.01, 1.0), "sz_price": (0.0, 1000.0), **{k: (FORM_FIELDS[f][1], LIMITS[FORM_FIELDS[f][2]]) for k, f in FIELDS.items()},
+    "sz_util": (0.01, 1.0), "sz_price": (0.0, 1000.0), **{k: (FORM_FIELDS[f][1], calc.LIMITS[FORM_FIELDS[f][2]]) for k, f in FIELDS.items()},
 }
 
 
@@ -58,8 +43,8 @@ def fill_from_config(config: dict) -> None:
     for key, value in form_from_config(config).items():
         st.session_state[f"sz_{key}"] = value
     st.session_state["sz_tied"] = bool(config.get("tie_word_embeddings", True))
-    if st.session_state["sz_head"] not in ARCH_HEADS[mt]:
-        st.session_state["sz_head"] = "pretraining" if "pretraining" in ARCH_HEADS[mt] else "base"
+    if st.session_state["sz_head"] not in calc.ARCH_HEADS[mt]:
+        st.session_state["sz_head"] = "pretraining" if "pretraining" in calc.ARCH_HEADS[mt] else "base"
 
 
 def fill_from_preset() -> None:
@@ -71,32 +56,31 @@ def fill_from_preset() -> None:
 
 def fill_from_other() -> None:
     """Another checkpoint's config (a Hub id or a folder here), read alone: the calculator needs no weights and no budget."""
-    from models.inspection import inspect
-
     mid = (st.session_state.get("sz_preset_other") or "").strip()
     st.session_state["sz_other_done"] = mid
     st.session_state.pop("sz_other_error", None)
     if not mid:
         return
     try:
-        fill_from_config(inspect(mid, max_params=MAX_PARAMETERS).config)
+        fill_from_config(calc.config_of(mid))
     except ExplorerError as err:
         st.session_state["sz_other_error"] = err
 
 
 def current_config() -> dict:
-    s = st.session_state
-    return config_from_form(s["sz_type"], {f: s[k] for k, f in FIELDS.items()}, s["sz_tied"])
+    state = st.session_state
+    return config_from_form(state["sz_type"], {f: state[k] for k, f in FIELDS.items()}, state["sz_tied"])
 
 
-def current_setup() -> TrainingSetup:
+def current_setup() -> calc.TrainingSetup:
     """The training setup the memory and GPU-fit tabs share (their widgets live in the memory tab)."""
-    s = st.session_state
-    return TrainingSetup(s["sz_precision"], s["sz_opt"], s["sz_zero"], s["sz_dp"], s["sz_tp"],
-                         s["sz_sp"] and s["sz_tp"] > 1, s["sz_recompute"], s["sz_flash"]).validate()
+    state = st.session_state
+    return calc.setup(state["sz_precision"], state["sz_opt"], state["sz_zero"], state["sz_dp"], state["sz_tp"], state["sz_sp"],
+                      state["sz_recompute"], state["sz_flash"])
 
 
 ignored = ui.restore_url_state(DEFAULTS_STATE, ALLOWED)
+state = st.session_state
 if "sz_filled" not in st.session_state:
     # A shared link that names a preset but no fields gets the preset's config; a link with fields keeps them.
     st.session_state["sz_filled"] = True
@@ -125,29 +109,29 @@ if st.session_state["sz_preset"] == ui.OTHER:
     elif st.session_state.get("sz_other_done"):
         c1.caption(f"The numbers below are {st.session_state['sz_other_done']}'s config.json.")
 mt = st.session_state["sz_type"]
-heads = ARCH_HEADS[mt]
+heads = calc.ARCH_HEADS[mt]
 if st.session_state["sz_head"] not in heads:
     st.session_state["sz_head"] = "base"
-c2.selectbox("With which head", heads, key="sz_head", format_func=lambda h: f"{h}: {HEADS[h]}")
+c2.selectbox("With which head", heads, key="sz_head", format_func=lambda h: f"{h}: {calc.HEADS[h]}")
 
 with st.expander("Architecture (edit any number; presets fill these in)", expanded=st.session_state["sz_preset"] == "custom"):
     cols = st.columns(4)
-    cols[0].selectbox("Architecture", list(DEFAULTS), key="sz_type")
+    cols[0].selectbox("Architecture", list(calc.ARCHITECTURES), key="sz_type")
     for i, field in enumerate(form_fields(mt), start=1):
         label, lo, limit, _keys, hint = FORM_FIELDS[field]
-        cols[i % 4].number_input(label, min_value=lo, max_value=LIMITS[limit], step=1, key=f"sz_{field}", help=hint)
+        cols[i % 4].number_input(label, min_value=lo, max_value=calc.LIMITS[limit], step=1, key=f"sz_{field}", help=hint)
     st.toggle("LM head tied to the word embeddings", key="sz_tied", help="tie_word_embeddings: the decoder reuses V×E")
 
 config = current_config()
 try:
-    bd = parameter_breakdown(config, st.session_state["sz_head"])
+    bd = calc.parameter_breakdown(config, st.session_state["sz_head"])
 except ExplorerError as err:
     ui.show_error(err)
     ui.save_url_state(DEFAULTS_STATE)
     st.stop()
 
 card = PRESETS.get(st.session_state["sz_preset"])
-edited = card is not None and arch_of(config) != arch_of(card.config)
+edited = card is not None and calc.arch_of(config) != calc.arch_of(card.config)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Parameters", f"{bd.total:,}", help="Equal to sum(p.numel()) of the transformers model from this config.")
 m2.metric("Non-embedding N", f"{bd.non_embedding:,}", help="Kaplan et al. 2020's N: without the word/position/type embedding tables.")
@@ -173,13 +157,13 @@ with tab_p:
     with right:
         ui.download_buttons(parts, "parameters", "sz_parts")
     if mt == "albert":
-        s = albert_saving(config)
+        saving = calc.albert_saving(config)
         st.subheader("ALBERT: factorised embeddings and cross-layer sharing")
         a1, a2, a3, a4 = st.columns(4)
-        a1.metric("Same shape, BERT-style", calc.human_count(s["bert_like"]), help="E = H, no sharing")
-        a2.metric("Factorised only", calc.human_count(s["factorized"]), delta=f"{s['factorized'] - s['bert_like']:,}", delta_color="inverse")
-        a3.metric("Shared only", calc.human_count(s["shared"]), delta=f"{s['shared'] - s['bert_like']:,}", delta_color="inverse")
-        a4.metric("ALBERT (both)", calc.human_count(s["albert"]), delta=f"{s['albert'] / s['bert_like']:.1%} of BERT-style",
+        a1.metric("Same shape, BERT-style", calc.human_count(saving["bert_like"]), help="E = H, no sharing")
+        a2.metric("Factorised only", calc.human_count(saving["factorized"]), delta=f"{saving['factorized'] - saving['bert_like']:,}", delta_color="inverse")
+        a3.metric("Shared only", calc.human_count(saving["shared"]), delta=f"{saving['shared'] - saving['bert_like']:,}", delta_color="inverse")
+        a4.metric("ALBERT (both)", calc.human_count(saving["albert"]), delta=f"{saving['albert'] / saving['bert_like']:.1%} of BERT-style",
                   delta_color="off")
         st.caption("V×H becomes V×E + E×H (ALBERT paper §3.1); layers share one set of weights per group (§3.1). "
                    "Change E, hidden groups and layers per group in Architecture above. ALBERT paper Table 1: "
@@ -189,14 +173,14 @@ with tab_p:
 
 # ------------------------------------------------------------------------------------ training memory
 with tab_m:
-    slides_gib = reference.fact("memory_per_billion_params")
+    slides_gib = calc.fact("memory_per_billion_params")
     st.info("**The slides' example** (Going bigger — the challenge): 10⁹ parameters × (2 B weights + 2 B gradients "
-            f"+ 12 B Adam states) = 16 × 10⁹ B = **{memory.training_memory(10**9).total / GiB:.2f} GiB** by this calculator, "
+            f"+ 12 B Adam states) = 16 × 10⁹ B = **{calc.slides_example_gib():.2f} GiB** by this calculator, "
             f"{slides_gib.value:.2f} in the slides, before any activation. (The slides write GB; it is GiB, 2³⁰ bytes.) "
             f"Source: {slides_gib.source}.", icon=":material/school:")
     c = st.columns(4)
-    c[0].selectbox("Precision", list(memory.PRECISIONS), key="sz_precision", format_func=memory.PRECISIONS.get)
-    c[1].selectbox("Optimizer", list(memory.OPTIMIZERS), key="sz_opt", format_func=lambda o: memory.OPTIMIZERS[o].label)
+    c[0].selectbox("Precision", list(calc.PRECISIONS), key="sz_precision", format_func=calc.PRECISIONS.get)
+    c[1].selectbox("Optimizer", list(calc.OPTIMIZERS), key="sz_opt", format_func=lambda o: calc.OPTIMIZERS[o].label)
     c[2].number_input("Batch per GPU (sequences)", 1, 100_000, key="sz_batch")
     c[3].number_input("Sequence length (tokens)", 1, 1_000_000, key="sz_seq")
     c = st.columns(4)
@@ -208,32 +192,30 @@ with tab_m:
     c = st.columns(4)
     c[0].toggle("Sequence parallelism", key="sz_sp", disabled=st.session_state["sz_tp"] == 1)
     c[1].toggle("FlashAttention", key="sz_flash")
-    c[2].selectbox("GPU (capacity line)", list(memory.GPUS), key="sz_gpu")
-    s = st.session_state
+    c[2].selectbox("GPU (capacity line)", list(calc.GPUS), key="sz_gpu")
+    state = st.session_state
     try:
         setup = current_setup()
-        est = memory.training_memory(bd, s["sz_batch"], s["sz_seq"], setup)
-        # ZeRO shards over the data-parallel GPUs: with one GPU every stage is the same, so compare on 8.
-        zero_nd = s["sz_dp"] if s["sz_dp"] > 1 else 8
-        stages = calc.zero_stages(bd, s["sz_batch"], s["sz_seq"], memory.with_setup(setup, data_parallel=zero_nd))
+        plan = calc.memory_plan(bd, state["sz_batch"], state["sz_seq"], setup, state["sz_gpu"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
-        gpu = memory.GPUS[s["sz_gpu"]]
-        cap = gpu.memory_bytes / GiB
-        verdict = "fits" if est.total <= gpu.memory_bytes - GiB else "does **not** fit"
-        st.markdown(f"**{calc.human_bytes(est.total)} per GPU** for batch {s['sz_batch']} × {s['sz_seq']} tokens: "
+        est, gpu, zero_nd = plan.estimate, plan.gpu, plan.zero_gpus
+        verdict = "fits" if plan.fits else "does **not** fit"
+        st.markdown(f"**{calc.human_bytes(est.total)} per GPU** for batch {state['sz_batch']} × {state['sz_seq']} tokens: "
                     f"it {verdict} a {gpu.name} (keeping 1 GiB for the CUDA context and fragmentation).")
         left, right = st.columns(2)
-        ui.chart(calc.memory_bars(stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", cap), "sz_zero_chart", where=left,
-                 title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs", caption=f"Batch {s['sz_batch']} × {s['sz_seq']} tokens.",
+        ui.chart(calc.memory_bars(plan.stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", plan.capacity_gib), "sz_zero_chart",
+                 where=left, title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs",
+                 caption=f"Batch {state['sz_batch']} × {state['sz_seq']} tokens.",
                  sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
-        z = {k: reference.fact(f"zero_{k}") for k in ("max_params", "bigger", "faster", "cheaper")}
+        z = {k: calc.fact(f"zero_{k}") for k in ("max_params", "bigger", "faster", "cheaper")}
         left.caption(f"What ZeRO promised at its release: models of {z['max_params'].value / 1e9:.0f}B parameters, "
                      f"{z['bigger'].value:.0f}× bigger, up to {z['faster'].value:.0f}× faster and up to "
                      f"{z['cheaper'].value:.0f}× cheaper training ({z['max_params'].source}).")
-        seqs = [x for x in (128, 256, 512) if not bd.arch.positions or x <= bd.arch.positions] or [min(s["sz_seq"], bd.arch.positions)]
-        ui.chart(calc.memory_curve(bd, setup, seqs, 256, cap), "sz_curve", where=right, title="Training memory against batch size",
+        seqs = plan.curve_sequences
+        ui.chart(calc.memory_curve(bd, setup, seqs, 256, plan.capacity_gib), "sz_curve", where=right,
+                 title="Training memory against batch size",
                  caption=f"Sequence lengths {', '.join(map(str, seqs))}; {gpu.name} capacity line.",
                  sources=("Korthikanti et al. 2022 (activations); the calculator's own count",))
         right.caption("Memory against batch size for three sequence lengths, with the settings above.")
@@ -247,41 +229,32 @@ with tab_m:
             st.caption(note)
         with st.expander("Where each number comes from"):
             for key in ("zero", "korthikanti", "flash", "megatron", "adam8bit", "adafactor", "lion", "torch"):
-                st.markdown(f"- {memory.SOURCES[key]}")
+                st.markdown(f"- {calc.SOURCES[key]}")
             st.markdown("- Activations are an estimate: frameworks also keep workspace and allocator slack. "
                         "Model states are exact for the tensors of this config (checked against a real AdamW step).")
 
 # ------------------------------------------------------------------------------------ GPU fit
 with tab_g:
     c = st.columns([3, 2, 1, 1])
-    c[0].multiselect("GPUs", list(memory.GPUS), key="sz_gpus")
+    c[0].multiselect("GPUs", list(calc.GPUS), key="sz_gpus")
     c[1].multiselect("Sequence lengths", SEQ_CHOICES, key="sz_seqs")
     c[2].number_input("Custom GPU (GiB)", 0.5, 10_000.0, key="sz_custom_gib", help="The slides' table is for a 12 GB card.")
     c[3].number_input("Reserve (GiB)", 0.0, 64.0, key="sz_reserve", help="CUDA context, workspace, fragmentation")
-    seq_list = sorted(x for x in s["sz_seqs"] if not bd.arch.positions or x <= bd.arch.positions)
-    if not seq_list:
-        st.info("Pick at least one sequence length the model can take (at most its positions).")
+    try:
+        setup = current_setup()
+        fit = calc.gpu_fit(bd, state["sz_seqs"], setup, state["sz_gpus"], state["sz_custom_gib"], state["sz_reserve"])
+    except ExplorerError as err:
+        ui.show_error(err)
     else:
-        try:
-            setup = current_setup()
-            gpus = [memory.GPUS[g] for g in s["sz_gpus"]] + [memory.custom_gpu(s["sz_custom_gib"])]
-            fit = calc.gpu_fit_frame(bd, seq_list, setup, gpus, int(s["sz_reserve"] * GiB))
-        except ExplorerError as err:
-            ui.show_error(err)
+        if fit is None:
+            st.info("Pick at least one sequence length the model can take (at most its positions).")
         else:
-            st.markdown(f"**Largest per-GPU training batch** ({memory.PRECISIONS[setup.precision]}, "
-                        f"{memory.OPTIMIZERS[setup.optimizer].label}, settings of the Training memory tab). 0 = not even one sequence.")
+            st.markdown(f"**Largest per-GPU training batch** ({calc.PRECISIONS[setup.precision]}, "
+                        f"{calc.OPTIMIZERS[setup.optimizer].label}, settings of the Training memory tab). 0 = not even one sequence.")
             st.dataframe(fit, width="stretch")
             ui.download_buttons(fit, "max-batch", "sz_fit")
     st.subheader("The slides' tables, and ours under the same assumptions")
-    rows = []
-    for row in reference.max_batch():
-        head = "pretraining" if row["catalog_id"].startswith("bert") else "xlnet-lm"
-        mbd = parameter_breakdown(registry.get(row["catalog_id"]).config, head)
-        ours = memory.max_batch_size(mbd, memory.custom_gpu(row["gpu_gib"]), row["seq_len"], TrainingSetup(precision="fp32")).max_batch
-        rows.append({"model": row["model"], "sequence length": row["seq_len"],
-                     "README (fp32)": row["max_batch"], "framework, GPU": f"{row['framework']}, {row['gpu_gib']:g} GB",
-                     "ours (fp32 Adam, 1 GiB reserve)": ours, "source": row["source"]})
+    rows = calc.readme_batches()
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption("Slides 002 ('FP32 TF 1.11.0 12GB GPU' from the BERT GitHub README; 'FP32 TF 1.13.1 16GB GPU' from XLNet's). "
                "Ours is 2–4× higher for BERT: TensorFlow 1.11 "
@@ -293,51 +266,42 @@ with tab_g:
 with tab_c:
     c = st.columns(5)
     c[0].number_input("Training tokens D (billions)", 0.001, 1e6, key="sz_tokens_b", format="%.3f")
-    c[1].selectbox("GPU", list(memory.GPUS), key="sz_train_gpu")
+    c[1].selectbox("GPU", list(calc.GPUS), key="sz_train_gpu")
     c[2].number_input("GPUs", 1, 100_000, key="sz_ngpus")
     c[3].number_input("Utilisation (MFU)", 0.01, 1.0, key="sz_util", step=0.05, help="Fraction of peak; 0.3–0.5 is typical")
     c[4].number_input("$ per GPU-hour", 0.0, 1000.0, key="sz_price", step=0.25)
     try:
-        flops = memory.training_flops(bd.total, s["sz_tokens_b"] * 1e9)
-        secs = memory.training_time(flops, s["sz_train_gpu"], s["sz_ngpus"], s["sz_util"], s["sz_precision"])
-        cost = memory.training_cost(secs, s["sz_ngpus"], s["sz_price"])
+        run = calc.cost(bd, state["sz_tokens_b"], state["sz_train_gpu"], state["sz_ngpus"], state["sz_util"], state["sz_price"],
+                        state["sz_precision"], state["sz_seq"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
         k = st.columns(4)
-        k[0].metric("Training FLOPs (6·N·D)", f"{flops:.3g}")
-        k[1].metric("PF-days", f"{memory.pf_days(flops):,.2f}")
-        k[2].metric("Time", calc.human_seconds(secs))
-        k[3].metric("Cost", f"${cost:,.0f}")
-        fwd = memory.forward_flops_per_token(bd, min(s["sz_seq"], bd.arch.positions or s["sz_seq"]))
-        st.caption(f"Per token, forward: 2·N + 2·n_layer·n_ctx·d_attn = {fwd:,.0f} FLOPs (N non-embedding = {bd.non_embedding:,}); "
-                   f"{memory.SOURCES['kaplan']} Peak of a {s['sz_train_gpu']}: "
-                   f"{memory.GPUS[s['sz_train_gpu']].peak_16bit / 1e12:g} TFLOP/s 16-bit, "
-                   f"{memory.GPUS[s['sz_train_gpu']].peak_fp32 / 1e12:g} fp32 ({memory.SOURCES['gpus']}).")
+        k[0].metric("Training FLOPs (6·N·D)", f"{run.flops:.3g}")
+        k[1].metric("PF-days", f"{run.pf_days:,.2f}")
+        k[2].metric("Time", calc.human_seconds(run.seconds))
+        k[3].metric("Cost", f"${run.dollars:,.0f}")
+        train_gpu = calc.GPUS[state["sz_train_gpu"]]
+        st.caption(f"Per token, forward: 2·N + 2·n_layer·n_ctx·d_attn = {run.forward_per_token:,.0f} FLOPs (N non-embedding = "
+                   f"{bd.non_embedding:,}); {calc.SOURCES['kaplan']} Peak of a {state['sz_train_gpu']}: "
+                   f"{train_gpu.peak_16bit / 1e12:g} TFLOP/s 16-bit, {train_gpu.peak_fp32 / 1e12:g} fp32 ({calc.SOURCES['gpus']}).")
     st.subheader("Worked example: what BERT cost")
-    rows = []
-    for ex in memory.BERT_COST_EXAMPLE:
-        f = memory.training_flops(ex["parameters"], ex["tokens"])
-        t = memory.training_time(f, s["sz_train_gpu"], s["sz_ngpus"], s["sz_util"], s["sz_precision"])
-        rows.append({"model": ex["model"], "6·N·D FLOPs": f"{f:.2e}", "PF-days": round(memory.pf_days(f), 2),
-                     "paper: hardware, 4 days": ex["devices"], "slides: cost": f"${ex['slides_usd']:,}",
-                     "implied $ per Cloud-TPU-hour": round(ex["slides_usd"] / ex["device_hours"], 2),
-                     f"on {s['sz_ngpus']}× {s['sz_train_gpu']} (your settings)": calc.human_seconds(t),
-                     "cost at your price": f"${memory.training_cost(t, s['sz_ngpus'], s['sz_price']):,.0f}"})
+    rows = calc.bert_cost_rows(state["sz_train_gpu"], state["sz_ngpus"], state["sz_util"], state["sz_price"], state["sz_precision"])
     ex_df = pd.DataFrame(rows)
     st.dataframe(ex_df, hide_index=True, width="stretch")
     ui.download_buttons(ex_df, "bert-cost", "sz_cost")
-    st.caption(memory.SOURCES["bert_cost"] + " Tokens: 1M steps × 256 sequences × 512 tokens (an upper bound: 90% of "
+    st.caption(calc.SOURCES["bert_cost"] + " Tokens: 1M steps × 256 sequences × 512 tokens (an upper bound: 90% of "
                "BERT's steps used 128 tokens). The slides give no derivation; the implied hourly prices are ours.")
     st.subheader("What one pre-training run cost, and how fast it can go")
     c = st.columns(2)
-    costs = pd.DataFrame(reference.pretraining_costs())
+    run_costs, run_times = calc.reference_tables()
+    costs = pd.DataFrame(run_costs)
     c[0].dataframe(costs, hide_index=True, width="stretch")
     c[0].caption("One run each; 'developing new pre-training techniques may require many runs' (slides 001).")
-    times = pd.DataFrame(reference.bert_training_times()).rename(
+    times = pd.DataFrame(run_times).rename(
         columns={"minutes": "BERT-large in (minutes)", "v100_gpus": "V100 GPUs"})
     c[1].dataframe(times, hide_index=True, width="stretch")
-    eff, gpus = reference.fact("megatron_scaling_efficiency"), reference.fact("megatron_scaling_gpus")
+    eff, gpus = calc.fact("megatron_scaling_efficiency"), calc.fact("megatron_scaling_gpus")
     c[1].caption(f"From 256 to 1,472 GPUs (5.75×) the time falls 5.0× (236 → 47 min). Megatron-LM reports "
                  f"{eff.value:.0%} scaling efficiency at {gpus.value:,.0f} GPUs ({eff.source}).")
 

@@ -41,9 +41,9 @@ model_id = col1.selectbox("Model", loadable, index=loadable.index(registry.bundl
 col2.write("")
 if col2.button("Load it", key="models_load", type="primary"):
     with ui.friendly_errors(), st.spinner(f"Loading {model_id} ..."):
-        from models.loader import load_summary
+        from services import models
 
-        done = ui.model_call(load_summary, model_id)
+        done = models.load(model_id, call=ui.model_call)
         st.success(f"{model_id} loaded from {done['source']} in {done['seconds']:.2f} s: "
                    f"{done['nbytes'] / 2**20:,.1f} MB on {done['device']} ({done['dtype']}), attention weights checked.")
 

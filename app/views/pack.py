@@ -4,8 +4,8 @@ import secrets
 
 import streamlit as st
 
-from analysis import export
 from app import ui
+from services import pack as packs
 
 st.title("Presentation pack")
 st.markdown("#### What you collected while exploring, with captions and sources, ready for slides")
@@ -15,10 +15,8 @@ pack: list = st.session_state.setdefault("pack", [])
 
 def open_saved(token: str) -> None:
     """Replace this session's pack with a saved one (the link's)."""
-    from analysis import results_db as db
-
     with ui.friendly_errors():
-        title, items = db.load_pack(token)
+        title, items = packs.open_saved(token)
         pack[:] = items
         st.session_state["pack_deck_title"] = title
         st.session_state["pack_opened"] = token
@@ -62,18 +60,18 @@ def remove(i: int) -> None:
 def retitle(i: int) -> None:
     from dataclasses import replace
 
-    new = (st.session_state.get(f"pack_title_{i}") or "").strip()[: export.MAX_TITLE_CHARS]
+    new = (st.session_state.get(f"pack_title_{i}") or "").strip()[: packs.MAX_TITLE_CHARS]
     if new and 0 <= i < len(pack):
         pack[i] = replace(pack[i], title=new)
         st.session_state.pop("pack_files", None)
 
 
-st.caption(f"{len(pack)} item(s) of at most {export.MAX_ITEMS}. Retitle, reorder or remove them; the downloads follow.")
+st.caption(f"{len(pack)} item(s) of at most {packs.MAX_ITEMS}. Retitle, reorder or remove them; the downloads follow.")
 with ui.main_result():  # the items: the page's main result
     for i, item in enumerate(pack):
         with st.container(border=True):
             c = st.columns([7, 2, 2, 2])
-            c[0].text_input("Title", item.title, key=f"pack_title_{i}", on_change=retitle, args=(i,), max_chars=export.MAX_TITLE_CHARS,
+            c[0].text_input("Title", item.title, key=f"pack_title_{i}", on_change=retitle, args=(i,), max_chars=packs.MAX_TITLE_CHARS,
                             label_visibility="collapsed")
             c[1].button("Up", key=f"pack_up_{i}", on_click=move, args=(i, -1), disabled=i == 0, icon=":material/arrow_upward:")
             c[2].button("Down", key=f"pack_down_{i}", on_click=move, args=(i, 1), disabled=i == len(pack) - 1,
@@ -81,17 +79,15 @@ with ui.main_result():  # the items: the page's main result
             c[3].button("Remove", key=f"pack_rm_{i}", on_click=remove, args=(i,), icon=":material/delete:")
             kind = "chart" if item.figure is not None else "table"
             st.caption(f"{kind} · {item.caption or 'no caption'}")
-            st.caption(export.source_line(item) + (f" · [reopen]({item.link})" if item.link else ""))
+            st.caption(packs.source_line(item) + (f" · [reopen]({item.link})" if item.link else ""))
 
 
 def save_link() -> None:
     """Store the pack in the database and put its token in the URL: the address bar becomes the link."""
-    from analysis import results_db as db
-
     try:
         # A random name for this browser session: the rate limit and the eviction order count saves per session.
         saver = st.session_state.setdefault("pack_saver", secrets.token_hex(8))
-        token = db.save_pack(pack, st.session_state.get("pack_deck_title") or "BERT Family Explorer", saver=saver)
+        token = packs.save(pack, st.session_state.get("pack_deck_title") or "BERT Family Explorer", saver)
     except Exception as err:  # shown by the page below, like every other error
         st.session_state["pack_save_error"] = err
         return
@@ -111,16 +107,16 @@ elif (token := st.query_params.get("saved")) and st.session_state.get("pack_open
 
 st.subheader("Download")
 st.session_state.setdefault("pack_deck_title", "BERT Family Explorer")
-title = st.text_input("Title of the deck and handout", max_chars=export.MAX_TITLE_CHARS, key="pack_deck_title")
+title = st.text_input("Title of the deck and handout", max_chars=packs.MAX_TITLE_CHARS, key="pack_deck_title")
 files = st.session_state.get("pack_files")
 if files is None or files[0] != (title, tuple(pack)):
-    if export.chromium_path() is None and any(i.figure is not None for i in pack):
+    if packs.chromium_path() is None and any(i.figure is not None for i in pack):
         st.info("The charts need Chromium on the server to become images (`apt-get install -y chromium`); "
                 "each chart's camera icon still saves a PNG from your browser.", icon=":material/info:")
     elif st.button("Build the deck, handout and zip", type="primary", icon=":material/slideshow:"):
         with ui.friendly_errors(), st.spinner(f"Rendering {len(pack)} item(s)…"):
-            st.session_state["pack_files"] = ((title, tuple(pack)), export.slide_deck(pack, title),
-                                              export.handout_html(pack, title).encode(), export.pack_zip(pack, title))
+            st.session_state["pack_files"] = ((title, tuple(pack)), packs.slide_deck(pack, title),
+                                              packs.handout_html(pack, title).encode(), packs.pack_zip(pack, title))
             st.rerun()
 else:
     d1, d2, d3 = st.columns(3)

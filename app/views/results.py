@@ -3,11 +3,11 @@
 import pandas as pd
 import streamlit as st
 
-from analysis import glue, glue_plots
-from analysis import results_db as db
+from analysis import glue_plots
 from analysis.safe_text import csv_bytes
 from app import ui
 from core.errors import ExplorerError, InvalidResult
+from services import results
 
 GLUE8 = ["MNLI", "QNLI", "QQP", "RTE", "SST-2", "MRPC", "CoLA", "STS-B"]
 DEFAULT_MODELS = ["BERT-base", "BERT-large", "RoBERTa-large", "XLNet-large", "ALBERT-base", "ALBERT-xxlarge", "DistilBERT",
@@ -20,12 +20,12 @@ VIEWS = ["Table", "Charts", "Bigger is better?", "Score check", "Add results", "
 # Keyed by the data's version: a result another process (another replica) added shows on the next rerun.
 @st.cache_data(ttl=600, max_entries=4, show_spinner="Opening the results database…")
 def load_all(url: str, version: tuple) -> pd.DataFrame:
-    return db.results_frame(db.get_engine(url))
+    return results.frame(url)
 
 
 @st.cache_data(ttl=600, max_entries=16, show_spinner=False)
 def reference(url: str, kind: str, version: tuple) -> pd.DataFrame:
-    return db.catalog_frame(kind, db.get_engine(url))
+    return results.catalog(url, kind)
 
 
 def written() -> None:
@@ -37,8 +37,8 @@ def written() -> None:
 st.title("GLUE results database")
 st.markdown("#### Published GLUE, SQuAD and RACE results, each with its paper, table and split: compare, check, add your own")
 try:
-    url = db.default_url()
-    version = db.data_version(db.get_engine(url))
+    url = results.default_url()
+    version = results.version(url)
     df_all = load_all(url, version)
 except ExplorerError as err:
     ui.show_error(err)
@@ -53,7 +53,7 @@ published = df_all[df_all["origin"] == "seed"]
 added = len(df_all) - len(published)
 st.caption(f"{len(published):,} published results from {published['source'].nunique()} papers and leaderboards, transcribed from the "
            f"lecture slides{f', and {added:,} added by users' if added else ''}; hover a value for its source. Database: "
-           f"{db.describe_database(db.get_engine(url), paths=ui.local_viewer())} · seed data {db.seed_version()}.")
+           f"{results.describe(url, ui.local_viewer())} · seed data {results.seed_version()}.")
 
 st.segmented_control("View", VIEWS, key="gl_view", label_visibility="collapsed")
 current = st.session_state["gl_view"] or "Table"
@@ -70,13 +70,7 @@ if current in VIEWS[:3]:  # the comparison views also filter models, tasks and c
     c4.toggle("One row per model", key="gl_collapse",
               help="On: when several papers report the same number, the model's own paper wins, then the newest. Off: one row per paper table.")
     setting = st.session_state["gl_setting"] or "both"
-    view = df_all
-    if split != "both":
-        view = view[view["split"] == split]
-    if setting != "both":
-        view = view[view["setting"] == setting]
-    if not st.session_state["gl_variants"]:
-        view = view[view["variant"] == ""]
+    view = results.select(df_all, split=split, setting=setting, variants=st.session_state["gl_variants"])
 
     c1, c2 = st.columns(2)
     c1.multiselect("Tasks", tasks_all, key="gl_tasks", help="GLUE's eight scored tasks are preselected; add WNLI, AX, SQuAD, RACE…")
@@ -90,15 +84,15 @@ if current in VIEWS[:3]:  # the comparison views also filter models, tasks and c
     if view.empty:
         st.info("No results match: try the other split, both single models and ensembles, or more tasks and models.", icon=":material/filter_alt_off:")
     else:
-        options = glue.column_options(view)
-        defaults = set(glue.default_columns(view))  # once, not once per column
+        options = results.column_options(view)
+        defaults = set(results.default_columns(view))  # once, not once per column
         default_cols = [lbl for lbl, tm in options.items() if tm in defaults]
         chosen = [c for c in st.session_state["gl_cols"] if c in options] or default_cols
         cols = st.multiselect("Columns (task and metric)", list(options), default=chosen, key="gl_cols_widget")
         st.session_state["gl_cols"] = cols if cols != default_cols else []
         keep = {options[c] for c in cols}
         picked = view[[tm in keep for tm in zip(view["task"], view["metric"], strict=True)]]
-        comp = glue.compare(picked, collapse=st.session_state["gl_collapse"], order=[options[c] for c in cols])
+        comp = results.compare(picked, collapse=st.session_state["gl_collapse"], order=[options[c] for c in cols])
         comp_sources = tuple(dict.fromkeys(f"{c}, {t or 'no table'}, {sp}" for c, t, sp in
                                     zip(picked["citation"], picked["table"], picked["split"], strict=True)))
 
@@ -107,16 +101,16 @@ if current in ("Table", "Charts", "Bigger is better?") and (comp is None or comp
     if comp is not None:
         st.info("Pick at least one column to compare.", icon=":material/table:")
 elif current == "Table":
-    ui.main_result().html(glue.to_html(comp))
+    ui.main_result().html(results.to_html(comp))
     st.caption("★ best value in its column (↓: lower is better) · hover a value for its paper, table, split and notes · "
                "'–' not reported in that table.")
     caption = f"{', '.join(comp.values.columns)} ({split}, {setting} models)"
     d1, d2, d3, d4 = st.columns(4)
     d1.download_button("Table (CSV)", lambda: csv_bytes(comp.values, index=True), "glue_comparison.csv", "text/csv", icon=":material/download:")
-    d2.download_button("Markdown", lambda: glue.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
-    d3.download_button("LaTeX", lambda: glue.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
+    d2.download_button("Markdown", lambda: results.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
+    d3.download_button("LaTeX", lambda: results.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
                        icon=":material/download:")
-    d4.download_button("Rows with sources (CSV)", lambda: db.export_rows(picked), "glue_results.csv", "text/csv", icon=":material/download:",
+    d4.download_button("Rows with sources (CSV)", lambda: results.export_rows(picked), "glue_results.csv", "text/csv", icon=":material/download:",
                        help="One row per number with its source; the same format the import accepts.")
     ui.table_to_pack(comp.values, "gl_table", title=f"GLUE results: {caption}", caption=caption, sources=comp_sources)
 elif current == "Charts":
@@ -129,14 +123,14 @@ elif current == "Charts":
     base = st.session_state["gl_base"] if st.session_state["gl_base"] in rows else rows[0]
     st.session_state["gl_base"] = base
     st.selectbox("Baseline for the differences", rows, key="gl_base")
-    ui.chart(glue_plots.delta_heatmap(glue.deltas(comp, st.session_state["gl_base"]), st.session_state["gl_base"]), "gl_delta",
+    ui.chart(glue_plots.delta_heatmap(results.deltas(comp, st.session_state["gl_base"]), st.session_state["gl_base"]), "gl_delta",
              title=f"Differences from {st.session_state['gl_base']}", caption=f"{split}, {setting} models", sources=comp_sources)
 elif current == "Bigger is better?":
     cols = list(comp.values.columns)
     if st.session_state["gl_size_col"] not in cols:
         st.session_state["gl_size_col"] = max(cols, key=lambda c: comp.values[c].notna().sum())
     st.selectbox("Score", cols, key="gl_size_col")
-    pts = glue.size_points(comp, st.session_state["gl_size_col"])
+    pts = results.size_points(comp, st.session_state["gl_size_col"])
     if len(pts) < 2:
         st.info("Fewer than two of these models have both a parameter count and this score; pick another column or more models.")
     else:
@@ -155,7 +149,7 @@ elif current == "Score check":
     st.markdown("Each reported aggregate beside the one recomputed from the same table's cells, the way that paper computes it. "
                 "**within rounding**: off by at most one unit of the last digit, which rounded cells allow; **differs**: more than that; "
                 "**cannot recompute**: the table does not print every metric the score needs (leaderboard tables print one number per task).")
-    chk = glue.score_check(df_all if split == "both" else df_all[df_all["split"] == split])
+    chk = results.score_check(df_all if split == "both" else df_all[df_all["split"] == split])
     counts = chk["status"].value_counts()
     m = st.columns(4)
     for col, name in zip(m, ["match", "within rounding", "differs", "cannot recompute"], strict=True):
@@ -167,7 +161,7 @@ elif current == "Score check":
                                 "glue_official": st.column_config.NumberColumn("GLUE score (official formula)", format="%.2f"),
                                 "glue_without_wnli": st.column_config.NumberColumn("without WNLI", format="%.2f")})
     with st.expander("How each paper aggregates"):
-        for conv in glue.CONVENTIONS.values():
+        for conv in results.CONVENTIONS.values():
             st.markdown(f"- **{conv.label}**: {conv.description}.")
     ui.download_buttons(chk, "glue_score_check", key="gl_chk")
 elif current == "Add results":
@@ -186,8 +180,8 @@ elif current == "Add results":
         variant = f2.text_input("Variant (optional)", placeholder="e.g. 1.5M steps", max_chars=200, key="gl_add_variant")
         value = f3.text_input("Value", placeholder="e.g. 84.6 (percent)", key="gl_add_value")
         f4, f5, f6 = st.columns(3)
-        split_in = f4.selectbox("Split", list(db.SPLITS), key="gl_add_split")
-        setting_in = f5.selectbox("Single or ensemble", list(db.SETTINGS), key="gl_add_setting")
+        split_in = f4.selectbox("Split", list(results.ROW_SPLITS), key="gl_add_split")
+        setting_in = f5.selectbox("Single or ensemble", list(results.ROW_SETTINGS), key="gl_add_setting")
         params_in = f6.text_input("Parameters (new models)", placeholder="e.g. 110000000", key="gl_add_params")
         f7, f8, f9 = st.columns(3)
         sources = reference(url, "sources", version)
@@ -202,25 +196,23 @@ elif current == "Add results":
         submitted = st.form_submit_button("Add result", type="primary", key="gl_add_submit")
     if submitted:
         try:
-            new_id = db.add_result(db.get_engine(url), model=model or "", variant=variant, task=task, metric=metric, split=split_in,
-                                   setting=setting_in, value=value, source=source or "", table=table_in, snapshot=snapshot, note=note,
-                                   parameters=params_in)
+            added = results.add(url, model=model or "", variant=variant, task=task, metric=metric, split=split_in,
+                                setting=setting_in, value=value, source=source or "", table=table_in, snapshot=snapshot, note=note,
+                                parameters=params_in)
             written()
-            st.success(f"Saved (id {new_id}): {model} · {task} {metric} · {split_in} = {value}.", icon=":material/check_circle:")
-            upper = metrics.set_index("metric").loc[metric, "upper"]
-            if upper == 100 and 0 < abs(float(value)) <= 1:
-                st.warning(f"Scores here are in percent: {value} means {value}%, not {float(value) * 100:g}%. If you meant the "
-                           "latter, delete this result below and add it again.", icon=":material/percent:")
+            st.success(f"Saved (id {added.id}): {model} · {task} {metric} · {split_in} = {value}.", icon=":material/check_circle:")
+            if added.warning:
+                st.warning(added.warning, icon=":material/percent:")
         except ExplorerError as err:
             ui.show_error(err)
     st.divider()
-    st.markdown(f"**Import a CSV** — columns `{'`, `'.join(db.IMPORT_COLUMNS)}` (optional: `{'`, `'.join(db.OPTIONAL_COLUMNS)}`); "
-                f"at most {db.MAX_IMPORT_ROWS:,} rows and {db.MAX_IMPORT_BYTES // 1_000_000} MB. All rows are checked first; "
+    st.markdown(f"**Import a CSV** — columns `{'`, `'.join(results.IMPORT_COLUMNS)}` (optional: `{'`, `'.join(results.OPTIONAL_COLUMNS)}`); "
+                f"at most {results.MAX_IMPORT_ROWS:,} rows and {results.MAX_IMPORT_BYTES // 1_000_000} MB. All rows are checked first; "
                 "if any fails, nothing is imported and the problems are listed by line.")
-    upload = st.file_uploader("CSV file", type=["csv"], key="gl_upload", max_upload_size=max(1, db.MAX_IMPORT_BYTES // 1_000_000))
+    upload = st.file_uploader("CSV file", type=["csv"], key="gl_upload", max_upload_size=max(1, results.MAX_IMPORT_BYTES // 1_000_000))
     if upload is not None and st.button("Import", key="gl_import"):
         try:
-            report = db.import_csv(upload.getvalue(), db.get_engine(url))
+            report = results.import_rows(url, upload.getvalue())
             written()
             st.success(f"Imported {report.rows} result(s).", icon=":material/check_circle:")
         except InvalidResult as err:
@@ -232,7 +224,7 @@ elif current == "Add results":
                     st.caption(f"… and {len(err.errors) - 50} more.")
         except ExplorerError as err:
             ui.show_error(err)
-    template = db.export_rows(df_all.head(3))
+    template = results.export_rows(df_all.head(3))
     st.download_button("Example file (3 rows)", template, "results_template.csv", "text/csv", icon=":material/download:")
     mine = df_all[df_all["origin"] == "user"]
     if not mine.empty:
@@ -243,7 +235,7 @@ elif current == "Add results":
         gone = d1.selectbox("Delete result id", list(mine["id"]), key="gl_del_id")
         if d2.button("Delete", key="gl_del"):
             try:
-                db.delete_result(int(gone), db.get_engine(url))
+                results.delete(url, int(gone))
                 written()
                 st.rerun()
             except ExplorerError as err:

@@ -50,18 +50,12 @@ if src == "built-in":
     st.caption(ds.description)
     table, editor_key, defaults = builtin(ds.key), f"sc_edit_{ds.key}", (ds.x, ds.y, ds.law)
 elif src == "lab":
-    # Only this data source reads the results database: the page's other sources stay free of SQLAlchemy.
-    from analysis.results_db import runs as lab_runs
-    from services import lab
-
     try:
-        frame = lab_runs.list_runs()
+        frame, groups = scaling.lab_experiments()
     except ExplorerError as err:
         ui.show_error(err)
         ui.save_url_state(DEFAULTS)
         st.stop()
-    frame = frame[frame["status"] == "finished"]
-    groups = list(dict.fromkeys(g for g in frame["group"] if g))
     if not groups:
         st.info("No finished lab runs yet. On the Pre-training lab page, start “Scaling: 4 sizes, one budget”; its final "
                 "losses land here as a data set.")
@@ -71,7 +65,7 @@ elif src == "lab":
     if st.session_state["sc_lab"] not in groups:
         st.session_state["sc_lab"] = groups[0]
     st.selectbox("Lab experiment (finished runs)", groups, key="sc_lab")
-    table = lab.scaling_table(frame[frame["group"] == st.session_state["sc_lab"]])
+    table = scaling.lab_table(frame, st.session_state["sc_lab"])
     st.caption("Trained on this server. N counts non-embedding parameters, as Kaplan et al. (2020) do; D is the tokens "
                "each run saw; the loss is the held-out masked-LM loss (WordNet glosses, 2% held out).")
     editor_key, defaults = f"sc_edit_lab_{st.session_state['sc_lab']}", ("N (non-embedding)", "held-out loss", "power")
@@ -196,13 +190,11 @@ with st.expander("Reference laws and their published constants"):
     st.dataframe(ref, hide_index=True, width="stretch")
     st.caption(f"For example, Chinchilla's law at N = 70B, D = 1.4T gives L = {scaling.reference_value('chinchilla', 70e9, 1.4e12):.3f} nats.")
 with st.expander("How big, on how much: GPT-2's four sizes and LLaMA's tokens"):
-    from analysis import reference
-
     c = st.columns(2)
-    gpt2 = pd.DataFrame(reference.gpt2_sizes())[["parameters_reported", "layers", "d_model", "catalog_id", "source"]]
+    gpt2 = pd.DataFrame(scaling.gpt2_sizes())[["parameters_reported", "layers", "d_model", "catalog_id", "source"]]
     c[0].dataframe(gpt2, hide_index=True, width="stretch")
     c[0].caption("GPT-2 grows in depth and width together: 12 → 48 layers, 768 → 1600 wide.")
-    small, big, batch = (reference.fact(k) for k in ("llama_7b_tokens", "llama_33b_tokens", "llama_batch_tokens"))
+    small, big, batch = (scaling.fact(k) for k in ("llama_7b_tokens", "llama_33b_tokens", "llama_batch_tokens"))
     c[1].markdown(f"- LLaMA-7B and -13B: **{small.value / 1e12:.1f}T** tokens\n- LLaMA-33B and -65B: **{big.value / 1e12:.1f}T** tokens\n"
                   f"- batch: {batch.value / 1e6:.0f}M tokens")
     c[1].caption(f"{small.source}. Far past Chinchilla's ~20 tokens per parameter for the small models: trained for "
