@@ -214,14 +214,14 @@ def supersense_run(empty_model_dir, model_env, monkeypatch) -> str:
 def test_a_classifier_target_scores_what_the_fine_tuned_model_predicts(supersense_run: str) -> None:
     """A fine-tuning lab run is scored on its own task's test items: with every head in place, its accuracy is the one
     the lab's own prediction code gives on the same items, and its importance is the gradient of its task loss."""
-    from models.finetune import _predict, stored_config
+    from models.finetune import predict, stored_config
 
     target = I.make_target(supersense_run, "classifier", items=32)
     assert target.kind == "classifier" and target.measure == "supersense accuracy" and target.items == 32
     assert stored_config(supersense_run).task == "supersense"
     chunks = target.chunks(slice(None), 0)
     _, accuracy = target.score(chunks)
-    predicted = _predict(target.lm.model, target.enc, target.lm.tokenizer.pad_token_id, True)
+    predicted = predict(target.lm.model, target.enc, target.lm.tokenizer.pad_token_id, True)
     gold = target.enc["labels"]
     assert accuracy == pytest.approx(np.mean([p == g for p, g in zip(predicted, gold, strict=True)]))
     # one batch (16 items), so the summed |gradient| is the gradient of that batch's mean loss
