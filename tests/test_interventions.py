@@ -192,7 +192,7 @@ def test_patching_the_last_layer_at_the_mask_restores_the_clean_prediction_and_e
     with pytest.raises(InvalidText, match="one each"):
         I.activation_patching(model_id, clean, corrupt, "", foil)
     with pytest.MonkeyPatch.context() as mp:  # the tiny models' 64 positions stay under the real bound: lower it
-        mp.setattr(I, "MAX_PATCH_PASSES", p.passes - 1)
+        mp.setattr(I.patching, "MAX_PATCH_PASSES", p.passes - 1)  # where activation_patching reads it
         with pytest.raises(InvalidText, match="forward passes"):  # refused before any pass runs
             I.activation_patching(model_id, clean, corrupt, answer, foil)
 
@@ -466,3 +466,13 @@ def test_a_probe_scores_no_place_where_truncation_cut_the_word_off() -> None:
     losses, right = target.per_item(chunks)
     assert len(losses) == len(right) == 15 == len(target.places(slice(None), chunks))
     assert I.importance_of(target, chunks).masked == 15
+
+
+def test_the_pages_entry_points_are_still_routed_to_the_model_process() -> None:
+    """The model process runs a call by its function's ``__module__`` and name (services.runtime.ROUTED): the entry
+    points defined in the package's submodules still answer to ``models.interventions``."""
+    from services import runtime
+
+    routed = runtime.ROUTED["models.interventions"]
+    assert all(runtime.routable(getattr(I, name)) for name in routed)
+    assert all(runtime._resolve("models.interventions", name) is getattr(I, name) for name in routed)
