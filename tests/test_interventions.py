@@ -192,7 +192,7 @@ def test_patching_the_last_layer_at_the_mask_restores_the_clean_prediction_and_e
     with pytest.raises(InvalidText, match="one each"):
         I.activation_patching(model_id, clean, corrupt, "", foil)
     with pytest.MonkeyPatch.context() as mp:  # the tiny models' 64 positions stay under the real bound: lower it
-        mp.setattr(I, "MAX_PATCH_PASSES", p.passes - 1)
+        mp.setattr(I.patching, "MAX_PATCH_PASSES", p.passes - 1)  # where activation_patching reads it
         with pytest.raises(InvalidText, match="forward passes"):  # refused before any pass runs
             I.activation_patching(model_id, clean, corrupt, answer, foil)
 
@@ -214,14 +214,14 @@ def supersense_run(empty_model_dir, model_env, monkeypatch) -> str:
 def test_a_classifier_target_scores_what_the_fine_tuned_model_predicts(supersense_run: str) -> None:
     """A fine-tuning lab run is scored on its own task's test items: with every head in place, its accuracy is the one
     the lab's own prediction code gives on the same items, and its importance is the gradient of its task loss."""
-    from models.finetune import _predict, stored_config
+    from models.finetune import predict, stored_config
 
     target = I.make_target(supersense_run, "classifier", items=32)
     assert target.kind == "classifier" and target.measure == "supersense accuracy" and target.items == 32
     assert stored_config(supersense_run).task == "supersense"
     chunks = target.chunks(slice(None), 0)
     _, accuracy = target.score(chunks)
-    predicted = _predict(target.lm.model, target.enc, target.lm.tokenizer.pad_token_id, True)
+    predicted = predict(target.lm.model, target.enc, target.lm.tokenizer.pad_token_id, True)
     gold = target.enc["labels"]
     assert accuracy == pytest.approx(np.mean([p == g for p, g in zip(predicted, gold, strict=True)]))
     # one batch (16 items), so the summed |gradient| is the gradient of that batch's mean loss
@@ -466,3 +466,13 @@ def test_a_probe_scores_no_place_where_truncation_cut_the_word_off() -> None:
     losses, right = target.per_item(chunks)
     assert len(losses) == len(right) == 15 == len(target.places(slice(None), chunks))
     assert I.importance_of(target, chunks).masked == 15
+
+
+def test_the_pages_entry_points_are_still_routed_to_the_model_process() -> None:
+    """The model process runs a call by its function's ``__module__`` and name (services.runtime.ROUTED): the entry
+    points defined in the package's submodules still answer to ``models.interventions``."""
+    from services import runtime
+
+    routed = runtime.ROUTED["models.interventions"]
+    assert all(runtime.routable(getattr(I, name)) for name in routed)
+    assert all(runtime._resolve("models.interventions", name) is getattr(I, name) for name in routed)

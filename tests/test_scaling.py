@@ -50,6 +50,14 @@ def test_two_variable_chinchilla_law() -> None:
     assert np.allclose(f.predict(x), scaling.evaluate("chinchilla", true, x), rtol=0.01)
 
 
+def test_each_law_carries_its_label_and_predicts_what_evaluate_does() -> None:
+    assert {k: law.label for k, law in scaling.LAWS.items()} == {
+        "power": "L(x) = (x_c / x)^α", "power_const": "L(x) = L_∞ + A·x^(−α)", "chinchilla": "L(N, D) = E + A/N^α + B/D^β"}
+    p = scaling.REFERENCE_LAWS["chinchilla"].params
+    nd = np.array([[7e10, 1.4e12], [1e9, 2e10]])
+    assert np.allclose(scaling.LAWS["chinchilla"].predict(p, nd), [scaling.reference_value("chinchilla", *row) for row in nd])
+
+
 def test_huber_loss_resists_an_outlier() -> None:
     true = {"x_c": 8.8e13, "alpha": 0.076}
     y = scaling.synthetic("power", true, X, 0.005, seed=4)
@@ -133,7 +141,7 @@ def test_too_many_points_and_bad_budgets() -> None:
 
 
 def test_a_fit_that_cannot_converge_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scaling, "_refine", lambda *a, **k: None)
+    monkeypatch.setattr(scaling.fitting, "_refine", lambda *a, **k: None)  # where fit looks it up
     with pytest.raises(FitFailed, match="did not converge"):
         scaling.fit("power_const", X, scaling.synthetic("power", {"x_c": 1e12, "alpha": 0.1}, X))
 

@@ -1,45 +1,6 @@
-"""Verdicts: does a measured ablation agree with the paper's claim, at this budget?
-
-The papers decide a claim the same way: a downstream score, over several seeds, compared between arms. This
-module makes that decision from numbers alone (no torch), so that the lab's presets, the page, the database and
-the tests share one rule:
-
-- :func:`verdict` compares two arms' per-seed scores against a claim ``">"`` (a beats b) or ``">="`` (a is at
-  least as good as b, within ``margin``) and returns one of three labels, computed, never written by hand:
-  **agrees** (the 95% interval of the effect excludes the paper's "no" side), **cannot tell at this budget** (the
-  interval straddles it; :attr:`Verdict.seeds_needed` says how many seeds the observed spread would need), or
-  **disagrees** (the interval lies wholly on the other side). With fewer than 2 seeds on an arm there is no
-  verdict, by design: one seed measures the seed, not the method.
-- :func:`scaling_verdict` and :func:`isoflop_verdict` do the same for a fitted exponent (the scaling preset's α, the
-  IsoFLOP optimum's exponent). The claim quotes a value, so the value decides too: **agrees** when the interval has
-  the paper's sign and holds the paper's value (Kaplan's α_N ≈ 0.076, Chinchilla's a ≈ 0.5), **agrees on direction
-  only** when it has the sign but leaves the value out, and an IsoFLOP optimum at the edge of the widths tried (the
-  parabola's minimum clipped to them) makes it **cannot tell**.
-
-The interval: two levels of noise, analytic. A verdict generalises over two things a run draws: the seed (data
-order, initialisation) and the test items (a task's test set is a sample of the sentences it could have held).
-Seeds are the replicates, so each seed's difference of scores D_s is one paired observation; when the seeds drew
-their test items independently, the spread of D_s already holds the items' noise and Student's t over seeds is
-the whole answer. When seeds score shared items (a test split smaller than ``max_test``, the SOP pairs), an item
-that is easy for arm a and hard for b moves every D_s the same way: the spread over seeds cannot see it, and the
-paired t answers "on this test set". The variance of the mean difference is then
-
-    Var(D̄) = s²_D / S + C,   C = mean over seed pairs s ≠ t of Cov(D_s, D_t),
-
-and C, the covariance that shared items (and items of one cluster, e.g. one lemma's WiC pairs) put between two
-seeds, is estimated from the per-item scores: for seeds s ≠ t, the sum over clusters of the product of the two
-seeds' centred, weighted item residuals (a cluster-robust cross-product; seeds that share no cluster add 0). The
-interval is Student's t with Satterthwaite's degrees of freedom for the two terms (the item term's own from the
-spread of the clusters' independent parts). It is analytic rather than
-a bootstrap because with 3–5 seeds a bootstrap over seeds has 10–126 distinct resamples and is too narrow by
-(S−1)/S, while the analytic form is exact for the seed term and deterministic; its coverage with both kinds of
-noise is checked on simulated data in ``tests/test_verdicts.py``. Without per-item scores the method says so.
-
-Several measures per claim. Each claim has one primary measure (the paper's own); the others (each task of a
-downstream average, the part-of-speech probe) are exploratory and get Bonferroni intervals at a family-wise 95%
-(``family``: the number of exploratory comparisons), so six null comparisons do not make a spurious decisive
-label likely.
-"""
+"""Two arms compared over seeds (:func:`verdict`): Student's t over the seeds' scores, paired or Welch, with the
+shared test items' covariance added from per-item scores (:class:`Items`), and how many seeds or items would
+resolve a "cannot tell". The method is set out in the package's docstring (:mod:`analysis.verdicts`)."""
 
 from __future__ import annotations
 
@@ -51,17 +12,19 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from analysis.verdicts.labels import (
+    CANNOT_TELL,
+    CLAIMS,
+    DESCRIPTIVE,
+    LEVEL,
+    MIN_SEEDS,
+    NO_VERDICT,
+    label_for,
+)
 from core.errors import InvalidData
 
-CLAIMS = {">": "beats", ">=": "is at least as good as"}
-AGREES, CANNOT_TELL, DISAGREES, NO_VERDICT = "agrees", "cannot tell at this budget", "disagrees", "no verdict"
-#: A fitted exponent with the paper's sign whose interval leaves out the paper's value.
-AGREES_ON_DIRECTION = "agrees on direction only"
-LABELS = (AGREES, AGREES_ON_DIRECTION, CANNOT_TELL, DISAGREES, NO_VERDICT)
-MIN_SEEDS = 2
 MAX_SEEDS = 1000
 MAX_ITEMS = 100_000
-LEVEL = 0.95
 _SEP = "\x1f"  # between an item's task and its cluster in a residual's key
 
 
@@ -195,15 +158,6 @@ def _seed_items(name: str, rows: Sequence[Any] | None, seeds: int) -> list[Items
     return [items_of(f"{name}[{i}]", r) for i, r in enumerate(rows)]
 
 
-def _label(claim: str, margin: float, low: float, high: float) -> str:
-    floor = 0.0 if claim == ">" else -margin  # the paper's "no" side begins here
-    if low > floor:
-        return AGREES
-    if high < floor:
-        return DISAGREES
-    return CANNOT_TELL
-
-
 def _cross(a: list[dict[Any, float]], b: list[dict[Any, float]] | None = None) -> dict[Any, float]:
     """Per cluster, its part of the mean over seed pairs of Σ_clusters e_s·e_t (pairs s ≠ t within one list; every
     pair across two lists). Only clusters seen on both sides of a pair appear."""
@@ -311,7 +265,7 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
     """Decide ``claim`` (``">"``: a beats b; ``">="``: a is at least as good as b within ``margin``) from per-seed
     scores. ``scores_a[i]`` and ``scores_b[i]`` are paired by seed when both arms have the same number of seeds
     (``paired=None``). ``items_*`` (per seed: per-item scores, see :func:`items_of`) add the shared test items'
-    noise to the interval (the module's docstring); ``family`` > 1 makes it a Bonferroni interval at
+    noise to the interval (the package's docstring, :mod:`analysis.verdicts`); ``family`` > 1 makes it a Bonferroni interval at
     1 − 0.05/family (an exploratory measure). Fewer than :data:`MIN_SEEDS` seeds on an arm give ``no verdict``.
 
     Raises:
@@ -379,7 +333,7 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
     total, df = var.total()
     half = _half(var, level)
     low, high = effect - half, effect + half
-    label = _label(claim, float(margin), low, high)
+    label = label_for(claim, float(margin), low, high)
     target = abs(effect) if claim == ">" else abs(effect + margin)
     need_seeds = need_items = None
     reason = ""
@@ -398,11 +352,6 @@ def verdict(scores_a: Sequence[float], scores_b: Sequence[float], claim: str = "
                    df=float(df) if math.isfinite(df) else None, item_share=(item / total if total > 0 else 0.0), **base)
 
 
-#: The label of a comparison that no claim is decided on (the effect over random initialisation): an effect and
-#: its interval, shown for context, never "agrees" or "disagrees".
-DESCRIPTIVE = "descriptive (no verdict)"
-
-
 def effect_interval(scores_a: Sequence[float], scores_b: Sequence[float], *, paired: bool | None = None) -> dict[str, Any]:
     """The effect mean(a) − mean(b) with its 95% t interval over seeds, labelled :data:`DESCRIPTIVE`: for a
     comparison shown beside a verdict (pre-trained against random initialisation) that is not itself tested, so it
@@ -411,155 +360,3 @@ def effect_interval(scores_a: Sequence[float], scores_b: Sequence[float], *, pai
     out = verdict(scores_a, scores_b, ">", paired=paired).to_dict()
     out.update(label=DESCRIPTIVE, seeds_needed=None, items_needed=None, reason="descriptive: no claim is decided on it")
     return out
-
-
-# ------------------------------------------------------------------------------ fitted exponents
-
-
-@dataclass(frozen=True)
-class TrendVerdict:
-    """A fitted exponent against the paper's direction, with the paper's value beside it."""
-
-    label: str
-    quantity: str  # what was fitted, e.g. "α_N in L(N) ∝ N^−α"
-    estimate: float
-    low: float
-    high: float
-    reference: float
-    reference_source: str
-    reference_inside: bool
-    points: int
-    method: str
-    reason: str = ""
-    edges: tuple[float, ...] = ()  # IsoFLOP budgets whose optimum lies at the edge of the widths tried
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def sentence(self) -> str:
-        if self.label == NO_VERDICT:
-            return f"No verdict: {self.reason}"
-        where = "inside" if self.reference_inside else "outside"
-        line = (f"{self.label.capitalize()}: {self.quantity} = {self.estimate:.3f} (95% interval {self.low:.3f} to "
-                f"{self.high:.3f}); the paper's {self.reference:g} is {where} it")
-        return line + (f". {self.reason[0].upper()}{self.reason[1:]}" if self.reason else "")
-
-
-def _per_seed(points: Sequence[Sequence[float]], key_len: int, statistic: Any) -> tuple[float, float, float, int, int]:
-    """The statistic on each seed's own grid (each seed replicates every size or cell), then a t interval over the
-    seeds, as :func:`verdict` does for arms. Returns (estimate on the seed means, low, high, seeds, points)."""
-    grids: dict[float, dict[tuple[float, ...], float]] = {}
-    cells: dict[tuple[float, ...], list[float]] = {}
-    for p in points:
-        try:
-            row = [float(v) for v in p]
-        except (TypeError, ValueError):
-            raise InvalidData(f"Each point must be numbers, not {p!r}.") from None
-        if len(row) != key_len + 2 or not all(math.isfinite(v) for v in row) or not all(v > 0 for v in row[1:]):
-            raise InvalidData(f"Each point must be (seed, {key_len + 1} positive numbers), not {p!r}.")
-        grids.setdefault(row[0], {})[tuple(row[1:-1])] = row[-1]
-        cells.setdefault(tuple(row[1:-1]), []).append(row[-1])
-    estimate = statistic({k: float(np.mean(v)) for k, v in cells.items()})
-    per_seed = np.array([statistic(g) for g in grids.values() if len(g) == len(cells)])
-    per_seed = per_seed[np.isfinite(per_seed)]
-    if len(per_seed) < MIN_SEEDS:
-        return estimate, float("nan"), float("nan"), len(per_seed), len(points)
-    if float(per_seed.std(ddof=1)) == 0:
-        return estimate, float(per_seed[0]), float(per_seed[0]), len(per_seed), len(points)
-    ci = stats.ttest_1samp(per_seed, 0.0).confidence_interval(LEVEL)
-    return estimate, float(ci.low), float(ci.high), len(per_seed), len(points)
-
-
-def _trend(quantity: str, estimate: float, low: float, high: float, reference: float, source: str, points: int,
-           seeds: int, method: str, edges: tuple[float, ...] = ()) -> TrendVerdict:
-    if seeds < MIN_SEEDS or not (math.isfinite(low) and math.isfinite(high)):
-        return TrendVerdict(NO_VERDICT, quantity, estimate, low, high, reference, source, False, points, method,
-                            f"a verdict needs at least {MIN_SEEDS} seeds that ran every size ({seeds} did).")
-    inside = low <= reference <= high
-    label, reason = _label(">", 0.0, low, high), ""
-    if label == AGREES and not inside:
-        label = AGREES_ON_DIRECTION
-        reason = f"the sign is the paper's, the value is not: {reference:g} lies outside the interval"
-    if edges:
-        # A clipped optimum is a bound, not an estimate: it can only lower confidence, and it is said whatever the label.
-        edge = (f"the best width of {len(edges)} budget(s) ({', '.join(f'{c:.2g}' for c in edges)} FLOPs) lies at the edge "
-                "of the widths tried, so its optimum is clipped: add a narrower or a wider size")
-        if label in (AGREES, AGREES_ON_DIRECTION):
-            label = CANNOT_TELL
-        reason = f"{reason}; {edge}" if reason else edge
-    return TrendVerdict(label, quantity, estimate, low, high, reference, source, inside, points, method, reason, tuple(edges))
-
-
-def scaling_verdict(points: Sequence[tuple[float, float, float]]) -> TrendVerdict:
-    """Kaplan et al.'s L(N) ∝ N^−α_N from (seed, non-embedding parameters N, held-out loss) points: α is the slope
-    of −log L on log N, fitted on each seed's sizes; the interval is Student's t over the seeds (each seed
-    replicates every size). The claim is the direction (α > 0: loss falls as N grows); α_N ≈ 0.076 (Kaplan et al.
-    2020, Figure 1) is shown beside it.
-
-    Raises:
-        InvalidData: fewer than 3 sizes, or malformed points.
-    """
-    sizes = {float(p[1]) for p in points if len(p) == 3}
-    if len(sizes) < 3:
-        raise InvalidData(f"A scaling fit needs at least 3 sizes, not {len(sizes)}.")
-    est, lo, hi, seeds, total = _per_seed(points, 1, _neg_slope)
-    return _trend("α_N in L(N) ∝ N^−α", est, lo, hi, 0.076, "Kaplan et al. 2020, Figure 1 (α_N ≈ 0.076)", total, seeds,
-                  "least squares per seed; t over seeds")
-
-
-def _neg_slope(means: dict[Any, float]) -> float:
-    x = np.log([k[0] for k in means])
-    y = np.log(list(means.values()))
-    return float(-np.polyfit(x, y, 1)[0])
-
-
-def isoflop_optimum(means: dict[tuple[float, float], float]) -> dict[float, float]:
-    """Chinchilla's approach 2: for each compute budget C, the N at the minimum of a parabola fitted to the loss
-    against log N (kept within the sizes tried). ``means``: (C, N) -> loss. Returns C -> N_opt."""
-    return {c: n for c, (n, _) in isoflop_optima(means).items()}
-
-
-def isoflop_optima(means: dict[tuple[float, float], float]) -> dict[float, tuple[float, bool]]:
-    """:func:`isoflop_optimum` with, per budget, whether its optimum lies at the edge of the sizes tried (the
-    parabola opens downward, or its minimum falls outside them and is clipped): such an optimum is a bound, not an
-    estimate."""
-    out = {}
-    for c in sorted({k[0] for k in means}):
-        row = sorted((n, loss) for (cc, n), loss in means.items() if cc == c)
-        x, y = np.log([n for n, _ in row]), np.array([loss for _, loss in row])
-        if len(row) < 3:
-            continue
-        a2, a1, _ = np.polyfit(x, y, 2)
-        vertex = -a1 / (2 * a2) if a2 > 0 else x[int(np.argmin(y))]
-        clipped = float(np.clip(vertex, x.min(), x.max()))
-        out[c] = (float(np.exp(clipped)), bool(clipped in (x.min(), x.max())))
-    return out
-
-
-def _optimum_slope(means: dict[tuple[float, float], float]) -> float:
-    opt = isoflop_optimum(means)
-    if len(opt) < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(list(opt)), np.log(list(opt.values())), 1)[0])
-
-
-def isoflop_verdict(points: Sequence[tuple[float, float, float, float]]) -> TrendVerdict:
-    """Hoffmann et al.'s N_opt ∝ C^a from (seed, compute C, parameters N, loss) points: each seed's optimum per
-    budget (:func:`isoflop_optimum`), the slope of log N_opt on log C per seed, and Student's t over the seeds.
-    The claim is the direction (a > 0: the best size grows with the budget); Chinchilla's a ≈ 0.5 is shown beside it.
-
-    Raises:
-        InvalidData: fewer than 2 budgets with 3 sizes each, or malformed points.
-    """
-    cells = {(float(p[1]), float(p[2])) for p in points if len(p) == 4}
-    budgets = {c for c, _ in cells}
-    if len(budgets) < 2 or any(sum(1 for cc, _ in cells if cc == c) < 3 for c in budgets):
-        raise InvalidData("An IsoFLOP fit needs at least 2 compute budgets with 3 sizes each.")
-    est, lo, hi, seeds, total = _per_seed(points, 2, _optimum_slope)
-    by_cell: dict[tuple[float, float], list[float]] = {}
-    for p in points:
-        by_cell.setdefault((float(p[1]), float(p[2])), []).append(float(p[3]))
-    edges = tuple(c for c, (_, edge) in isoflop_optima({k: float(np.mean(v)) for k, v in by_cell.items()}).items() if edge)
-    return _trend("a in N_opt ∝ C^a", est, lo, hi, 0.5, "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)",
-                  total, seeds, "parabola per budget, per seed; t over seeds", edges)
