@@ -101,7 +101,7 @@ ROUTED: dict[str, frozenset[str]] = {
     "models.attention": frozenset({"extract_attention", "query_key"}),
     "models.representations": frozenset({"hidden_states", "nearest_contexts"}),
     "models.attribution": frozenset({"similarity", "fill_mask", "sentence_relation", "replaced_token"}),
-    "models.objectives": frozenset({"side_by_side", "pseudo_log_likelihood", "sentence_relation", "electra_round",
+    "models.objectives": frozenset({"fill_mask", "pseudo_log_likelihood", "sentence_relation", "electra_round",
                                     "discriminate", "generate", "bert_generate", "word_tokens"}),
     "models.permutation": frozenset({"predict_last_k", "self_check", "new_york", "segment_recurrence", "tokens_for"}),
     "models.loader": frozenset({"load_summary"}),
@@ -117,9 +117,22 @@ def _resolve(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def route(fn: Any) -> tuple[str, str] | None:
+    """(public module, name) under which ``fn`` is one of :data:`ROUTED`, or None. Looked up by what the public module
+    exports, not by ``fn.__module__``: a package keeps its functions in submodules (``models.interventions.lens``) and
+    names them in its ``__init__``, and the model process imports the public name."""
+    import sys
+
+    name = getattr(fn, "__name__", None)
+    for module, names in ROUTED.items():
+        if name in names and getattr(sys.modules.get(module), name, None) is fn:
+            return module, name
+    return None
+
+
 def routable(fn: Any) -> bool:
     """Whether ``fn`` runs in the model process: one of :data:`ROUTED`."""
-    return getattr(fn, "__qualname__", None) in ROUTED.get(getattr(fn, "__module__", None) or "", ())
+    return route(fn) is not None
 
 
 class _Remote(Exception):
@@ -275,9 +288,10 @@ class Runtime:
         dies during this one, is replaced, ``on_restart(exit_code)`` is called, and the call runs (once more); a
         second death raises :class:`~core.errors.ModelProcessFailed`. Errors ``fn`` raises come back as themselves
         (and never count as a death)."""
-        if not routable(fn):
+        where = route(fn)
+        if where is None:
             raise ModelProcessFailed(f"{getattr(fn, '__qualname__', fn)!r} cannot run in the model process.")
-        message = ("call", fn.__module__, fn.__qualname__, args)
+        message = ("call", *where, args)
         told = False
         for attempt in (1, 2):
             self.start()  # the first process (a no-op once there is one)

@@ -72,13 +72,6 @@ from models.interventions.targets import (
     parse_labelled,
 )
 
-# The model process runs a page's call by the function's ``__module__`` and ``__qualname__``, and only the names it
-# lists under "models.interventions" (services.runtime.ROUTED): the entry points it may run are named as this
-# package's, where they are importable, so that they are still routed there.
-for _routed in (logit_lens, head_importance, pruning_curve, activation_patching, ablate_heads):
-    _routed.__module__ = __name__
-del _routed
-
 __all__ = ["BATCH", "MASK_RATE", "MAX_ITEMS", "MAX_PATCH_PASSES", "MAX_PRUNING_PASSES", "MAX_SEEDS", "MAX_STEPS",
            "MAX_TEXTS", "PROBE_TRAIN", "PRUNING_CLAIM", "TARGETS", "Ablation", "Chunk", "ClassifierTarget", "HeadMask",
            "Importance", "LensRow", "LogitLens", "MaskedBatch", "MaskedLMTarget", "Patching", "ProbeTarget",
