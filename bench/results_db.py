@@ -90,7 +90,7 @@ def main() -> None:
     try:
         with ctx as url:
             if url:
-                run("PostgreSQL (localhost)", url, lambda eng: db.Base.metadata.drop_all(eng))
+                run("PostgreSQL (localhost)", url, db.drop_tables)
     except PostgresMissing as err:
         print(f"\nPostgreSQL skipped: {err}")
 

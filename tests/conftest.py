@@ -102,7 +102,7 @@ def fresh_pg(pg_url: str) -> str:
     from analysis import results_db as db
 
     db.dispose_engines()
-    db.Base.metadata.drop_all(db.get_engine(pg_url))
+    db.drop_tables(db.get_engine(pg_url))
     db.dispose_engines()
     return pg_url
 

@@ -35,7 +35,7 @@ def engine(request, tmp_path: Path):
         eng = db.get_engine(f"sqlite:///{tmp_path / 'r.db'}")
     else:
         eng = db.get_engine(request.getfixturevalue("pg_url"))
-        db.Base.metadata.drop_all(eng)
+        db.drop_tables(eng)
     db.ensure_seeded(eng)
     yield eng
     db.dispose_engines()
@@ -626,10 +626,12 @@ def test_a_schema_4_database_gains_the_packs_budget_columns(lite) -> None:
 
     from analysis.results_db import seeding
 
-    with db.session(lite, write=True) as s:
+    with db.session(lite, write=True) as s:  # as the app before Alembic left it: no version table, schema 4 in bfe_meta
         s.execute(text("DROP TABLE bfe_packs"))
         s.execute(text("CREATE TABLE bfe_packs (token VARCHAR(32) PRIMARY KEY, title VARCHAR(200), items INTEGER, "
                        "data BLOB, created_at DATETIME)"))
+        s.execute(text("ALTER TABLE bfe_runs DROP COLUMN lease_at"))
+        s.execute(text("DROP TABLE bfe_alembic_version"))
         s.get(db.Meta, "schema_version").value = "4"
     from analysis.export import pack_to_bytes
 
@@ -654,6 +656,7 @@ def test_a_schema_5_database_gains_the_runs_lease_and_keeps_its_runs(lite) -> No
     rid = runs.create_run("before-the-lease", "mlm", {"steps": 3}, lite)
     with db.session(lite, write=True) as s:
         s.execute(text("ALTER TABLE bfe_runs DROP COLUMN lease_at"))
+        s.execute(text("DROP TABLE bfe_alembic_version"))
         s.get(db.Meta, "schema_version").value = "5"
     seeding.SEEDED.clear()
     db.dispose_engines()
@@ -671,7 +674,8 @@ def test_a_schema_1_database_gains_the_packs_table(lite) -> None:
     from analysis.results_db import seeding
 
     with db.session(lite, write=True) as s:
-        s.execute(text("DROP TABLE bfe_packs"))
+        for table in ("bfe_packs", "bfe_runs", "bfe_verdicts", "bfe_alembic_version"):
+            s.execute(text(f"DROP TABLE {table}"))
         s.get(db.Meta, "schema_version").value = "1"
     before = count(lite)
     seeding.SEEDED.clear()

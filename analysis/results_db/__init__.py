@@ -12,6 +12,7 @@ One job per module:
 
 - :mod:`.schema`: the tables (typed ORM mappings) and the schema version;
 - :mod:`.engine`: one engine per ``DATABASE_URL``, SQLite's settings, read sessions and retried writes;
+- :mod:`.migrate`: the schema's Alembic migrations, run by seeding (a fresh or older database is brought to the current schema);
 - :mod:`.seeding`: loading ``data/results/`` on first start and on each new version, safely from many processes;
 - :mod:`.validation`: checking a user's result (names, ranges, sources);
 - :mod:`.writes`: adding, importing and deleting, safe under concurrent processes;
@@ -43,10 +44,11 @@ from analysis.results_db.engine import (
     session,
     write,
 )
+from analysis.results_db.migrate import drop_tables
 from analysis.results_db.packs import MAX_SAVED_PACKS, PackNotFound, PackRateLimited, load_pack, save_pack
 from analysis.results_db.queries import USER_MARK, catalog_frame, citation, data_version, results_frame
 from analysis.results_db.schema import SCHEMA_VERSION, SETTINGS, SPLITS, Base, Meta, Metric, Model, Result, SavedPack, Source, Task, TrainingRun
-from analysis.results_db.seeding import DATA_DIR, MIGRATIONS, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
+from analysis.results_db.seeding import DATA_DIR, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
 from analysis.results_db.writes import ImportReport, add_result, delete_result, import_csv
 
 __all__ = [
@@ -56,7 +58,6 @@ __all__ = [
     "MAX_IMPORT_BYTES",
     "MAX_IMPORT_ROWS",
     "MAX_SAVED_PACKS",
-    "MIGRATIONS",
     "OPTIONAL_COLUMNS",
     "SCHEMA_VERSION",
     "SETTINGS",
@@ -86,6 +87,7 @@ __all__ = [
     "delete_result",
     "describe_database",
     "dispose_engines",
+    "drop_tables",
     "ensure_seeded",
     "export_rows",
     "get_engine",

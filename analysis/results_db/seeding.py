@@ -1,10 +1,11 @@
 """The published results in ``data/results/``: loading them on first start, upgrading them when they change.
 
 :func:`ensure_seeded` is idempotent and safe to call on every page run and from many processes at
-once: the usual case is one read (the seed version is current); otherwise the tables are created and
-the data loaded in a single write transaction that other processes wait for (SQLite's write lock,
-taken up front; a PostgreSQL advisory lock), so a fresh database opened by several workers at the
-same moment is set up once and every worker succeeds.
+once: the usual case is one read (the schema revision and seed version are current); otherwise the
+tables are created or migrated (:mod:`.migrate`, Alembic) and the data loaded in a single write
+transaction that other processes wait for (SQLite's write lock, taken up front; a PostgreSQL advisory
+lock), so a fresh database opened by several workers at the same moment is set up once and every
+worker succeeds.
 """
 
 from __future__ import annotations
@@ -23,44 +24,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from analysis.results_db.engine import SEEDED, explain, get_engine, is_missing_table, session, write
-from analysis.results_db.schema import SCHEMA_VERSION, Base, Meta, Metric, Model, Result, Source, Task
-from core.errors import DatabaseUnavailable
+from analysis.results_db.migrate import HEAD, VERSION_TABLE, refuse_newer, take_schema_lock, upgrade_schema
+from analysis.results_db.schema import SCHEMA_VERSION, Meta, Metric, Model, Result, Source, Task
 
 DATA_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "results"
-#: PostgreSQL advisory lock that serialises schema creation and seeding across processes.
-_SEED_LOCK_ID = 7262001
-
-# version -> function that upgrades a database from version - 1 (inside the seeding transaction,
-# after ``create_all`` has created any new table).
-MIGRATIONS: dict[int, Any] = {
-    2: lambda s: None,  # bfe_packs is a new table: create_all made it; no existing row changes
-    3: lambda s: None,  # bfe_runs, likewise
-    4: lambda s: None,  # bfe_verdicts, likewise
-    5: lambda s: _pack_columns(s),
-    6: lambda s: _run_lease_column(s),
-}
-
-
-def _pack_columns(s: Any) -> None:
-    """bfe_packs gains nbytes (filled from its data), saver and opened_at. Idempotent: a bfe_packs that create_all
-    has just made (an older database without the table) has them already."""
-    from sqlalchemy import inspect, text
-
-    have = {c["name"] for c in inspect(s.connection()).get_columns("bfe_packs")}
-    for name, ddl in (("nbytes", "INTEGER NOT NULL DEFAULT 0"), ("saver", "VARCHAR(64) NOT NULL DEFAULT ''"),
-                      ("opened_at", "TIMESTAMP NULL")):
-        if name not in have:
-            s.execute(text(f"ALTER TABLE bfe_packs ADD COLUMN {name} {ddl}"))
-    s.execute(text("CREATE INDEX IF NOT EXISTS ix_bfe_packs_saver ON bfe_packs (saver)"))
-    s.execute(text("UPDATE bfe_packs SET nbytes = length(data) WHERE nbytes = 0"))
-
-
-def _run_lease_column(s: Any) -> None:
-    """bfe_runs gains lease_at (a running run's last progress write). Idempotent, like :func:`_pack_columns`."""
-    from sqlalchemy import inspect, text
-
-    if "lease_at" not in {c["name"] for c in inspect(s.connection()).get_columns("bfe_runs")}:
-        s.execute(text("ALTER TABLE bfe_runs ADD COLUMN lease_at TIMESTAMP NULL"))
 
 
 @functools.cache
@@ -116,36 +83,33 @@ def _date(text_value: str) -> dt.date | None:
     return dt.date.fromisoformat(text_value) if text_value.strip() else None
 
 
-def _schema_check(s: Session) -> None:
+def _record_schema_version(s: Session) -> None:
+    """Write the schema version to ``bfe_meta`` too: an older app reads it there and refuses a newer schema."""
     row = s.get(Meta, "schema_version")
     if row is None:
         s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
-    elif int(row.value) > SCHEMA_VERSION:
-        raise DatabaseUnavailable(f"The results database was written by a newer version (schema {row.value}; this is {SCHEMA_VERSION}).",
-                                  "Upgrade BERT Family Explorer, or point DATABASE_URL at another database.")
-    elif int(row.value) < SCHEMA_VERSION:
-        for version in range(int(row.value) + 1, SCHEMA_VERSION + 1):
-            MIGRATIONS[version](s)
+    else:
         row.value = str(SCHEMA_VERSION)
 
 
 def _is_current(engine: Engine, version: str) -> bool:
-    """Whether the tables exist with this schema and seed version (one read, no write lock)."""
+    """Whether the tables exist, migrated to the current revision, with this seed version (one read, no write lock)."""
     try:
         with engine.connect() as conn, conn.begin(), Session(bind=conn) as s:
             schema, seeded = s.get(Meta, "schema_version"), s.get(Meta, "seed_version")
+            revision = s.scalar(text(f"SELECT version_num FROM {VERSION_TABLE}"))  # a database from before Alembic has none
     except DBAPIError as err:
         if is_missing_table(err):
             return False
         raise explain(err) from None
     if schema is not None and int(schema.value) > SCHEMA_VERSION:
-        raise DatabaseUnavailable(f"The results database was written by a newer version (schema {schema.value}; this is {SCHEMA_VERSION}).",
-                                  "Upgrade BERT Family Explorer, or point DATABASE_URL at another database.")
-    return schema is not None and int(schema.value) == SCHEMA_VERSION and seeded is not None and seeded.value == version
+        refuse_newer(schema.value)
+    return (revision == HEAD and schema is not None and int(schema.value) == SCHEMA_VERSION
+            and seeded is not None and seeded.value == version)
 
 
 def ensure_seeded(engine: Engine | None = None, force: bool = False) -> SeedReport:
-    """Create the tables and load (or upgrade) the seed data. Idempotent and safe to call on every page run.
+    """Create or migrate the tables and load (or upgrade) the seed data. Idempotent and safe to call on every page run.
 
     Seed rows are matched by their natural keys, so re-running never duplicates; seed rows that left
     the data are deleted, changed ones updated; rows a user added (``origin='user'``) are never
@@ -165,12 +129,15 @@ def ensure_seeded(engine: Engine | None = None, force: bool = False) -> SeedRepo
 
     def apply(s: Session) -> SeedReport:
         report = SeedReport(version)
-        if engine.dialect.name == "postgresql":
-            s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SEED_LOCK_ID})
+        take_schema_lock(s.connection())
         # Inside the write transaction: on SQLite the lock is already held (BEGIN IMMEDIATE), on
-        # PostgreSQL the advisory lock; a peer that created the tables first is simply seen here.
-        Base.metadata.create_all(s.connection())
-        _schema_check(s)
+        # PostgreSQL the advisory lock; a peer that migrated the tables first is simply seen here.
+        # A fresh database is built by the migrations from 0001, not by create_all and a stamp: every
+        # database, new or upgraded, then has the same DDL (create_all would leave out the server
+        # defaults that 0005 gives the columns it adds to existing rows), and every new install runs
+        # the migrations the upgrades rely on.
+        upgrade_schema(s.connection())
+        _record_schema_version(s)
         current = s.get(Meta, "seed_version")
         if current is not None and current.value == version and not force:
             report.skipped = True
