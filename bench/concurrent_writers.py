@@ -4,7 +4,7 @@
     python bench/concurrent_writers.py --processes 16 --rounds 10
 
 Each round, every process adds a different result citing one brand-new source at the same moment
-(a barrier), the case that used to lose writes. Prints one line per backend: writes attempted,
+(a barrier): the case where one new source is created by many writers at once. Prints one line per backend: writes attempted,
 stored, refused, errors, p50 and p95 latency of an add, and the slowest first start.
 """
 

@@ -25,27 +25,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from core import registry
-from models import finetune as F
+from models import finetune
 
 MINILM = registry.bundled_id()
 
 
-def fmt(r: F.FineTuneResult) -> str:
+def fmt(r: finetune.FineTuneResult) -> str:
     lo, hi = r.accuracy_interval
     return (f"accuracy {r.accuracy:.3f} [{lo:.3f}, {hi:.3f}]  macro-F1 {r.macro_f1:.3f}  majority {r.majority_baseline:.3f}  "
             f"train {r.train_examples}  test {r.test_examples}  {r.seconds:.0f} s")
 
 
-def plain_loop(cfg: F.FineTuneConfig, steps: int) -> float:
+def plain_loop(cfg: finetune.FineTuneConfig, steps: int) -> float:
     """Tokens per second of the textbook loop on the same model, batches and optimizer (no accelerate, no callbacks)."""
     import random
 
     import torch
     import transformers
 
-    task = F.load_config_task(cfg)
-    model, tok = F.build(cfg, task)
-    enc = F.encode(tok, task, task.train, cfg.max_len)
+    task = finetune.load_config_task(cfg)
+    model, tok = finetune.build(cfg, task)
+    enc = finetune.encode(tok, task, task.train, cfg.max_len)
     opt = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01)
     sched = transformers.get_linear_schedule_with_warmup(opt, int(0.1 * steps), steps)
     rng = random.Random(cfg.seed)
@@ -55,7 +55,7 @@ def plain_loop(cfg: F.FineTuneConfig, steps: int) -> float:
     tokens, t0 = 0, time.perf_counter()
     for s in range(steps):
         idx = order[(s * cfg.batch) % len(order):][: cfg.batch]
-        b = F.collate(enc, idx, tok.pad_token_id, task.kind == "token")
+        b = finetune.collate(enc, idx, tok.pad_token_id, task.kind == "token")
         loss = model(**b).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -66,10 +66,10 @@ def plain_loop(cfg: F.FineTuneConfig, steps: int) -> float:
     return tokens / (time.perf_counter() - t0)
 
 
-def ours(cfg: F.FineTuneConfig) -> float:
+def ours(cfg: finetune.FineTuneConfig) -> float:
     """Tokens per second of models.finetune's training steps (timed by its own progress callback, evaluation excluded)."""
     seen: list[float] = []
-    r = F.finetune(cfg, on_progress=lambda step, loss, seconds: seen.append(seconds), save=False)
+    r = finetune.finetune(cfg, on_progress=lambda step, loss, seconds: seen.append(seconds), save=False)
     return r.tokens / seen[-1]
 
 
@@ -77,7 +77,7 @@ def throughput(repeats: int) -> None:
     import torch
 
     torch.set_num_threads(max(1, (os.cpu_count() or 2)))
-    cfg = F.FineTuneConfig(model=MINILM, task="wic", epochs=1, batch=32, max_train=320, max_test=10, max_len=64)
+    cfg = finetune.FineTuneConfig(model=MINILM, task="wic", epochs=1, batch=32, max_train=320, max_test=10, max_len=64)
     steps = math.ceil(cfg.max_train / cfg.batch)
     mine, ref = [], []
     for _ in range(repeats):  # interleaved
@@ -91,9 +91,9 @@ def throughput(repeats: int) -> None:
 
 def classroom() -> None:
     t0 = time.perf_counter()
-    cfg = F.FineTuneConfig(model=MINILM, task="wic", mode="finetune", max_len=64, run="bench-wic")
-    r = F.finetune(cfg, save=False)
-    print(f"MiniLM fine-tuned on WiC at the page's defaults ({cfg.epochs} epochs, batch {cfg.batch}, lr {F.default_lr(22_000_000):g}, "
+    cfg = finetune.FineTuneConfig(model=MINILM, task="wic", mode="finetune", max_len=64, run="bench-wic")
+    r = finetune.finetune(cfg, save=False)
+    print(f"MiniLM fine-tuned on WiC at the page's defaults ({cfg.epochs} epochs, batch {cfg.batch}, lr {finetune.default_lr(22_000_000):g}, "
           f"{cfg.max_train:,} train / {cfg.max_test:,} test, {cfg.max_len} tokens):")
     print(f"  {fmt(r)}")
     print(f"  from the call: {time.perf_counter() - t0:.0f} s (target ≤ 300 s); the interval "
@@ -105,8 +105,8 @@ def classroom() -> None:
 def table(max_train: int, max_test: int) -> None:
     for task in ("wic", "supersense"):
         for mode in ("frozen", "finetune"):
-            cfg = F.FineTuneConfig(model=MINILM, task=task, mode=mode, layer="last4", max_train=max_train, max_test=max_test, max_len=64)
-            print(f"MiniLM  {task:10} {mode:8}  {fmt(F.finetune(cfg, save=False))}", flush=True)
+            cfg = finetune.FineTuneConfig(model=MINILM, task=task, mode=mode, layer="last4", max_train=max_train, max_test=max_test, max_len=64)
+            print(f"MiniLM  {task:10} {mode:8}  {fmt(finetune.finetune(cfg, save=False))}", flush=True)
 
 
 def lab(steps: int, max_train: int, max_test: int) -> None:
@@ -117,9 +117,9 @@ def lab(steps: int, max_train: int, max_test: int) -> None:
     print(f"lab BERT (2 × 128, mlm, {steps} steps): held-out loss {pre.evaluation['held_out_loss']:.2f}, {pre.seconds:.0f} s")
     for task in ("wic", "supersense"):
         for mode in ("finetune", "random", "frozen"):
-            cfg = F.FineTuneConfig(model=pre.checkpoint, task=task, mode=mode, lr=1e-4, max_train=max_train, max_test=max_test,
+            cfg = finetune.FineTuneConfig(model=pre.checkpoint, task=task, mode=mode, lr=1e-4, max_train=max_train, max_test=max_test,
                                    max_len=64, layer="last4")
-            print(f"lab BERT  {task:10} {mode:8}  {fmt(F.finetune(replace(cfg), save=False))}", flush=True)
+            print(f"lab BERT  {task:10} {mode:8}  {fmt(finetune.finetune(replace(cfg), save=False))}", flush=True)
 
 
 def learning_rates(max_train: int, rates: tuple[float, ...] = (5e-5, 1e-4, 2e-4)) -> None:
@@ -128,14 +128,14 @@ def learning_rates(max_train: int, rates: tuple[float, ...] = (5e-5, 1e-4, 2e-4)
     for task in ("wic", "supersense"):
         best = None
         for lr in rates:
-            cfg = F.FineTuneConfig(model=MINILM, task=task, lr=lr, max_train=max_train, max_len=64)
-            r = F.finetune(cfg, save=False)
+            cfg = finetune.FineTuneConfig(model=MINILM, task=task, lr=lr, max_train=max_train, max_len=64)
+            r = finetune.finetune(cfg, save=False)
             val = r.epochs[-1]["validation_accuracy"]
             print(f"MiniLM  {task:10} lr {lr:g}: validation {val:.3f} (epochs: "
                   + ", ".join(f"{e['validation_accuracy']:.3f}" for e in r.epochs) + f")   test {r.accuracy:.3f}  {r.seconds:.0f} s",
                   flush=True)
             best = max(best or (val, lr), (val, lr))
-        print(f"  → chosen on validation for {task}: lr {best[1]:g} (the default for a 22M model: {F.default_lr(22_000_000):g})")
+        print(f"  → chosen on validation for {task}: lr {best[1]:g} (the default for a 22M model: {finetune.default_lr(22_000_000):g})")
 
 
 def main() -> None:

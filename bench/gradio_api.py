@@ -42,7 +42,7 @@ def main() -> None:
     import psutil
     from gradio_client import Client
 
-    from app import gradio_app as G
+    from app import gradio_app
     from tests.support import free_port as _free_port
     from tests.tiny import build_all
 
@@ -70,8 +70,8 @@ def main() -> None:
             "/permutation_masks": ("New York is a city", "random:1", 2),
             "/calculator": ("bert-base-uncased", "pretraining", "mixed", "adamw", 8, 128, 0, 1, "V100 16 GB"),
         }
-        direct = {"/fill_mask": G.fill_mask, "/attention": G.attention, "/pseudo_perplexity": G.pseudo_perplexity,
-                  "/permutation_masks": G.permutation_masks, "/calculator": G.calculator}
+        direct = {"/fill_mask": gradio_app.fill_mask, "/attention": gradio_app.attention, "/pseudo_perplexity": gradio_app.pseudo_perplexity,
+                  "/permutation_masks": gradio_app.permutation_masks, "/calculator": gradio_app.calculator}
         print(f"{'endpoint':20s} {'direct ms':>10s} {'HTTP ms':>8s} {'overhead':>9s} {'client ms':>10s} {'overhead':>9s}")
         for name, args in calls.items():
             t_direct = timed(lambda f=direct[name], a=args: f(*a))

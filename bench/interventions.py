@@ -43,24 +43,24 @@ import numpy as np
 import torch
 
 from core import registry
-from models import interventions as I
+from models import interventions
 
 
 def cost(repeats: int, items: int) -> None:
     from scipy import stats
 
-    target = I.make_target(registry.bundled_id(), "probe", task="supersense", items=items)
+    target = interventions.make_target(registry.bundled_id(), "probe", task="supersense", items=items)
     chunks = target.chunks(slice(None), 0)
     net = target.lm.model
-    layers, heads = I.head_shape(net)
+    layers, heads = interventions.head_shape(net)
     print(f"model {target.lm.model_id}: {layers} layers × {heads} heads; target {target.measure}, {target.items} items, "
-          f"{len(chunks)} batches of ≤{I.BATCH}; torch threads {torch.get_num_threads()}")
+          f"{len(chunks)} batches of ≤{interventions.BATCH}; torch threads {torch.get_num_threads()}")
 
     def forward() -> None:
         target.score(chunks)
 
-    def importance() -> I.Importance:
-        return I.importance_of(target, chunks)
+    def importance() -> interventions.Importance:
+        return interventions.importance_of(target, chunks)
 
     def ablation() -> np.ndarray:
         base, _ = target.score(chunks)
@@ -121,7 +121,7 @@ def verdict(seeds: int, orders: int, steps: int) -> None:
               f"{run.accuracy:.3f} [{run.accuracy_interval[0]:.3f}, {run.accuracy_interval[1]:.3f}] on {run.test_examples} "
               f"items (majority {run.majority_baseline:.3f})", flush=True)
         t = time.perf_counter()
-        curve = I.pruning_curve(run.checkpoint, steps=steps, seeds=orders, target="classifier", items=I.MAX_ITEMS, seed=seed,
+        curve = interventions.pruning_curve(run.checkpoint, steps=steps, seeds=orders, target="classifier", items=interventions.MAX_ITEMS, seed=seed,
                                 max_passes=10**6)
         curves.append(curve)
         print(f"  pruning curve in {time.perf_counter() - t:.0f} s ({curve.scored} scored items, {orders} random orders):")
@@ -129,8 +129,8 @@ def verdict(seeds: int, orders: int, steps: int) -> None:
         for k, a, m, lo, hi in zip(curve.removed, curve.by_importance, curve.random_mean, curve.random_low, curve.random_high,
                                    strict=True):
             print(f"  {k:>4}/{curve.total} ({100 * k / curve.total:4.0f}%)  {a:.3f}         {m:.3f} [{lo:.3f}, {hi:.3f}]")
-    v = I.pruning_verdict(curves)  # each curve names its scored items and their lemmas
-    print(f"\nclaim: {I.PRUNING_CLAIM[0]}\nsource: {I.PRUNING_CLAIM[1]}")
+    v = interventions.pruning_verdict(curves)  # each curve names its scored items and their lemmas
+    print(f"\nclaim: {interventions.PRUNING_CLAIM[0]}\nsource: {interventions.PRUNING_CLAIM[1]}")
     print(f"primary measure: supersense accuracy at 50% of the heads removed, importance order − random orders, paired by "
           f"fine-tuning seed ({seeds} seeds × {orders} random orders)")
     print(f"verdict: {v.label}; effect {v.effect:+.3f}, 95% interval [{v.low:+.3f}, {v.high:+.3f}] ({v.method}; "
@@ -152,7 +152,7 @@ def lens(steps: int) -> None:
     kept = run_steps(r.checkpoint)
     print(f"trained {r.checkpoint} ({cfg.layers} × {cfg.hidden}, {steps} steps) in {time.perf_counter() - t:.0f} s; "
           f"held-out loss {r.evaluation['held_out_loss']:.2f}; kept steps {kept}")
-    final = {p: I.logit_lens(r.checkpoint, p, 5) for p in PROBES}
+    final = {p: interventions.logit_lens(r.checkpoint, p, 5) for p in PROBES}
     print("\nper probe: the final answer, and at each kept step the first layer (0 = embeddings) where it is in the top 5")
     print("probe".ljust(46) + "answer".ljust(12) + "".join(f"{s:>7}" for s in kept))
     first_step: dict[str, int | None] = {}
@@ -161,7 +161,7 @@ def lens(steps: int) -> None:
         cells = []
         first_step[p] = None
         for s in kept:
-            at = I.logit_lens(r.checkpoint if s == kept[-1] else f"{r.checkpoint}@{s}", p, 5)
+            at = interventions.logit_lens(r.checkpoint if s == kept[-1] else f"{r.checkpoint}@{s}", p, 5)
             layer = next((i for i, row in enumerate(at.rows[0]) if answer in [tok for tok, _ in row.top]), None)
             cells.append("—" if layer is None else str(layer))
             if layer is not None and first_step[p] is None:

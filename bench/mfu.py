@@ -181,11 +181,11 @@ def threads(n: int) -> Iterator[None]:
 
 def _tokens_per_second(config: TrainConfig, setting: Callable[[], Any] = contextlib.nullcontext) -> tuple[float, float, list]:
     """(tokens/s, loop seconds, loss curve) of one ``train`` run (timing only: the evaluation after the loop is skipped)."""
-    from models import pretrain as P
+    from models import pretrain
     from models.pretrain import loop
 
     with setting(), mock.patch.object(loop, "evaluate", lambda *a, **k: {}):
-        r = P.train(config, save=False)
+        r = pretrain.train(config, save=False)
     return r.tokens_per_second, r.seconds, r.curve
 
 

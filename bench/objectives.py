@@ -41,7 +41,7 @@ def main() -> None:
     import torch
     from transformers import pipeline
 
-    from models import objectives as O
+    from models import objectives
 
     torch.set_num_threads(2)
     lm = loaded("bert-base-uncased")
@@ -54,21 +54,21 @@ def main() -> None:
 
     pipe = pipeline("fill-mask", model=lm.model, tokenizer=lm.tokenizer, device="cpu")
     t_bare = timed(bare)
-    t_ours = timed(lambda: O.fill_mask(lm, TEXT, top_k=5))
+    t_ours = timed(lambda: objectives.fill_mask(lm, TEXT, top_k=5))
     t_pipe = timed(lambda: pipe(text, top_k=5))
     print(f"fill-mask, bert-base size, {len(lm.tokenizer(text)['input_ids'])} tokens:")
     print(f"  bare forward + tokenization {1000 * t_bare:7.1f} ms")
     print(f"  fill_mask                   {1000 * t_ours:7.1f} ms   ratio {t_ours / t_bare:.2f} (target ≤ 1.15)")
     print(f"  pipeline('fill-mask')       {1000 * t_pipe:7.1f} ms   ours / pipeline {t_ours / t_pipe:.2f}")
 
-    n = len(O.pseudo_log_likelihood(lm, PLL_TEXT).tokens)
-    t_batch = timed(lambda: O.pseudo_log_likelihood(lm, PLL_TEXT), runs=3)
-    t_loop = timed(lambda: O.pseudo_log_likelihood(lm, PLL_TEXT, batched=False), runs=3)
+    n = len(objectives.pseudo_log_likelihood(lm, PLL_TEXT).tokens)
+    t_batch = timed(lambda: objectives.pseudo_log_likelihood(lm, PLL_TEXT), runs=3)
+    t_loop = timed(lambda: objectives.pseudo_log_likelihood(lm, PLL_TEXT, batched=False), runs=3)
     print(f"pseudo-perplexity of a {n}-token sentence: batched {1000 * t_batch:.0f} ms, {n} separate passes {1000 * t_loop:.0f} ms"
           f" → {t_loop / t_batch:.1f}× (target ≥ 3×)")
 
     models = [lm, loaded("distilbert-base-uncased"), loaded("albert-base-v2")]
-    t_side = timed(lambda: [O.fill_mask(m, TEXT, top_k=5) for m in models], runs=5)
+    t_side = timed(lambda: [objectives.fill_mask(m, TEXT, top_k=5) for m in models], runs=5)
     print(f"three models side by side (bert-base, distilbert-base, albert-base sizes): {1000 * t_side:.0f} ms")
 
 

@@ -34,24 +34,24 @@ def main() -> None:
     import torch
     import transformers
 
-    from models import pretrain as P
+    from models import pretrain
 
     transformers.logging.set_verbosity_error()
-    config = P.TrainConfig(objective="mlm", layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=32, steps=60,
+    config = pretrain.TrainConfig(objective="mlm", layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=32, steps=60,
                            corpus_lines=2_000, vocab="bert")
-    tok = P.tokenizer("bert")
-    texts, _ = P.read_corpus(config)
+    tok = pretrain.tokenizer("bert")
+    texts, _ = pretrain.read_corpus(config)
 
     def ours() -> float:
-        r = P.train(config, save=False, on_progress=lambda *a: None)
+        r = pretrain.train(config, save=False, on_progress=lambda *a: None)
         return r.tokens / r.seconds
 
     def plain(full_head: bool = False) -> float:
         """A bare loop: the same model and batches; the same loss (masked positions scored), or with ``full_head``
         transformers' own head, which scores every position."""
         torch.manual_seed(config.seed)
-        model = P.build_model(config, len(tok), tok)
-        batches = P.Batches(config, texts, tok)
+        model = pretrain.build_model(config, len(tok), tok)
+        batches = pretrain.Batches(config, texts, tok)
         opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
         sched = transformers.get_linear_schedule_with_warmup(opt, int(config.warmup * config.steps), config.steps)
         model.train()
@@ -59,7 +59,7 @@ def main() -> None:
         for _ in range(config.steps):
             b = batches.sample()
             loss = (model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], labels=b["labels"]).loss if full_head
-                    else P.loss_of(config, model, b))
+                    else pretrain.loss_of(config, model, b))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -71,7 +71,7 @@ def main() -> None:
     small = replace(config, vocab="wordnet-8k")
 
     def small_vocab() -> float:
-        r = P.train(small, save=False)
+        r = pretrain.train(small, save=False)
         return r.tokens / r.seconds
 
     a, b, c, d = [], [], [], []
@@ -81,9 +81,9 @@ def main() -> None:
         c.append(small_vocab())
         d.append(plain(full_head=True))
     mine, ref, fast, full = statistics.median(a), statistics.median(b), statistics.median(c), statistics.median(d)
-    n = P.parameter_count(P.build_model(config, len(tok), tok))
-    tok8 = P.tokenizer("wordnet-8k")
-    n8 = P.parameter_count(P.build_model(small, len(tok8), tok8))
+    n = pretrain.parameter_count(pretrain.build_model(config, len(tok), tok))
+    tok8 = pretrain.tokenizer("wordnet-8k")
+    n8 = pretrain.parameter_count(pretrain.build_model(small, len(tok8), tok8))
     print(f"model: BERT {config.layers} × {config.hidden} ({n:,} parameters, 30,522-token vocabulary), batch {config.batch} × "
           f"{config.seq_len}, {config.steps} steps, {torch.get_num_threads()} threads")
     print(f"  plain PyTorch loop:        {ref:9,.0f} tokens/s")
@@ -97,14 +97,14 @@ def main() -> None:
 def queue(config) -> None:
     """A run through the lab's queue (worker process) against the library call in this process (warm imports)."""
     from analysis.results_db import runs
-    from models import pretrain as P
+    from models import pretrain
     from services import lab
 
     cfg = replace(config, steps=120)
     direct, queued, first = [], [], []
     for i in range(3):
         t0 = time.perf_counter()
-        P.train(cfg, save=True)
+        pretrain.train(cfg, save=True)
         direct.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         (rid,) = lab.submit("single", cfg, f"bench-{os.getpid()}-{i}")

@@ -175,7 +175,7 @@ def queue_lab_run(n: int) -> str:
 async def side_jobs(log: Log, until: float, lab_every: float, pack_every: float, pids: list[int], model_dir: Path,
                     db_files: list[Path], pg_url: str | None) -> None:
     next_sample = next_pack = next_lab = 0.0
-    packs = runs = 0
+    packs = queued = 0
     while log.now() < until:
         t = log.now()
         if t >= next_sample:
@@ -189,10 +189,10 @@ async def side_jobs(log: Log, until: float, lab_every: float, pack_every: float,
             packs, next_pack = packs + 1, t + pack_every
         if t >= next_lab:
             try:
-                log.lab.append((t, await asyncio.to_thread(queue_lab_run, runs)))
+                log.lab.append((t, await asyncio.to_thread(queue_lab_run, queued)))
             except Exception as err:
                 log.errors.append((t, f"queue lab run: {type(err).__name__}: {err}"))
-            runs, next_lab = runs + 1, t + lab_every
+            queued, next_lab = queued + 1, t + lab_every
         await asyncio.sleep(0.5)
 
 
@@ -208,9 +208,9 @@ async def soak(url: str, students: int, minutes: float, lab_every: float, pids: 
 
 
 def lab_outcome() -> dict[str, int]:
-    from analysis.results_db import runs as R
+    from analysis.results_db import runs
 
-    frame = R.list_runs()
+    frame = runs.list_runs()
     frame = frame[frame["name"].str.startswith("soak-")]
     return {str(k): int(v) for k, v in frame["status"].value_counts().items()}
 

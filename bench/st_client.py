@@ -48,6 +48,7 @@ class _Widget:
     id: str
     kind: str
     options: list[str]
+    fragment: str = ""  # the fragment it is drawn in ("" outside any)
 
 
 class StreamlitSession:
@@ -102,6 +103,8 @@ class StreamlitSession:
             w = self.widgets.get(key)
             if w is None:
                 raise ClientError(f"no widget with key {key!r} on page {self.page or 'home'!r}")
+            if w.fragment:  # as the browser does: a widget inside a fragment reruns that fragment only
+                state.fragment_id = w.fragment
             ws = state.widget_states.widgets.add()
             ws.id = w.id
             if value is CLICK:
@@ -148,6 +151,8 @@ class StreamlitSession:
                 status = ForwardMsg.ScriptFinishedStatus.Name(fwd.script_finished)
                 if status == "FINISHED_EARLY_FOR_RERUN":
                     continue
+                if status == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY":
+                    status = "FINISHED_SUCCESSFULLY"  # a fragment's rerun finished: for the caller, the run did
                 return RunResult(time.perf_counter() - t0, status, errors)
 
     def _note_element(self, fwd: ForwardMsg, errors: list[str]) -> None:
@@ -169,4 +174,4 @@ class StreamlitSession:
         if wid.startswith("$$ID-") and "-" in wid[5:]:
             key = wid.split("-", 2)[2]
             options = list(getattr(proto, "options", []) or [])
-            self.widgets[key] = _Widget(wid, kind, [getattr(o, "label", o) for o in options])
+            self.widgets[key] = _Widget(wid, kind, [getattr(o, "label", o) for o in options], delta.fragment_id)

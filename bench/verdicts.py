@@ -40,14 +40,14 @@ DEFAULT = TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=
 def run_presets(presets: list[str], budget: str, first_seed: int = 0) -> None:
     from dataclasses import replace
 
-    from analysis.results_db import runs as R
+    from analysis.results_db import runs
 
     for preset in presets:
         group = f"bench-{preset}-{budget}-{int(time.time())}"
         start = time.perf_counter()
         ids = ablations.submit(preset, replace(DEFAULT, seed=first_seed), group, budget)
         while True:
-            statuses = [R.get_run(i)["status"] for i in ids]
+            statuses = [runs.get_run(i)["status"] for i in ids]
             if all(s not in ("queued", "running") for s in statuses):
                 break
             time.sleep(2)

@@ -66,7 +66,7 @@ def compress(png: bytes, limit: int = MAX_BYTES) -> bytes:
 def train_demo_runs(labs: set[str], timeout: float = 600) -> None:
     """Queue tiny real runs for the server's supervisor (one pre-training run for the Lab; a fine-tuned, a frozen and
     a random-init run of the bundled model on WiC for the Fine-tuning lab) and wait until they have finished."""
-    from analysis.results_db import runs as R
+    from analysis.results_db import runs
     from models.finetune import FineTuneConfig
     from models.pretrain.config import TrainConfig
     from services import lab
@@ -82,7 +82,7 @@ def train_demo_runs(labs: set[str], timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while ids and time.monotonic() < deadline:
         for rid in list(ids):
-            run = R.get_run(rid)
+            run = runs.get_run(rid)
             if run["status"] == "finished":
                 ids.remove(rid)
             elif run["status"] in ("failed", "cancelled", "interrupted"):

@@ -84,11 +84,14 @@ def texts(value: Any, max_texts: int, max_chars: int, example: str = "") -> list
 
 
 def model_id(value: Any, name: str = "model") -> str:
-    """A model id as the pickers take it (catalog id, Hub id or folder name; at most 200 characters), stripped;
-    the loader checks it further (no path tricks). :class:`InvalidConfig`."""
+    """A model id as the pickers take it (catalog id, Hub id or folder name; at most 200 characters), stripped and
+    checked as the loader checks it (no path tricks), so that a bad id is refused before any work starts.
+    :class:`InvalidConfig`, or the loader's :class:`~core.errors.InvalidModelId`."""
+    from models.locate import validate_model_id
+
     if not isinstance(value, str) or not value.strip() or len(value) > 200:
         raise InvalidConfig(f"{str(value)[:40]!r} is not a {name} id.", "For example: bert-base-uncased")
-    return value.strip()
+    return validate_model_id(value)
 
 
 def numbers(name: str, value: Any, max_count: int = 100_000) -> list[float]:

@@ -4,8 +4,8 @@ Threads share one engine and one Python lock-step; real deployments run several 
 (a Procfile host's workers, the classroom replicas), each with its own connections. :func:`run`
 starts ``processes`` processes that meet at a barrier before each round, so all of them create the
 database (a fresh SQLite file, an empty PostgreSQL schema) and then write at the same moment; in
-every round every process adds a *different* result citing one brand-new source, which used to make
-all but one of them fail. It returns what was attempted, stored and refused, and the latencies.
+every round every process adds a *different* result citing one brand-new source: all of them must
+succeed, the source created once. It returns what was attempted, stored and refused, and the latencies.
 
 Used by ``tests/test_abuse_db.py`` and ``bench/concurrent_writers.py``.
 """

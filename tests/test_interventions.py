@@ -458,8 +458,8 @@ def test_ablating_heads_scores_the_target_with_them_removed_and_refuses_heads_no
 
 
 def test_a_probe_scores_no_place_where_truncation_cut_the_word_off() -> None:
-    """A supersense item whose marked word truncation cut off has no label: the probe's read-out drops it too (it
-    used to read position 0 for it and fail on the lengths)."""
+    """A supersense item whose marked word truncation cut off has no label: the probe's read-out drops it too, rather
+    than reading position 0 for it (the lengths would then disagree)."""
     target = I.make_target("bert-base-uncased", "probe", task="supersense", items=16)
     target.enc["word_index"][1] = -1  # as if the sentence were too long for the model
     chunks = target.chunks(slice(None), 0)

@@ -8,6 +8,15 @@ files, ``core`` imports nothing of ours, ``analysis`` imports neither torch nor 
 imports streamlit or gradio, and a page's module (``app/views/``) acts only through the library (no queue
 dispatch, folder deletion or file writes of its own).
 
+``app`` reaches the library through ``services`` only: each feature's use case there is the one place its requests
+are validated and its work decided, for the pages and the Gradio app alike. Besides ``services`` and ``core``, app/
+may import the drawing modules of ``analysis`` (:data:`DRAWING`: data in, a figure, HTML or CSV bytes out, nothing
+decided), since a figure is the front end's business. And a page computes nothing itself: no numerical library
+(:data:`PAGE_FORBIDDEN`; pandas is allowed, for the tables it shows) and no function longer than
+:data:`PAGE_FUNCTION_LINES` lines (a longer one is logic that belongs in a use case). A fragment (``@st.fragment``:
+the section of a page that reruns alone when its own widgets change) is the page's drawing code moved into a function
+so that it can rerun by itself; it may be :data:`PAGE_FRAGMENT_LINES` long.
+
 Written over ``ast`` rather than with import-linter: the layers contract is a few lines either way, and the same
 walk checks the package rules (torch, streamlit) and the pages, which import-linter does not.
 """
@@ -24,6 +33,29 @@ ROOT = Path(__file__).resolve().parent.parent
 #: top to bottom: a package may import those below it, never those above
 LAYERS = ("app", "services", "models", "analysis", "core")
 PAGE_ACTIONS = ("rmtree(", ".dispatch(", "write_bytes(", "write_text(", "unlink(")
+#: The analysis modules app/ may import: they only draw (plotly figures, HTML, safe CSV bytes).
+DRAWING = ("analysis.family_tree", "analysis.safe_text")
+#: Libraries a page must not import: computing is a use case's job.
+PAGE_FORBIDDEN = ("numpy", "scipy", "sklearn", "torch", "transformers", "captum")
+#: The longest function a page may define (a helper that draws one thing fits; a computation does not).
+PAGE_FUNCTION_LINES = 40
+#: The longest fragment: a section of the page's drawing, controls and views, that reruns on its own.
+PAGE_FRAGMENT_LINES = 100
+
+
+def _fragment(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any("fragment" in ast.unparse(d) for d in fn.decorator_list)
+
+
+def _too_long(fn: ast.AST) -> bool:
+    if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    return fn.end_lineno - fn.lineno + 1 > (PAGE_FRAGMENT_LINES if _fragment(fn) else PAGE_FUNCTION_LINES)
+
+
+def _drawing(name: str) -> bool:
+    module = name if not name.rpartition(".")[2][:1].isupper() else name.rpartition(".")[0]
+    return any(module == d or module.startswith(d + ".") for d in DRAWING) or module.split(".")[1].endswith("_plots")
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -105,6 +137,10 @@ def problems(root: Path) -> tuple[list[str], dict[tuple[str, str], int]]:
                 found.append(f"{where} analysis imports {first}")
             if top != "app" and first in ("streamlit", "gradio"):
                 found.append(f"{where} {top} imports {first}")
+            if top == "app" and (first == "models" or (first == "analysis" and "." in name and not _drawing(name))):
+                found.append(f"{where} app imports {name} (app reaches the library through services)")
+            if path.parent.name == "views" and top == "app" and first in PAGE_FORBIDDEN:
+                found.append(f"{where} a page imports {first} (computing belongs in a use case)")
             if first in LAYERS and first != top:
                 arrows[top, first] += 1
                 if LAYERS.index(first) < LAYERS.index(top):
@@ -118,6 +154,9 @@ def problems(root: Path) -> tuple[list[str], dict[tuple[str, str], int]]:
     for path in sorted((root / "app" / "views").glob("*.py")):
         src = path.read_text(encoding="utf-8")
         found += [f"{path.relative_to(root)}: a page does {act!r} itself" for act in PAGE_ACTIONS if act in src]
+        found += [f"{path.relative_to(root)}:{fn.lineno} {fn.name} is {fn.end_lineno - fn.lineno + 1} lines (a page's functions "
+                  f"draw: at most {PAGE_FUNCTION_LINES}, a fragment {PAGE_FRAGMENT_LINES})"
+                  for fn in ast.walk(ast.parse(src)) if _too_long(fn)]
     return found, dict(arrows)
 
 
@@ -134,6 +173,12 @@ def test_imports_point_one_way_with_no_circles() -> None:
     ("analysis/memory.py", "import torch", "analysis imports torch"),
     ("models/device.py", "import streamlit as st", "models imports streamlit"),
     ("app/views/home.py", "import shutil\nshutil.rmtree('x')", "a page does 'rmtree('"),
+    ("app/views/attention.py", "from models.attention import extract_attention", "through services"),
+    ("app/ui/pickers.py", "def f():\n    from analysis import memory", "through services"),
+    ("app/gradio_api/endpoints.py", "from analysis.params import HEADS", "through services"),
+    ("app/views/scaling.py", "import numpy as np", "a page imports numpy"),
+    ("app/views/home.py", "def f():\n" + "    x = 1\n" * 45, "is 46 lines"),
+    ("app/views/home.py", "@st.fragment\ndef f():\n" + "    x = 1\n" * 105, "is 106 lines"),
     ("models/checkpoint.py", "def f():\n    from models import loader", "file circle"),
 ])
 def test_the_contract_fails_on_an_import_that_breaks_it(tmp_path: Path, where: str, line: str, why: str) -> None:

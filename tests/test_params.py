@@ -12,8 +12,8 @@ from analysis import params
 from analysis.params import ARCH_HEADS, count_parameters, parameter_breakdown
 from core import registry
 from core.errors import InvalidConfig, UnsupportedArchitecture
-from services import calculator_form as form
 from models.loader import TASK_CLASSES
+from services import calculator_form as form
 
 
 def real_count(config: dict, head: str) -> tuple[int, str]:

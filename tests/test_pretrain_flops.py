@@ -53,7 +53,7 @@ def test_the_output_layer_is_counted_where_the_loss_reads_it() -> None:
     body = flops.step_flops(config, tokens, tokens * 20, 0)
     assert flops.step_flops(config, tokens, tokens * 20, masked) - body == 3 * masked * 2 * (h * h + h * v)
     everywhere = 3 * tokens * 2 * (h * h + h * v)
-    assert everywhere / (body + everywhere) > 0.6  # what the issue measured: about 70% of the old count
+    assert everywhere / (body + everywhere) > 0.6  # the head over every position would be about 70% of the step
     electra = replace(config, objective="electra")
     disc_head = flops.step_flops(electra, tokens, tokens * 20, 0) - flops.step_flops(electra, 0, 0, 0)
     assert disc_head > 3 * tokens * 2 * (h * h + h)  # the generator's layers and the discriminator's logit per position

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import transformers as T
+import transformers
 
 from models.pretrain.config import TrainConfig, hf_config
 
@@ -31,8 +31,8 @@ def build_model(config: TrainConfig, vocab: int, tok: Any) -> Any:
         extra = {"vocab_size": vocab, "pad_token_id": tok.pad_token_id, **_dropout_keys(model_type, config.dropout)}
         if model_type == "gpt2":
             extra.update(bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
-        cfg = T.AutoConfig.for_model(model_type, **{**keys, **extra})
-        return getattr(T, MODEL_CLASSES[model_type, head])(cfg)
+        cfg = transformers.AutoConfig.for_model(model_type, **{**keys, **extra})
+        return getattr(transformers, MODEL_CLASSES[model_type, head])(cfg)
 
     if config.objective != "electra":
         return make("main")
