@@ -37,7 +37,7 @@ def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cache, "_default_cache", None)
     monkeypatch.setattr(locate, "_probe", None)
     monkeypatch.setattr(locate, "_hub_failed_at", None)
-    # No background warm-up racing the tests' own loads (tests/test_speed.py turns it on where it is tested).
+    # No background warm-up racing the tests' own loads (tests/test_gate.py turns it on where it is tested).
     monkeypatch.setenv("BFE_WARMUP", "0")
     # AppTests run the pages' model calls in the test process (tests/test_runtime.py covers the model process, and
     # the browser tests' servers run with it, as the README starts them).
@@ -73,19 +73,6 @@ def lite(tmp_path: Path):
     db.ensure_seeded(eng)
     yield eng
     db.dispose_engines()
-
-
-def count_results(engine, **where) -> int:
-    """How many results ``engine``'s database holds, optionally only those whose columns equal ``where``."""
-    from sqlalchemy import func, select
-
-    from analysis import results_db as db
-
-    with db.session(engine) as s:
-        stmt = select(func.count()).select_from(db.Result)
-        for k, v in where.items():
-            stmt = stmt.where(getattr(db.Result, k) == v)
-        return s.scalar(stmt)
 
 
 @pytest.fixture(scope="session")

@@ -229,3 +229,26 @@ def seed_trained(tag: str = "seeded") -> str:
     finetune(FineTuneConfig(model="bert-base-uncased", task="supersense", epochs=1, max_train=32, max_test=16, max_len=32,
                             run=f"{tag}-classifier"))
     return f"{tag}-watch"
+
+
+def count_results(engine, **where) -> int:
+    """How many results ``engine``'s database holds, optionally only those whose columns equal ``where``."""
+    from sqlalchemy import func, select
+
+    from analysis import results_db as db
+
+    with db.session(engine) as s:
+        stmt = select(func.count()).select_from(db.Result)
+        for k, v in where.items():
+            stmt = stmt.where(getattr(db.Result, k) == v)
+        return s.scalar(stmt)
+
+
+# url path -> text the page must show once drawn
+PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
+         "calculator": "where the bytes go", "scaling": "read its exponent with an error bar",
+         "attention": "what each head of a real model looks at", "permutation": "never its own target",
+         "objectives": "What each family member was trained to do", "results": "each with its paper, table and split",
+         "pack": "ready for slides", "representations": "which words drive a prediction",
+         "lab": "re-run the papers' ablations in miniature", "finetune": "BERT's second half",
+         "parts": "What each layer would predict"}

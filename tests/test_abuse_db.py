@@ -27,8 +27,8 @@ from analysis import results_db as db
 from analysis.safe_text import csv_bytes, markdown_text, neutralise_cell, restore_cell
 from core.errors import DuplicateResult, InvalidResult
 from tests import db_stress
-from tests.conftest import count_results as _count
 from tests.conftest import fresh_pg as _fresh_pg
+from tests.support import count_results as _count
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = dict(task="CoLA", metric="mcc", split="dev", value=40.0, source="Doe et al. 2026, class project")

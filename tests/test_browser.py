@@ -16,18 +16,9 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from tests.support import CHROMIUM, CHROMIUM_ARGS, ROOT, SHOTS, open_page, running_app, start_server, wait_for  # noqa: F401
+from tests.support import CHROMIUM, CHROMIUM_ARGS, PAGES, ROOT, SHOTS, open_page, running_app, start_server, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.slow  # each test starts a server or a browser: seconds, not milliseconds
-
-# url path -> text the page must show once drawn
-PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an offline classroom",
-         "calculator": "where the bytes go", "scaling": "read its exponent with an error bar",
-         "attention": "what each head of a real model looks at", "permutation": "never its own target",
-         "objectives": "What each family member was trained to do", "results": "each with its paper, table and split",
-         "pack": "ready for slides", "representations": "which words drive a prediction",
-         "lab": "re-run the papers' ablations in miniature", "finetune": "BERT's second half",
-         "parts": "What each layer would predict"}
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,8 @@ from analysis import results_db as db
 from analysis.results_db import migrate, runs
 from analysis.results_db.schema import StoredVerdict
 from core.errors import DatabaseUnavailable
-from tests.conftest import count_results, fresh_pg
+from tests.conftest import fresh_pg
+from tests.support import count_results
 
 OLD_VERSIONS = (1, 2, 3, 4, 5)
 V1_TABLES = ("bfe_meta", "bfe_sources", "bfe_models", "bfe_tasks", "bfe_metrics", "bfe_results")

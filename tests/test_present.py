@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import SHOTS, running_app
-from tests.test_browser import PAGES
+from tests.support import PAGES, SHOTS, running_app
 
 pytestmark = pytest.mark.slow  # a server and a browser
 

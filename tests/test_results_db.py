@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from analysis import glue
 from analysis import results_db as db
 from core.errors import DatabaseUnavailable, DuplicateResult, InvalidResult
-from tests.conftest import count_results as count
+from tests.support import count_results as count
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT.parent / "shared" / "seeds"
