@@ -97,6 +97,7 @@ def main() -> None:
 def queue(config) -> None:
     """A run through the lab's queue (worker process) against the library call in this process (warm imports)."""
     from analysis.results_db import runs
+    from analysis.results_db.run_status import ACTIVE, RunStatus
     from models import pretrain
     from services import lab
 
@@ -109,11 +110,11 @@ def queue(config) -> None:
         t0 = time.perf_counter()
         (rid,) = lab.submit("single", cfg, f"bench-{os.getpid()}-{i}")
         seen = None
-        while (row := runs.get_run(rid))["status"] in ("queued", "running"):
+        while (row := runs.get_run(rid))["status"] in ACTIVE:
             if seen is None and row["curve"]:
                 seen = time.perf_counter() - t0
             time.sleep(0.05)
-        assert row["status"] == "finished", row["message"]
+        assert row["status"] == RunStatus.FINISHED, row["message"]
         queued.append(time.perf_counter() - t0)
         first.append(seen or float("nan"))
     d, q = statistics.median(direct), statistics.median(queued)

@@ -41,6 +41,7 @@ def run_presets(presets: list[str], budget: str, first_seed: int = 0) -> None:
     from dataclasses import replace
 
     from analysis.results_db import runs
+    from analysis.results_db.run_status import ACTIVE
 
     for preset in presets:
         group = f"bench-{preset}-{budget}-{int(time.time())}"
@@ -48,7 +49,7 @@ def run_presets(presets: list[str], budget: str, first_seed: int = 0) -> None:
         ids = ablations.submit(preset, replace(DEFAULT, seed=first_seed), group, budget)
         while True:
             statuses = [runs.get_run(i)["status"] for i in ids]
-            if all(s not in ("queued", "running") for s in statuses):
+            if all(status not in ACTIVE for status in statuses):
                 break
             time.sleep(2)
         wall = time.perf_counter() - start

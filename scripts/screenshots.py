@@ -67,6 +67,7 @@ def train_demo_runs(labs: set[str], timeout: float = 600) -> None:
     """Queue tiny real runs for the server's supervisor (one pre-training run for the Lab; a fine-tuned, a frozen and
     a random-init run of the bundled model on WiC for the Fine-tuning lab) and wait until they have finished."""
     from analysis.results_db import runs
+    from analysis.results_db.run_status import RunStatus
     from models.finetune import FineTuneConfig
     from models.pretrain.config import TrainConfig
     from services import lab
@@ -83,9 +84,9 @@ def train_demo_runs(labs: set[str], timeout: float = 600) -> None:
     while ids and time.monotonic() < deadline:
         for rid in list(ids):
             run = runs.get_run(rid)
-            if run["status"] == "finished":
+            if run["status"] == RunStatus.FINISHED:
                 ids.remove(rid)
-            elif run["status"] in ("failed", "cancelled", "interrupted"):
+            elif run["status"] in (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED):
                 raise RuntimeError(f"the demo run {run['name']} ended {run['status']}: {run['message']}")
         time.sleep(1)
     if ids:

@@ -20,9 +20,13 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from analysis.results_db.run_status import ACTIVE, RunStatus
 from core.errors import ExplorerError, InvalidConfig
 from models.pretrain.config import TrainConfig, hf_config
-from services import lab
+from services.lab.presets import PRESETS, plan_runs
+from services.lab.run_queue import FINETUNE
+from services.lab.run_queue import submit as submit_runs
+from services.lab.sizing import size
 
 DOWNSTREAM_LABELS = {"supersense": "supersense accuracy ({classes} classes)", "wic": "WiC accuracy (2 classes)",
                      "average": "average accuracy over the suite's tasks"}
@@ -139,15 +143,15 @@ def submit(preset: str, base: TrainConfig, group: str, budget: str = "classroom"
            start: bool = True, seeds: int | None = None) -> list[int]:
     """Queue a preset at a named budget (``seeds`` overrides the budget's count); see :func:`services.lab.submit`."""
     b = budget_of(preset, budget)
-    return lab.submit(preset, apply_budget(base, b), group, engine, start, seeds=seeds or b.seeds, downstream=b.downstream,
-                      widths=b.widths, budget=budget)
+    return submit_runs(preset, apply_budget(base, b), group, engine, start, seeds=seeds or b.seeds, downstream=b.downstream,
+                       widths=b.widths, budget=budget)
 
 
 def planned_flops(preset: str, base: TrainConfig, budget: str) -> tuple[int, float]:
     """(runs, training FLOPs) a preset at a budget would start, from the calculator: for an estimate of its time."""
     b = budget_of(preset, budget)
-    runs = lab.plan_runs(preset, apply_budget(base, b), "estimate", b.seeds, b.widths)
-    return len(runs), sum(lab.size(p.config).flops_per_step * p.config.steps for p in runs)
+    planned = plan_runs(preset, apply_budget(base, b), "estimate", b.seeds, b.widths)
+    return len(planned), sum(size(p.config).flops_per_step * p.config.steps for p in planned)
 
 
 # ------------------------------------------------------------------------------------------ reading the runs
@@ -247,7 +251,7 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
         cfg = r["config"]
         try:
             tc = TrainConfig.from_stored(cfg)
-            z = lab.size(tc)
+            z = size(tc)
             flops, per_token, non_embedding = z.flops_per_token * (r["tokens"] or 0), z.flops_per_token, z.non_embedding
             parameters, kind = z.parameters, hf_config(tc)[0]["model_type"]
         except ExplorerError:
@@ -275,7 +279,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     from analysis.results_db import verdicts as stored_verdicts
 
     frame = runs.list_runs(engine, group=group)
-    frame = frame[frame["objective"] != lab.FINETUNE]
+    frame = frame[frame["objective"] != FINETUNE]
     stored = stored_verdicts.for_group(group, engine)
     if frame.empty:
         if not stored:
@@ -289,13 +293,13 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     suite = cfg0.get("downstream")
     seeds = int(cfg0.get("seeds") or 1)
     claims = CLAIMS.get(preset, ())
-    active = [r for r in rows if r["status"] in ("queued", "running")]
-    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ("finished", "queued", "running")]
+    active = [r for r in rows if r["status"] in ACTIVE]
+    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in (RunStatus.FINISHED, *ACTIVE)]
     state = "running" if active else ("partial" if missing else "complete")
     out: dict[str, Any] = {"group": group, "preset": preset, "state": state, "seeds": seeds, "budget": cfg0.get("budget", ""),
                            "suite": suite, "missing": missing, "runs": rows, "waiting": len(active)}
-    if preset in lab.PRESETS:
-        p = lab.PRESETS[preset]
+    if preset in PRESETS:
+        p = PRESETS[preset]
         out.update(title=p.title, paper=p.paper, finding=p.finding)
     arms: dict[str, dict[str, Any]] = {}
     for r in rows:
@@ -305,7 +309,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
         a["pretrain_seconds"] += float(r["seconds"] or 0)
         a["downstream_seconds"] += r["downstream_seconds"]
     out["arms"] = arms
-    finished = [r for r in rows if r["status"] == "finished"]
+    finished = [r for r in rows if r["status"] == RunStatus.FINISHED]
     out["claims"] = []
     family = sum(1 for c in claims if c.measure not in ("scaling", "isoflop") for _, primary in _measures(c, suite) if not primary)
     out["family"] = family
@@ -477,7 +481,7 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
             notes.append(f"without them: {p['without_data_limited']['label']}")
         if verdict.get("reason") and v["label"] != "agrees":
             notes.append(verdict["reason"])
-        rows.append({"preset": lab.PRESETS[preset].title if preset in lab.PRESETS else preset, "verdict": v["label"],
+        rows.append({"preset": PRESETS[preset].title if preset in PRESETS else preset, "verdict": v["label"],
                      "role": "primary" if p.get("primary", True) else f"exploratory (Bonferroni, {p.get('family', 1)})",
                      "measure": p.get("label") or p.get("measure"), "effect": verdict.get("effect", verdict.get("estimate")),
                      "low": verdict.get("low"), "high": verdict.get("high"),

@@ -11,6 +11,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from core.errors import InvalidConfig
@@ -22,6 +23,7 @@ from tests.support import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
+TINY_HISTORY = pd.DataFrame(columns=["id", "status", "config", "seconds", "tokens"])  # no runs yet: no pace
 
 
 # ------------------------------------------------------------------------------------------ sizes and presets
@@ -100,6 +102,40 @@ def test_the_memory_budget_setting_is_obeyed(monkeypatch) -> None:
         lab.submit("single", TINY, "too-big", start=False)
     monkeypatch.setenv("BFE_LAB_MEMORY_MB", str(int(need) + 2))
     assert lab.check_fits(TINY).memory_bytes < (int(need) + 2) * 2**20
+
+
+def test_the_preview_prices_the_plan_and_applies_the_memory_rule_once(monkeypatch) -> None:
+    """The use case the page draws: a named budget sets steps, batch, length and seeds; a custom one keeps the form's;
+    tokens and FLOPs are the calculator's over the steps; the memory limit refuses what check_fits refuses."""
+    shape = {"layers": 1, "hidden": 32, "heads": 2, "ffn": 64, "seq_len": 32, "batch": 8, "steps": 30}
+    budget = ablations.budget_of("albert", "classroom")
+    plan = lab.preview(lab.LabRequest(preset="albert", budget="classroom", name="pv", **shape), history=TINY_HISTORY)
+    assert plan.budget == budget and plan.seeds == budget.seeds and len(plan.runs) == 2 * budget.seeds
+    assert {(r.config.steps, r.config.batch, r.config.seq_len) for r in plan.runs} == {(budget.steps, budget.batch, budget.seq_len)}
+    run = plan.runs[0]
+    assert run.tokens == round(lab.size(run.config).tokens_per_step * run.config.steps)
+    assert plan.total_flops == pytest.approx(sum(lab.size(r.config).flops_per_step * r.config.steps for r in plan.runs))
+    custom = lab.preview(lab.LabRequest(preset="single", seeds=5, name="pv", **shape), history=TINY_HISTORY)
+    assert custom.budget is None and custom.seeds == 1 and [r.name for r in custom.runs] == ["pv"]
+    assert custom.pace is None and custom.training_seconds is None and custom.can_start
+    need = custom.runs[0].cost.memory_bytes / 2**20
+    monkeypatch.setenv("BFE_LAB_MEMORY_MB", str(max(1, int(need) - 1)))
+    refused = lab.preview(lab.LabRequest(preset="single", name="pv", **shape), history=TINY_HISTORY)
+    assert refused.too_big == ("pv",) and not refused.can_start
+    with pytest.raises(InvalidConfig, match="Too large"):
+        lab.start(refused)
+    assert not lab.preview(lab.LabRequest(preset="single", name="pv", corpus="", **shape), history=TINY_HISTORY).has_corpus
+
+
+def test_the_fine_tuning_preview_waits_for_a_task_a_model_and_a_mode() -> None:
+    from services.lab import finetuning
+
+    request = finetuning.FineTuneRequest(models=("tiny-bert",), task="wic", modes=("finetune", "frozen"), seeds=2, name="grid")
+    assert finetuning.preview(request, None).runs == () and not finetuning.preview(request, None).nothing_picked
+    assert finetuning.preview(replace(request, modes=()), None).nothing_picked
+    assert finetuning.preview(replace(request, models=()), None).nothing_picked
+    upload = finetuning.preview(replace(request, task="upload"), {"labels": ["a", "b"], "kind": "single"})
+    assert upload.runs == () and upload.group == "grid"  # an upload with no file yet: nothing to size
 
 
 # ------------------------------------------------------------------------------------------ the queue

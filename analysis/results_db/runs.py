@@ -29,6 +29,7 @@ from sqlalchemy import Engine, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from analysis.results_db.engine import get_engine, session, write
+from analysis.results_db.run_status import ACTIVE, CLOSED_BY_WORKER, RunStatus
 from analysis.results_db.schema import TrainingRun
 from analysis.results_db.seeding import ensure_seeded
 from core.errors import ExplorerError
@@ -74,7 +75,7 @@ def create_run(name: str, objective: str, config: dict[str, Any], engine: Engine
     engine = _engine(engine)
 
     def add(s) -> int:
-        run = TrainingRun(name=name[:100], objective=objective[:20], status="queued", config=json.dumps(config, default=str),
+        run = TrainingRun(name=name[:100], objective=objective[:20], status=RunStatus.QUEUED, config=json.dumps(config, default=str),
                           group=group[:100], host=host_name())
         s.add(run)
         s.flush()
@@ -108,7 +109,7 @@ def start_run(run_id: int, engine: Engine | None = None) -> None:
         run = s.get(TrainingRun, run_id)
         if run is None:
             raise RunNotFound(f"No run {run_id}.")
-        run.status, run.pid, run.host, run.started_at, run.lease_at = "running", os.getpid(), host, _now(), _lease_clock(s)
+        run.status, run.pid, run.host, run.started_at, run.lease_at = RunStatus.RUNNING, os.getpid(), host, _now(), _lease_clock(s)
 
     write(engine, change)
 
@@ -117,7 +118,7 @@ def _ours(run: TrainingRun) -> bool:
     """Whether this process trains ``run``: it is running, and its pid and host are this process's (set by
     :func:`start_run`, :func:`claim_next` or :func:`set_pid`). A second worker of the same run, or one whose lease was
     taken, is not its owner: what it writes is dropped, and it is told to stop."""
-    return run.status == "running" and run.pid == os.getpid() and run.host == host_name()
+    return run.status == RunStatus.RUNNING and run.pid == os.getpid() and run.host == host_name()
 
 
 def record_curve(run_id: int, curve: list[tuple[int, float]], engine: Engine | None = None, seconds: float | None = None,
@@ -171,9 +172,9 @@ def request_cancel(run_id: int, engine: Engine | None = None) -> str:
         run = s.get(TrainingRun, run_id)
         if run is None:
             raise RunNotFound(f"No run {run_id}.", "It may have been deleted.")
-        if run.status == "queued":
-            run.status, run.finished_at, run.message = "cancelled", _now(), "Cancelled before it started."
-        elif run.status == "running":
+        if run.status == RunStatus.QUEUED:
+            run.status, run.finished_at, run.message = RunStatus.CANCELLED, _now(), "Cancelled before it started."
+        elif run.status == RunStatus.RUNNING:
             run.cancel = True
         return run.status
 
@@ -193,15 +194,15 @@ def claim_next(limit: int, engine: Engine | None = None) -> int | None:
     host = host_name()
 
     def claim(s) -> int | None:
-        running = s.scalar(select(func.count()).select_from(TrainingRun).where(TrainingRun.status == "running",
+        running = s.scalar(select(func.count()).select_from(TrainingRun).where(TrainingRun.status == RunStatus.RUNNING,
                                                                                 TrainingRun.host == host))
         if running >= limit:
             return None
-        run = s.scalars(select(TrainingRun).where(TrainingRun.status == "queued").order_by(TrainingRun.id).limit(1)
+        run = s.scalars(select(TrainingRun).where(TrainingRun.status == RunStatus.QUEUED).order_by(TrainingRun.id).limit(1)
                         .with_for_update(skip_locked=True)).first()
         if run is None:
             return None
-        run.status, run.started_at, run.lease_at, run.host = "running", _now(), _lease_clock(s), host
+        run.status, run.started_at, run.lease_at, run.host = RunStatus.RUNNING, _now(), _lease_clock(s), host
         run.pid = os.getpid()  # the claimer's, until set_pid
         return run.id
 
@@ -219,7 +220,7 @@ def finish_run(run_id: int, status: str, *, evaluation: dict[str, Any] | None = 
     """Close a run as ``finished``, ``failed`` or ``cancelled``, with what it measured; returns whether it did. A run
     that is no longer ``running`` (another replica marked it interrupted when its lease ran out), or that another process
     trains (:func:`_ours`), is left as it is."""
-    if status not in ("finished", "failed", "cancelled"):
+    if status not in CLOSED_BY_WORKER:
         raise ValueError(f"a run finishes as finished, failed or cancelled, not {status!r}")
     fields = {"status": status, "evaluation": json.dumps(evaluation or {}, default=str), "checkpoint": checkpoint[:200],
               "message": message[:2000], "seconds": seconds, "tokens": tokens, "parameters": parameters, "finished_at": _now()}
@@ -228,7 +229,7 @@ def finish_run(run_id: int, status: str, *, evaluation: dict[str, Any] | None = 
         run = s.get(TrainingRun, run_id)
         if run is None:
             raise RunNotFound(f"No run {run_id}.")
-        if run.status not in ("running", "queued") or (run.status == "running" and not _ours(run)):
+        if run.status not in ACTIVE or (run.status == RunStatus.RUNNING and not _ours(run)):
             return False
         for k, v in fields.items():
             setattr(run, k, v)
@@ -268,7 +269,7 @@ def mark_interrupted(engine: Engine | None = None, lease_s: float | None = None)
         now = _now()
         stale_before = _lease_clock(s) - dt.timedelta(seconds=lease)
         out = []
-        for r in s.scalars(select(TrainingRun).where(TrainingRun.status == "running").with_for_update(skip_locked=True)):
+        for r in s.scalars(select(TrainingRun).where(TrainingRun.status == RunStatus.RUNNING).with_for_update(skip_locked=True)):
             held = r.lease_at or r.started_at or r.created_at
             if r.host == host and not _alive(r.pid):
                 why = "The server stopped while this run was training."
@@ -277,7 +278,7 @@ def mark_interrupted(engine: Engine | None = None, lease_s: float | None = None)
                        "hung, so it was marked interrupted and its slot freed; start it again to retrain it.")
             else:
                 continue
-            r.status, r.finished_at = "interrupted", now
+            r.status, r.finished_at = RunStatus.INTERRUPTED, now
             r.message = (r.message + " " if r.message else "") + why
             out.append((r.id, r.host, r.pid))
         return out

@@ -7,33 +7,32 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import tasks as T
-from analysis.results_db import results_frame
-from analysis.results_db import runs as R
+from analysis import tasks
+from analysis.results_db import results_frame, runs
+from analysis.results_db.run_status import ACTIVE, RunStatus
 from app import ui
 from core import registry
 from core.errors import ExplorerError
-from core.settings import get_settings
-from models import finetune as F
+from models import finetune
 from services import lab
+from services.lab import finetuning
 
-ACTIVE = ("queued", "running")
 DEFAULTS = {"ft_models": [registry.bundled_id()], "ft_task": "wic", "ft_modes": ["finetune", "frozen"], "ft_seeds": 1,
             "ft_epochs": 3, "ft_batch": 16, "ft_lr": 0.0, "ft_train": 2000, "ft_test": 500, "ft_layer": "last4", "ft_len": 64,
             "ft_name": "", "ft_show": ""}
-ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*T.BUILT_IN, "upload"], "ft_modes": lambda v: set(v) <= set(F.MODES),
+ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*tasks.BUILT_IN, finetuning.UPLOAD], "ft_modes": lambda v: set(v) <= set(finetune.MODES),
            "ft_seeds": (1, 5), "ft_epochs": (1, 10), "ft_batch": (1, 128), "ft_lr": [0.0, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3], "ft_train": (10, 20_000),
-           "ft_test": (10, 5000), "ft_layer": list(F.LAYERS), "ft_len": (16, 256),
+           "ft_test": (10, 5000), "ft_layer": list(finetune.LAYERS), "ft_len": (16, 256),
            "ft_name": lambda v: v == "" or bool(lab.NAME.match(v)), "ft_show": lambda v: len(v) <= 100}
-STATUS_ICONS = {"queued": "⏳ queued", "running": "▶ running", "finished": "✔ finished", "failed": "✖ failed",
-                "cancelled": "■ cancelled", "interrupted": "⚠ interrupted"}
+STATUS_ICONS = {RunStatus.QUEUED: "⏳ queued", RunStatus.RUNNING: "▶ running", RunStatus.FINISHED: "✔ finished",
+                RunStatus.FAILED: "✖ failed", RunStatus.CANCELLED: "■ cancelled", RunStatus.INTERRUPTED: "⚠ interrupted"}
 SOURCE = "Fine-tuned on this server with BERT Family Explorer's fine-tuning lab (models.finetune)"
-s = st.session_state
+state = st.session_state
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the task…")
 def task_summary(name: str, max_train: int, max_test: int) -> dict:
-    return T.load_task(name, max_train=max_train, max_test=max_test).summary()
+    return finetuning.task_summary(name, max_train, max_test)
 
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
@@ -42,7 +41,7 @@ st.markdown("#### BERT's second half: fine-tune a model on a downstream task, ag
             "random initialisation, and see which layers fine-tuning changes")
 ui.warn_ignored(ignored, "ft_")
 try:
-    frame = R.list_runs()
+    frame = runs.list_runs()
     frame = frame[frame["objective"] == lab.FINETUNE]
 except ExplorerError as err:
     ui.show_error(err)
@@ -54,16 +53,16 @@ with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"
                "(Peters, Ruder & Smith 2019) and the same architecture from random weights (what pre-training bought).")
     c = st.columns([3, 2, 3])
     choices = [registry.bundled_id(), *ui.trained_here("base")]
-    for m in s["ft_models"]:
+    for m in state["ft_models"]:
         if m not in choices:
             choices.append(m)
     c[0].multiselect("Models", choices, key="ft_models", format_func=ui.model_label,
                      help="The bundled MiniLM (real weights), models pre-trained in the lab, or any checkpoint added below.")
     extra = ui.other_model("ft_other", task="base", where=c[0], label="Add another model (Hub id or folder)", optional=True)
-    c[1].selectbox("Task", [*T.BUILT_IN, "upload"], key="ft_task",
+    c[1].selectbox("Task", [*tasks.BUILT_IN, finetuning.UPLOAD], key="ft_task",
                    format_func={"wic": "Word in context (WiC-style)", "supersense": "Supersense of a word",
                                 "upload": "My own CSV"}.get)
-    c[2].multiselect("Modes", list(F.MODES), key="ft_modes", format_func=F.MODES.get)
+    c[2].multiselect("Modes", list(finetune.MODES), key="ft_modes", format_func=finetune.MODES.get)
     c = st.columns(7)
     c[0].number_input("Seeds", 1, 5, key="ft_seeds", help="Each seed is a run; the table averages them with their spread.")
     c[1].number_input("Epochs", 1, 10, key="ft_epochs")
@@ -75,34 +74,34 @@ with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"
     c[5].number_input("Test examples", 10, 5000, step=100, key="ft_test")
     c[6].number_input("Max tokens", 16, 256, step=16, key="ft_len")
     c = st.columns([2, 2, 3])
-    c[0].selectbox("Frozen: read", list(F.LAYERS), key="ft_layer", format_func=F.LAYERS.get)
+    c[0].selectbox("Frozen: read", list(finetune.LAYERS), key="ft_layer", format_func=finetune.LAYERS.get)
     c[1].text_input("Experiment name", key="ft_name", placeholder="e.g. class-wic", max_chars=60)
     try:
-        task_path = s["ft_task"]
-        if s["ft_task"] == "upload":
-            up = c[2].file_uploader(f"CSV: text,label or text_a,text_b,label (at most {T.MAX_TASK_BYTES // 2**20} MB)", type=["csv"])
-            task_path = lab.save_task_file(up.getvalue()) if up is not None else ""
-            summary = T.parse_task_csv(up.getvalue()).summary() if up is not None else None
+        task_file, summary = "", None
+        if state["ft_task"] == finetuning.UPLOAD:
+            up = c[2].file_uploader(f"CSV: text,label or text_a,text_b,label (at most {tasks.MAX_TASK_BYTES // 2**20} MB)", type=["csv"])
+            if up is not None:
+                uploaded = finetuning.upload_task(up.getvalue())
+                task_file, summary = uploaded.path, uploaded.summary
         else:
-            summary = task_summary(s["ft_task"], s["ft_train"], s["ft_test"])
+            summary = task_summary(state["ft_task"], state["ft_train"], state["ft_test"])
         if summary:
             counts = summary["label_counts"]["test"]
             st.caption(f"**{summary['name']}**: {summary['sizes']['train']:,} training and {summary['sizes']['test']:,} test examples, "
                        f"{len(summary['labels'])} labels; majority-class baseline on test **{summary['majority_baseline']:.1%}** "
                        f"({summary['majority_label']}). Test labels: " + ", ".join(f"{k} {v}" for k, v in list(counts.items())[:8])
                        + (" …" if len(counts) > 8 else "") + f". {summary['source']}")
-        models = [*s["ft_models"], *([extra] if extra else [])]
-        group = s["ft_name"] or "ft-" + s["ft_task"]
-        configs = [F.FineTuneConfig(model=m, task=task_path, mode=mode, seed=seed, epochs=s["ft_epochs"], batch=s["ft_batch"],
-                                    lr=s["ft_lr"] or None, max_train=s["ft_train"], max_test=s["ft_test"], max_len=s["ft_len"],
-                                    layer=s["ft_layer"], run=F.run_label(group, m, mode, seed))
-                   for m in models for mode in s["ft_modes"] for seed in range(s["ft_seeds"])] if task_path else []
-        if configs and summary:
-            sizes = [lab.finetune_size(cfg, len(summary["labels"]), summary["kind"]) for cfg in configs]
-            st.dataframe(pd.DataFrame([{"run": cfg.run, "mode": F.MODES[cfg.mode], "seed": cfg.seed,
-                                        "parameters": z.parameters, "trainable (exact)": z.trainable,
-                                        "memory (predicted, MB)": round(z.memory_bytes / 2**20)}
-                                       for cfg, z in zip(configs, sizes, strict=True)]),
+        request = finetuning.FineTuneRequest(
+            models=(*state["ft_models"], *([extra] if extra else [])), task=state["ft_task"], task_file=task_file,
+            modes=tuple(state["ft_modes"]), seeds=state["ft_seeds"], epochs=state["ft_epochs"], batch=state["ft_batch"],
+            lr=state["ft_lr"], max_train=state["ft_train"], max_test=state["ft_test"], max_len=state["ft_len"],
+            layer=state["ft_layer"], name=state["ft_name"])
+        plan = finetuning.preview(request, summary)
+        if plan.runs:
+            st.dataframe(pd.DataFrame([{"run": run.config.run, "mode": finetune.MODES[run.config.mode], "seed": run.config.seed,
+                                        "parameters": run.cost.parameters, "trainable (exact)": run.cost.trainable,
+                                        "memory (predicted, MB)": run.memory_mb}
+                                       for run in plan.runs]),
                          hide_index=True, width="stretch",
                          column_config={"parameters": st.column_config.NumberColumn(format="localized"),
                                         "trainable (exact)": st.column_config.NumberColumn(format="localized")})
@@ -110,17 +109,17 @@ with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"
                        "(scikit-learn's logistic regression). Memory: the calculator's fp32 AdamW step (frozen: one forward). "
                        "At the defaults the bundled MiniLM fine-tunes on 2,000 WiC pairs in about 5 minutes on 2 CPU cores and "
                        "ends a few points above chance (WiC is hard: BERT-large scores 65.5% on the real one).")
-            budget = get_settings().lab_memory_mb
-            if any(z.memory_bytes > budget * 2**20 for z in sizes):
-                st.error(f"Too large for this server (limit {budget:,} MB): use a smaller batch, fewer tokens or a smaller model.",
-                         icon=":material/block:")
-            elif st.button(f"Start {len(configs)} run{'s' if len(configs) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
-                ids = lab.submit_finetune(configs, group)
-                s["ft_show"] = group
-                st.toast(f"Queued {len(ids)} run(s) as '{group}'. They train in the background: you can close this tab.",
+            if plan.too_big:
+                st.error(f"Too large for this server (limit {plan.memory_budget_mb:,} MB): use a smaller batch, fewer tokens or a "
+                         "smaller model.", icon=":material/block:")
+            elif st.button(f"Start {len(plan.runs)} run{'s' if len(plan.runs) > 1 else ''}", type="primary",
+                           icon=":material/play_arrow:"):
+                ids = finetuning.start(plan)
+                state["ft_show"] = plan.group
+                st.toast(f"Queued {len(ids)} run(s) as '{plan.group}'. They train in the background: you can close this tab.",
                          icon=":material/schedule:")
                 st.rerun()
-        elif not s["ft_modes"] or not models:
+        elif plan.nothing_picked:
             st.info("Pick at least one model and one mode.")
     except ExplorerError as err:
         ui.show_error(err)
@@ -130,18 +129,18 @@ if not groups:
     st.info("No fine-tuning runs yet. Pick models, a task and modes above and start them.")
     ui.save_url_state(DEFAULTS)
     st.stop()
-if s["ft_show"] not in groups:
-    s["ft_show"] = groups[0]
+if state["ft_show"] not in groups:
+    state["ft_show"] = groups[0]
 st.selectbox("Show", groups, key="ft_show", help="An experiment's runs share a name; the newest is first.")
 # Live while the shown experiment has runs waiting or training (another experiment's runs are not drawn here: polling for
 # them, and the rerun when they end, would redraw this page forever).
-live = bool(frame[(frame["group"] == s["ft_show"]) | (frame["name"] == s["ft_show"])]["status"].isin(ACTIVE).any())
+live = bool(frame[(frame["group"] == state["ft_show"]) | (frame["name"] == state["ft_show"])]["status"].isin(ACTIVE).any())
 
 
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
     """The shown experiment's runs, refreshed every 2 s while one of them trains or waits."""
-    mine = R.list_runs(group=s["ft_show"])
+    mine = runs.list_runs(group=state["ft_show"])
     if mine.empty:
         st.info("This experiment's runs were deleted.")
         return
@@ -149,7 +148,7 @@ def watch() -> None:
     for r in mine.sort_values("id").to_dict("records"):
         ev = r["evaluation"] or {}
         last = (ev.get("epochs") or [{}])[-1]
-        rows.append({"run": r["name"], "mode": F.MODES.get(r["config"].get("mode"), ""), "status": STATUS_ICONS.get(r["status"], r["status"]),
+        rows.append({"run": r["name"], "mode": finetune.MODES.get(r["config"].get("mode"), ""), "status": STATUS_ICONS.get(r["status"], r["status"]),
                      "step": r["curve"][-1][0] if r["curve"] else 0, "loss now": r["curve"][-1][1] if r["curve"] else None,
                      "epochs done": len(ev.get("epochs") or []),
                      "validation accuracy (last epoch)": last.get("validation_accuracy"), "test accuracy": ev.get("accuracy"),
@@ -166,9 +165,9 @@ def watch() -> None:
     long = lab.curves_frame(mine)
     if len(long):
         long["loss (smoothed)"] = long.groupby("run")["loss"].transform(lambda x: x.rolling(10, min_periods=1).mean())
-        fig = px.line(long, x="step", y="loss (smoothed)", color="run", title=f"Training loss: {s['ft_show']}", template="plotly_white")
+        fig = px.line(long, x="step", y="loss (smoothed)", color="run", title=f"Training loss: {state['ft_show']}", template="plotly_white")
         fig.update_layout(height=340, legend_title_text="", margin={"t": 50})
-        ui.chart(fig, "ft_curves", title=f"Fine-tuning lab: {s['ft_show']}", caption="Training loss per step (running mean of 10).",
+        ui.chart(fig, "ft_curves", title=f"Fine-tuning lab: {state['ft_show']}", caption="Training loss per step (running mean of 10).",
                  sources=(SOURCE,))
     active = mine[mine["status"].isin(ACTIVE) & ~mine["cancel"]]
     if len(active):
@@ -211,7 +210,7 @@ with st.expander("The published table: Peters, Ruder & Smith 2019 (ELMo and BERT
     except ExplorerError as err:
         ui.show_error(err)
 
-done = frame[frame["status"] == "finished"]
+done = frame[frame["status"] == RunStatus.FINISHED]
 if len(done):
     st.subheader("What fine-tuning changed, layer by layer")
     pick = st.selectbox("Run", list(done["name"]), key="ft_layers_pick")
@@ -237,7 +236,7 @@ if len(done):
 
 st.subheader("All fine-tuning runs")
 c = st.columns([2, 2, 1])
-c[0].download_button("Download all runs (CSV)", lambda: R.runs_csv(), "finetuning-runs.csv", "text/csv", icon=":material/download:",
+c[0].download_button("Download all runs (CSV)", lambda: runs.runs_csv(), "finetuning-runs.csv", "text/csv", icon=":material/download:",
                      on_click="ignore")
 ended = frame[~frame["status"].isin(ACTIVE)]
 if len(ended):

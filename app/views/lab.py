@@ -2,45 +2,42 @@
 in miniature. Runs train in background processes (services.lab); this page starts, lists, compares and cancels
 them, and never imports torch."""
 
-import datetime as dt
 
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
 from analysis import verdict_plots
-from analysis.results_db import runs as R
+from analysis.results_db import runs
+from analysis.results_db.run_status import ACTIVE, RunStatus
 from app import ui
 from core.errors import ExplorerError
-from core.settings import get_settings
-from models import pretrain as P
+from models import pretrain
 from services import ablations, lab
 
-ACTIVE = ("queued", "running")
 DEFAULTS = {"lb_preset": "albert", "lb_objective": "mlm", "lb_masking": "dynamic", "lb_layers": 2, "lb_hidden": 128,
             "lb_heads": 2, "lb_ffn": 512, "lb_seq": 64, "lb_batch": 64, "lb_steps": 1200, "lb_lr": 1e-3, "lb_seed": 0,
             "lb_vocab": "wordnet-8k", "lb_corpus": "wordnet", "lb_name": "", "lb_show": "", "lb_budget": "classroom", "lb_seeds": 3}
-ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(P.OBJECTIVES), "lb_masking": ["static", "dynamic"],
+ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(pretrain.OBJECTIVES), "lb_masking": ["static", "dynamic"],
            "lb_layers": (1, 12), "lb_hidden": (16, 512), "lb_heads": (1, 16), "lb_ffn": (16, 2048), "lb_seq": (16, 256),
            "lb_batch": (1, 128), "lb_steps": (1, lab.MAX_STEPS), "lb_lr": (1e-6, 0.5), "lb_seed": (0, 10**6),
-           "lb_vocab": list(P.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
+           "lb_vocab": list(pretrain.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
            "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "custom"], "lb_seeds": (1, lab.MAX_SEEDS)}
 VERDICT_BOXES = {"agrees": st.success, "agrees on direction only": st.warning, "cannot tell at this budget": st.warning,
                  "disagrees": st.error, "no verdict": st.info}
 VERDICT_ICONS = {"agrees": ":material/check_circle:", "cannot tell at this budget": ":material/help:",
                  "disagrees": ":material/cancel:", "no verdict": ":material/info:"}
-STATUS_ICONS = {"queued": "⏳ queued", "running": "▶ running", "finished": "✔ finished", "failed": "✖ failed",
-                "cancelled": "■ cancelled", "interrupted": "⚠ interrupted"}
+STATUS_ICONS = {RunStatus.QUEUED: "⏳ queued", RunStatus.RUNNING: "▶ running", RunStatus.FINISHED: "✔ finished",
+                RunStatus.FAILED: "✖ failed", RunStatus.CANCELLED: "■ cancelled", RunStatus.INTERRUPTED: "⚠ interrupted"}
 VOCAB_LABELS = {"wordnet-8k": "8,192 WordPiece (glosses)", "bert": "30,522 WordPiece (BERT's)"}
-s = st.session_state
+state = st.session_state
 
 
 @st.cache_data(max_entries=16, show_spinner="Checking the text file…")
 def checked_corpus(path: str) -> str:
     """Read the corpus once per (content-addressed) file, not on every rerun: InvalidData for binary, non-UTF-8 or
     empty files."""
-    P.read_corpus(P.TrainConfig(corpus=path))
-    return path
+    return lab.check_corpus(path)
 
 
 def corpus_path(upload) -> str:
@@ -62,16 +59,16 @@ def runs_table(df: pd.DataFrame) -> pd.DataFrame:
         p = lab.progress_of(r)
         ev = r["evaluation"] or {}
         status = STATUS_ICONS.get(r["status"], r["status"])
-        if r["status"] == "queued":
+        if r["status"] == RunStatus.QUEUED:
             status += f" (#{places.get(r['id'], '?')})"
-        if r["cancel"] and r["status"] == "running":
+        if r["cancel"] and r["status"] == RunStatus.RUNNING:
             status = "stopping…"
         rows.append({"run": r["name"], "objective": r["objective"], "status": status, "progress": round(100 * p["done"]),
                      "step": f"{p['step']:,} / {p['steps']:,}", "time left": fmt_seconds(p["seconds_left"]),
                      "loss now": r["curve"][-1][1] if r["curve"] else None, "held-out loss": ev.get("held_out_loss"),
                      "POS probe": ev.get("pos_probe_accuracy"), "probe, random init": ev.get("pos_probe_random_init"),
                      "NSP acc.": ev.get("nsp_accuracy"), "SOP acc.": ev.get("sop_accuracy"),
-                     "trained for": fmt_seconds(r["seconds"]) if r["status"] != "running" else "", "message": r["message"]})
+                     "trained for": fmt_seconds(r["seconds"]) if r["status"] != RunStatus.RUNNING else "", "message": r["message"]})
     return pd.DataFrame(rows)
 
 
@@ -90,7 +87,7 @@ st.title("Pre-training lab")
 st.markdown("#### Train small family members on this server, watch them learn, and re-run the papers' ablations in miniature")
 ui.warn_ignored(ignored, "lb_")
 try:
-    frame = R.list_runs()  # the lab's supervisor (services.lab.supervise) starts queued runs and marks dead ones
+    frame = runs.list_runs()  # the lab's supervisor (services.lab.supervise) starts queued runs and marks dead ones
     frame = frame[frame["objective"] != lab.FINETUNE]  # fine-tuning runs have their own page
 except ExplorerError as err:
     ui.show_error(err)
@@ -100,23 +97,23 @@ except ExplorerError as err:
 with st.expander("**Start a run**", expanded=not len(frame) or not frame["status"].isin(ACTIVE).any(), icon=":material/play_circle:"):
     c = st.columns([2, 3])
     c[0].selectbox("Experiment", list(lab.PRESETS), key="lb_preset", format_func=lambda k: lab.PRESETS[k].title)
-    preset = lab.PRESETS[s["lb_preset"]]
+    preset = lab.PRESETS[state["lb_preset"]]
     if preset.finding:
         c[1].markdown(f"**The paper found:** {preset.finding}  \n:gray[Source: {preset.paper}]")
-    single = s["lb_preset"] == "single"
+    single = state["lb_preset"] == "single"
     c = st.columns([3, 2, 3, 3] if single else [1, 1])  # a preset sets objective and masking: no empty first column
     if single:
-        c[0].selectbox("Objective", list(P.OBJECTIVES), key="lb_objective", format_func=P.OBJECTIVES.get)
+        c[0].selectbox("Objective", list(pretrain.OBJECTIVES), key="lb_objective", format_func=pretrain.OBJECTIVES.get)
         c[1].segmented_control("Masking", ["dynamic", "static"], key="lb_masking",
                                help="Static: each text keeps the mask drawn the first time (BERT). Dynamic: a new mask every time "
                                     "(RoBERTa).")
-    c[-2].selectbox("Vocabulary", list(P.VOCABS), key="lb_vocab", format_func=VOCAB_LABELS.get,
-                    help="\n\n".join(f"**{k}**: {v}" for k, v in P.VOCABS.items()))
+    c[-2].selectbox("Vocabulary", list(pretrain.VOCABS), key="lb_vocab", format_func=VOCAB_LABELS.get,
+                    help="\n\n".join(f"**{k}**: {v}" for k, v in pretrain.VOCABS.items()))
     c[-1].segmented_control("Corpus", ["wordnet", "upload"], key="lb_corpus",
                             format_func={"wordnet": "WordNet glosses", "upload": "your text file"}.get)
     corpus = "wordnet"
-    if s["lb_corpus"] == "upload":
-        up = st.file_uploader(f"UTF-8 text, one text per line (at most {P.MAX_USER_CORPUS_BYTES // 2**20} MB)", type=["txt"],
+    if state["lb_corpus"] == "upload":
+        up = st.file_uploader(f"UTF-8 text, one text per line (at most {pretrain.MAX_USER_CORPUS_BYTES // 2**20} MB)", type=["txt"],
                               key="lb_upload")
         if up is not None:
             try:
@@ -127,16 +124,15 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     else:
         st.caption("WordNet 3.0's 117,659 glosses (6.3 MB, Princeton's WordNet licence, `data/corpus/LICENSE-WordNet`); "
                    "2% held out for evaluation.")
-    claims = ablations.CLAIMS.get(s["lb_preset"], ())
     spend = None  # the chosen budget (classroom or thorough), None for custom
-    if claims:
+    if lab.offers_budgets(state["lb_preset"]):
         c = st.columns([4, 1.5, 5])  # wide enough for the three budgets whole
         c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget",
                                help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more (hours on a CPU, "
                                     "minutes on a GPU). Custom: the steps, batch and length below.")
-        if (s["lb_budget"] or "custom") != "custom":
-            spend = ablations.budget_of(s["lb_preset"], s["lb_budget"])
-            s["lb_steps"], s["lb_batch"], s["lb_seq"] = spend.steps, spend.batch, spend.seq_len  # shown as the budget sets them
+        spend = lab.budget_for(state["lb_preset"], state["lb_budget"])
+        if spend:
+            state["lb_steps"], state["lb_batch"], state["lb_seq"] = spend.steps, spend.batch, spend.seq_len  # shown as the budget sets them
             suite = spend.downstream
             c[2].caption(f"**{spend.seeds} seeds** per arm × {spend.steps:,} steps × batch {spend.batch} × {spend.seq_len} tokens"
                          + (f"; widths {', '.join(map(str, spend.widths))}" if spend.widths else "")
@@ -158,57 +154,48 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     c[3].number_input("Seed", 0, 10**6, key="lb_seed")
     c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
                     help="Letters, digits, '.', '_' and '-'. The runs are named <name>-<arm> and their checkpoints trained/<name>-<arm>.")
-    base = P.TrainConfig(objective=s["lb_objective"], masking=s["lb_masking"] or "dynamic", layers=s["lb_layers"],
-                         hidden=s["lb_hidden"], heads=s["lb_heads"], ffn=s["lb_ffn"], seq_len=s["lb_seq"], batch=s["lb_batch"],
-                         steps=s["lb_steps"], lr=s["lb_lr"], seed=s["lb_seed"], vocab=s["lb_vocab"], corpus=corpus or "wordnet")
-    group = s["lb_name"] or f"{s['lb_preset']}-{dt.datetime.now():%m%d-%H%M%S}"
+    request = lab.LabRequest(preset=state["lb_preset"], objective=state["lb_objective"], masking=state["lb_masking"],
+                             layers=state["lb_layers"], hidden=state["lb_hidden"], heads=state["lb_heads"], ffn=state["lb_ffn"],
+                             seq_len=state["lb_seq"], batch=state["lb_batch"], steps=state["lb_steps"], lr=state["lb_lr"],
+                             seed=state["lb_seed"], vocab=state["lb_vocab"], corpus=corpus, name=state["lb_name"],
+                             budget=state["lb_budget"], seeds=state["lb_seeds"])
     try:
-        seeds = spend.seeds if spend else (s["lb_seeds"] if claims else 1)
         if spend:
-            base = ablations.apply_budget(base, spend)
             st.caption("The budget sets the steps, batch and length (greyed out above); the model's shape comes from the inputs. "
                        "Pick *custom* to set them yourself.")
-        planned = [(p.name, p.config) for p in lab.plan_runs(s["lb_preset"], base, group, seeds, spend.widths if spend else None)]
-        sizes = [lab.size(cfg) for _, cfg in planned]
-        budget = get_settings().lab_memory_mb
-        table = pd.DataFrame([{"run": name, "objective": P.OBJECTIVES[cfg.objective], "masking": cfg.masking, "hidden": cfg.hidden,
-                               "steps": cfg.steps, "parameters (exact)": z.parameters, "N (non-embedding)": z.non_embedding,
-                               "memory (MB, predicted)": round(z.memory_bytes / 2**20), "tokens (real)": round(z.tokens_per_step * cfg.steps),
-                               "training FLOPs": z.flops_per_step * cfg.steps,
-                               "Kaplan's 6N FLOPs": z.kaplan_flops_per_token * z.tokens_per_step * cfg.steps}
-                              for (name, cfg), z in zip(planned, sizes, strict=True)])
-        st.dataframe(table, hide_index=True, width="stretch",
+        plan = lab.preview(request, history=frame)
+        st.dataframe(pd.DataFrame([{"run": run.name, "objective": pretrain.OBJECTIVES[run.config.objective],
+                                    "masking": run.config.masking, "hidden": run.config.hidden, "steps": run.config.steps,
+                                    "parameters (exact)": run.cost.parameters, "N (non-embedding)": run.cost.non_embedding,
+                                    "memory (MB, predicted)": run.memory_mb, "tokens (real)": run.tokens,
+                                    "training FLOPs": run.training_flops, "Kaplan's 6N FLOPs": run.kaplan_flops}
+                                   for run in plan.runs]),
+                     hide_index=True, width="stretch",
                      column_config={"training FLOPs": st.column_config.NumberColumn(format="%.2e"),
                                     "Kaplan's 6N FLOPs": st.column_config.NumberColumn(format="%.2e"),
                                     "parameters (exact)": st.column_config.NumberColumn(format="localized")})
         st.caption(f"Parameters are counted by the calculator from the configuration (`analysis.params`, checked against "
                    f"the models transformers builds); memory is the calculator's prediction for one fp32 AdamW step "
-                   f"(`analysis.memory`); this server allows {budget:,} MB per run (BFE_LAB_MEMORY_MB). Tokens: the real ones (the "
-                   f"texts' mean length × batch × steps, read from the corpus; a batch is padded to its longest text). "
-                   f"FLOPs as the loop performs them (models.pretrain.flops): 3 × forward on the real tokens, each output "
-                   f"layer only where the loss reads it; Kaplan et al. 2020's 6N per token beside it for reference.")
-        pace = lab.flops_per_second(frame)
-        total = float(table["training FLOPs"].sum())
-        if pace:
-            st.caption(f"At this server's pace in its last finished run ({pace:.2g} FLOP/s), these runs take about "
-                       f"**{fmt_seconds(total / pace)}** of training, one after another, plus about 10 s each to start.")
+                   f"(`analysis.memory`); this server allows {plan.memory_budget_mb:,} MB per run (BFE_LAB_MEMORY_MB). Tokens: "
+                   f"the real ones (the texts' mean length × batch × steps, read from the corpus; a batch is padded to its "
+                   f"longest text). FLOPs as the loop performs them (models.pretrain.flops): 3 × forward on the real tokens, "
+                   f"each output layer only where the loss reads it; Kaplan et al. 2020's 6N per token beside it for reference.")
+        if plan.pace:
+            st.caption(f"At this server's pace in its last finished run ({plan.pace:.2g} FLOP/s), these runs take about "
+                       f"**{fmt_seconds(plan.training_seconds)}** of training, one after another, plus about 10 s each to start.")
         st.caption("What to expect at the defaults (2 layers × 128, batch 64, 1,200 steps): the loss falls from ln(8,192) ≈ 9 "
                    "to the plateau of word frequencies (about 7) within the first minute, while every mask is filled with "
                    "“of, the, a”; then context starts to pay: the probes fill words that fit the sentence.")
-        too_big = [name for (name, _), z in zip(planned, sizes, strict=True) if z.memory_bytes > budget * 2**20]
-        if too_big:
-            st.error(f"Too large for this server: {', '.join(too_big)} would need more than {budget:,} MB. "
+        if plan.too_big:
+            st.error(f"Too large for this server: {', '.join(plan.too_big)} would need more than {plan.memory_budget_mb:,} MB. "
                      "Make the model, the batch or the sequence smaller.", icon=":material/block:")
-        elif not corpus:
+        elif not plan.has_corpus:
             st.info("Upload a usable text file, or pick the WordNet corpus.")
-        elif st.button(f"Start {len(planned)} run{'s' if len(planned) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
-            if spend:
-                ids = ablations.submit(s["lb_preset"], base, group, spend.name)
-            else:
-                suite = ablations.CLASSROOM_SUITE if any(c.measure == "downstream" for c in claims) else None
-                ids = lab.submit(s["lb_preset"], base, group, seeds=seeds, downstream=suite, budget="custom" if claims else "")
-            s["lb_show"] = group
-            st.toast(f"Queued {len(ids)} run(s) as '{group}'. They train in the background: you can close this tab.",
+        elif st.button(f"Start {len(plan.runs)} run{'s' if len(plan.runs) > 1 else ''}", type="primary",
+                       icon=":material/play_arrow:"):
+            ids = lab.start(plan)
+            state["lb_show"] = plan.group
+            st.toast(f"Queued {len(ids)} run(s) as '{plan.group}'. They train in the background: you can close this tab.",
                      icon=":material/schedule:")
             st.rerun()
     except ExplorerError as err:
@@ -220,24 +207,24 @@ if not groups:
     st.info("No runs yet. Pick an experiment above and start it: a class can watch the loss fall within a minute.")
     ui.save_url_state(DEFAULTS)
     st.stop()
-if s["lb_show"] not in groups:
-    s["lb_show"] = groups[0]
+if state["lb_show"] not in groups:
+    state["lb_show"] = groups[0]
 st.selectbox("Show", groups, key="lb_show", help="An experiment's runs share a name; the newest is first.")
 # Live while the shown experiment has runs waiting or training (another experiment's runs are not drawn here: polling for
 # them, and the rerun when they end, would redraw this page forever).
-live = bool(frame[(frame["group"] == s["lb_show"]) | (frame["name"] == s["lb_show"])]["status"].isin(ACTIVE).any())
+live = bool(frame[(frame["group"] == state["lb_show"]) | (frame["name"] == state["lb_show"])]["status"].isin(ACTIVE).any())
 
 
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
     """The selected experiment's runs, refreshed every 2 s while one of them trains or waits."""
-    mine = R.list_runs(group=s["lb_show"])  # only the shown experiment's curves are read every 2 s
+    mine = runs.list_runs(group=state["lb_show"])  # only the shown experiment's curves are read every 2 s
     if mine.empty:
         st.info("This experiment's runs were deleted.")
         return
     def curves() -> None:
         if any(len(c) for c in mine["curve"]):
-            ui.chart(curves_chart(mine, f"Training loss: {s['lb_show']}"), "lb_curves", main=True, title=f"Pre-training lab: {s['lb_show']}",
+            ui.chart(curves_chart(mine, f"Training loss: {state['lb_show']}"), "lb_curves", main=True, title=f"Pre-training lab: {state['lb_show']}",
                      caption="Training loss per step (running mean of 20 steps) of each run of the experiment.",
                      sources=("Trained on this server with BERT Family Explorer's pre-training lab (models.pretrain)",))
 
@@ -355,8 +342,8 @@ def watch_view(done: pd.DataFrame) -> None:
     run = c[0].selectbox("Run", list(tables), key="lb_watch")
     table = tables.get(run) if run in tables else next(iter(tables.values()))
     steps = table["step"].tolist()
-    if s.get("lb_watch_step") not in steps:
-        s["lb_watch_step"] = steps[-1]
+    if state.get("lb_watch_step") not in steps:
+        state["lb_watch_step"] = steps[-1]
     step = c[1].select_slider("Training step", steps, key="lb_watch_step", format_func=lambda v: f"{v:,}",
                               help="The steps this run kept (log-spaced; 0 is its random initialisation).")
     left, right = st.columns([2, 3])
@@ -381,13 +368,13 @@ def watch_view(done: pd.DataFrame) -> None:
 
 
 try:
-    verdict_view(s["lb_show"])
+    verdict_view(state["lb_show"])
 except ExplorerError as err:
     ui.show_error(err)
 
 # ------------------------------------------------------------------------------------------ compare, use, export
-mine = frame[(frame["group"] == s["lb_show"]) | (frame["name"] == s["lb_show"])]
-done = mine[mine["status"].isin(["finished", "cancelled"]) & (mine["checkpoint"] != "")]
+mine = frame[(frame["group"] == state["lb_show"]) | (frame["name"] == state["lb_show"])]
+done = mine[mine["status"].isin([RunStatus.FINISHED, RunStatus.CANCELLED]) & (mine["checkpoint"] != "")]
 if len(done):
     st.subheader("Use the trained models")
     st.caption("Each checkpoint is saved as safetensors with its tokenizer under `BFE_MODEL_DIR/trained/<run>` and appears "
@@ -410,20 +397,19 @@ if len(done):
                "in WordNet's example sentences (not in the training corpus) and tags its part of speech; 200 test words, "
                "4 balanced classes (chance 25%). *Random init* is the same probe on the same shape with untrained weights: "
                "the difference is what pre-training taught. Cf. Tenney et al. 2019, What do you learn from context?")
-scaled = lab.scaling_table(mine)
-if mine["config"].map(lambda c: c.get("preset") in ("scaling", "isoflop")).any() and len(scaled) >= 2:
+scaled = lab.scaling_runs(mine)
+if scaled:
     st.subheader("Scaling")
-    fig = px.scatter(scaled, x="N (non-embedding)", y="held-out loss", color=scaled["run"].str.extract(r"-(c[\d.]+)-")[0]
-                     if scaled["run"].str.contains(r"-c[\d.]+-").any() else None, log_x=True, log_y=True,
+    fig = px.scatter(scaled.table, x="N (non-embedding)", y="held-out loss", color=scaled.budgets, log_x=True, log_y=True,
                      hover_name="run", template="plotly_white", title="Held-out loss against model size")
     fig.update_traces(mode="lines+markers")
     fig.update_layout(height=380, legend_title_text="compute budget")
-    ui.chart(fig, "lb_scaling", title=f"Pre-training lab: {s['lb_show']} (scaling)",
+    ui.chart(fig, "lb_scaling", title=f"Pre-training lab: {state['lb_show']} (scaling)",
              caption="Final held-out masked-LM loss against non-embedding parameters (log-log); for an IsoFLOP grid, one "
                      "line per compute budget: the minimum of each line is the compute-optimal size (Chinchilla's approach 2).",
              sources=("Kaplan et al. 2020 (Figure 1); Hoffmann et al. 2022 (Chinchilla, approach 2, Figure 3)",))
-    st.page_link("views/scaling.py", label=f"Fit a scaling law to these {len(scaled)} runs", icon=":material/show_chart:",
-                 query_params={"sc_src": "lab", "sc_lab": s["lb_show"]})
+    st.page_link("views/scaling.py", label=f"Fit a scaling law to these {len(scaled.table)} runs", icon=":material/show_chart:",
+                 query_params={"sc_src": "lab", "sc_lab": state["lb_show"]})
 
 so_far = ablations.results_so_far()
 if so_far:
@@ -439,7 +425,7 @@ if so_far:
 
 st.subheader("All runs")
 c = st.columns([2, 2, 1])
-c[0].download_button("Download all runs (CSV)", lambda: R.runs_csv(), "pretraining-runs.csv", "text/csv", icon=":material/download:",
+c[0].download_button("Download all runs (CSV)", lambda: runs.runs_csv(), "pretraining-runs.csv", "text/csv", icon=":material/download:",
                      on_click="ignore")
 ended = frame[~frame["status"].isin(ACTIVE)]
 if len(ended):

@@ -1,0 +1,77 @@
+"""The labs' job service: presets that re-run the papers' ablations in miniature, sizes and memory from the
+calculator before anything starts, a per-server queue, training in background processes, and what the pages
+do to runs (submit, cancel, delete with the checkpoint, save an uploaded corpus).
+
+This is a service layer above ``models/`` (which trains) and ``analysis/`` (which stores): pages call the two use
+cases and only draw. A run never trains inside a Streamlit rerun. :func:`submit` checks each configuration (the
+memory calculator's prediction against ``BFE_LAB_MEMORY_MB``), stores the runs as queued in the results database
+and calls :func:`dispatch`, which starts a worker process (``python -m services.worker <id>``) for each free slot
+(``BFE_LAB_CONCURRENCY``, per host). The worker trains with :func:`models.pretrain.train`, writes its curve to the
+database about once a second (and reads the cancel flag in the same write), stores the evaluation, then dispatches
+the next queued run. Closing the tab or another student's click changes nothing; a server that restarts leaves its
+runs ``interrupted`` (:func:`analysis.results_db.runs.mark_interrupted`), never finished; :func:`supervise` (started
+once per server process with the warm-up) dispatches every few seconds, so queued runs resume after a restart and a
+dead worker's slot is freed without anyone opening the page.
+
+One job per module:
+
+- :mod:`.pretraining`: the pre-training lab's use case: :func:`preview` (the run plan the page shows) and
+  :func:`start`;
+- :mod:`.finetuning`: the fine-tuning lab's use case: ``finetuning.preview`` and ``finetuning.start``;
+- :mod:`.sizing`: parameters, memory, FLOPs and tokens before a run starts, and the one memory rule;
+- :mod:`.presets`: the papers' ablations and the runs a preset plans;
+- :mod:`.run_queue`: submit, dispatch, cancel, delete;
+- :mod:`.uploads`: a user's corpus or task file, stored by its hash;
+- :mod:`.training`: what a worker process does with its run;
+- :mod:`.supervisor`: the web server's supervisor thread and the headless worker (``python -m services.lab worker``);
+- :mod:`.reports`: the views of runs the pages draw;
+- :mod:`.checkpoints`: the lab's folder and the checkpoints trained in it.
+
+Torch is imported by the worker only; the pages that list and start runs do not pay for it. The names below are
+this package's public API: ``from services import lab; lab.submit(...)``.
+"""
+
+from models.pretrain.config import TrainConfig
+from services.lab import finetuning
+from services.lab.checkpoints import lab_folder, run_info, trained_models
+from services.lab.presets import (
+    ISOFLOP_BUDGETS,
+    MAX_SEEDS,
+    MAX_STEPS,
+    NAME,
+    PRESETS,
+    SCALING_WIDTHS,
+    Planned,
+    Preset,
+    plan,
+    plan_runs,
+)
+from services.lab.pretraining import LabRequest, PlannedRun, RunPlan, budget_for, offers_budgets, preview, start
+from services.lab.reports import (
+    ScalingRuns,
+    curves_frame,
+    finetune_delta,
+    finetune_table,
+    flops_per_second,
+    over_training,
+    progress_of,
+    queue_positions,
+    scaling_runs,
+    scaling_table,
+    server_pace,
+)
+from services.lab.run_queue import FINETUNE, MAX_QUEUED, ROOT, WORKER_THREADS, QueueFull, cancel, delete, dispatch, submit, submit_finetune
+from services.lab.sizing import FineTuneSize, Size, check_fits, exceeds_budget, finetune_size, memory_budget_mb, size
+from services.lab.supervisor import serve_worker, supervise
+from services.lab.training import work
+from services.lab.uploads import check_corpus, save_corpus, save_task_file
+
+__all__ = [
+    "FINETUNE", "ISOFLOP_BUDGETS", "MAX_QUEUED", "MAX_SEEDS", "MAX_STEPS", "NAME", "PRESETS", "ROOT", "SCALING_WIDTHS",
+    "WORKER_THREADS", "FineTuneSize", "LabRequest", "Planned", "PlannedRun", "Preset", "QueueFull", "RunPlan", "ScalingRuns",
+    "Size", "TrainConfig", "budget_for", "cancel", "check_corpus", "check_fits", "curves_frame", "delete", "dispatch", "exceeds_budget",
+    "finetune_delta", "finetune_size", "finetune_table", "finetuning", "flops_per_second", "lab_folder", "memory_budget_mb",
+    "offers_budgets", "over_training", "plan", "plan_runs", "preview", "progress_of", "queue_positions", "run_info",
+    "save_corpus", "save_task_file", "scaling_runs", "scaling_table", "serve_worker", "server_pace", "size", "start",
+    "submit", "submit_finetune", "supervise", "trained_models", "work",
+]

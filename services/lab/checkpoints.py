@@ -1,0 +1,88 @@
+"""The lab's folder and the checkpoints trained in it: ``BFE_MODEL_DIR/trained/<run>``, which every model picker
+lists as *trained here*."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from core.errors import ExplorerError
+from models.pretrain.config import trained_dir
+
+
+def lab_folder() -> Path:
+    """The lab's writable folder (the checkpoints, the queue's lock, uploads and worker logs live there).
+
+    Raises:
+        ExplorerError: the folder cannot be created or written, with how to point the lab elsewhere.
+    """
+    folder = trained_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as err:
+        raise ExplorerError(f"The lab cannot write to {folder} ({err.strerror or type(err).__name__}).",
+                            "Point BFE_MODEL_DIR at a writable folder: trained models and the queue's lock live there.") from None
+    return folder
+
+
+def trained_models(task: str | None = None) -> list[str]:
+    """``trained/<run>`` ids of the checkpoints trained here (complete folders only), newest first; with ``task``,
+    only those whose tensors hold that head (:func:`models.inspection.inspect`)."""
+    root = trained_dir()
+    if not root.is_dir():
+        return []
+    folders = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / "bfe_run.json").is_file()),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    out = []
+    for p in folders[:200]:
+        mid = f"trained/{p.name}"
+        if task is not None:
+            try:
+                from models.inspection import inspect
+
+                if task not in inspect(mid).heads:
+                    continue
+            except ExplorerError:
+                continue
+        out.append(mid)
+    return out
+
+
+def over_training(checkpoint: str, evaluation: dict[str, Any] | None) -> Any:
+    """A lab run's word measures at each step it kept, its last included (from its end-of-run evaluation): a frame
+    with ``step``, ``POS probe`` and, for a masked-LM objective, one column per fill-mask probe holding its top 5.
+    Empty for a run that kept no steps (trained before the lab kept them)."""
+    import pandas as pd
+
+    from models.locate import run_steps
+
+    evaluation = evaluation or {}
+    rows = [r for r in evaluation.get("over_training") or [] if isinstance(r, dict) and isinstance(r.get("step"), int)]
+    steps = run_steps(checkpoint) if checkpoint.startswith("trained/") else []
+    if not rows or not steps:
+        return pd.DataFrame(columns=["step", "POS probe"])
+    rows = [*rows, {"step": steps[-1], "pos_probe_accuracy": evaluation.get("pos_probe_accuracy"),
+                    "probes": evaluation.get("probes") or []}]
+    table = []
+    for r in sorted(rows, key=lambda r: r["step"]):
+        row = {"step": r["step"], "POS probe": r.get("pos_probe_accuracy")}
+        for p in r.get("probes") or []:
+            row[p["probe"]] = ", ".join(p["top"])
+        table.append(row)
+    return pd.DataFrame(table)
+
+
+def run_info(model_id: str) -> dict[str, Any]:
+    """What ``trained/<run>/bfe_run.json`` says about a checkpoint trained here (config, evaluation), or {}."""
+    if not model_id.startswith("trained/"):
+        return {}
+    path = trained_dir() / model_id.split("/", 1)[1] / "bfe_run.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+

@@ -1,0 +1,146 @@
+"""The lab's presets, the papers' ablations in miniature, and the runs a preset plans from a base configuration:
+each arm × the seeds, validated and named before anything is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from core.errors import InvalidConfig
+from models.pretrain.config import TrainConfig
+from models.run_config import RUN_NAME, check_run_name
+from services.lab.sizing import size
+
+MAX_STEPS = 20_000  # per run from the page (the library allows more, from a shell)
+MAX_SEEDS = 10
+NAME = RUN_NAME  # what a run or experiment name may be: a folder name under trained/
+
+
+@dataclass(frozen=True)
+class Preset:
+    """An ablation in miniature: the runs it starts from a base configuration, and what the paper found."""
+
+    title: str
+    paper: str  # the source of the finding
+    finding: str
+    runs: Callable[[TrainConfig], list[tuple[str, TrainConfig]]]
+
+
+def _equal_compute(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """ELECTRA and a masked LM of the same width, the MLM given as many steps as ELECTRA's FLOPs buy it (FLOPs as the
+    loop performs them: :mod:`models.pretrain.flops`)."""
+    electra = replace(base, objective="electra")
+    mlm = replace(base, objective="mlm")
+    steps = max(1, round(base.steps * size(electra).flops_per_step / size(mlm).flops_per_step))
+    return [("electra", electra), ("mlm", replace(mlm, steps=min(steps, MAX_STEPS)))]
+
+
+SCALING_WIDTHS = (32, 64, 128, 256)
+ISOFLOP_BUDGETS = (0.5, 1.0, 2.0)  # × the base run's compute
+
+
+def _scaling(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> list[tuple[str, TrainConfig]]:
+    """Four widths (the FFN 4× and the heads kept), one token budget: the base run's steps × batch × length."""
+    return [(f"h{h}", replace(base, objective=base.objective if base.objective not in ("electra", "plm", "clm") else "mlm",
+                              hidden=h, ffn=4 * h, heads=min(base.heads, h // 16) or 1)) for h in widths]
+
+
+def _isoflop(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> list[tuple[str, TrainConfig]]:
+    """Chinchilla's approach 2 in miniature: for each compute budget, the widths, each trained for the steps that
+    budget buys it (so small models see more tokens). The budgets are priced from the middle width of those tried,
+    at the base run's steps, so the optimum can fall inside the grid."""
+    runs = _scaling(base, widths)
+    budget = size(runs[len(runs) // 2][1]).flops_per_step * base.steps
+    out = []
+    for scale in ISOFLOP_BUDGETS:
+        for name, cfg in runs:
+            steps = round(scale * budget / size(cfg).flops_per_step)
+            out.append((f"c{scale:g}-{name}", replace(cfg, steps=max(1, min(steps, MAX_STEPS)))))
+    return out
+
+
+PRESETS: dict[str, Preset] = {
+    "single": Preset("One run of the chosen objective", "", "", lambda b: [(b.objective.replace("+", "-"), b)]),
+    "roberta": Preset(
+        "RoBERTa: static vs dynamic masking, and dropping NSP",
+        "Liu et al. 2019, RoBERTa, Table 1 (masking) and Table 2 (NSP), SQuAD/MNLI-m/SST-2 dev",
+        "Dynamic masking is as good as or slightly better than static; removing NSP matches or improves downstream "
+        "results.",
+        lambda b: [("bert-static-nsp", replace(b, objective="mlm+nsp", masking="static")),
+                   ("static", replace(b, objective="mlm", masking="static")),
+                   ("dynamic", replace(b, objective="mlm", masking="dynamic"))]),
+    "albert": Preset(
+        "ALBERT: NSP vs SOP",
+        "Lan et al. 2019, ALBERT, Table 5 (intrinsic NSP/SOP accuracy and downstream dev)",
+        "A model trained with NSP does not solve SOP (about chance); a model trained with SOP solves NSP well.",
+        lambda b: [("nsp", replace(b, objective="mlm+nsp")), ("sop", replace(b, objective="mlm+sop"))]),
+    "electra": Preset(
+        "ELECTRA vs MLM at equal compute",
+        "Clark et al. 2020, ELECTRA, Figure 3 and Table 1 (GLUE dev at equal pre-training FLOPs)",
+        "Replaced-token detection learns from every token, so at the same compute ELECTRA beats masked LM; here "
+        "compare the downstream probe (the losses are different tasks).",
+        _equal_compute),
+    "xlnet": Preset(
+        "XLNet vs BERT",
+        "Yang et al. 2019, XLNet, Table 1 (fair comparison with BERT: same data and size) ",
+        "The permutation LM predicts each token from any subset of the others without [MASK] tokens; compare the "
+        "downstream probe (the losses are different tasks).",
+        lambda b: [("plm", replace(b, objective="plm")), ("mlm", replace(b, objective="mlm"))]),
+    "scaling": Preset(
+        "Scaling: 4 sizes, one budget",
+        "Kaplan et al. 2020, Scaling Laws for Neural Language Models, Figure 1 (L(N) = (N_c/N)^α_N, α_N ≈ 0.076)",
+        "With data and steps the same, loss falls as a power of the non-embedding parameter count; fit α on the "
+        "scaling-laws page.",
+        _scaling),
+    "isoflop": Preset(
+        "IsoFLOP: 3 budgets × 4 sizes",
+        "Hoffmann et al. 2022, Chinchilla, approach 2 (IsoFLOP profiles, Figure 3)",
+        "For a fixed compute budget the loss is lowest at a middle size; the best size grows with the budget.",
+        _isoflop),
+}
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of a preset: its name, the arm it belongs to, its replicate (0, 1, … for the seeds) and its config."""
+
+    name: str
+    arm: str
+    replicate: int
+    config: TrainConfig
+
+
+def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
+              widths: tuple[int, ...] | None = None) -> list[Planned]:
+    """Every run a preset would start: each arm × ``seeds`` replicates (seed ``base.seed + i``), validated and named
+    ``<group>-<arm>`` (one seed) or ``<group>-<arm>-s<i>``. ``widths`` replaces the scaling presets' sizes.
+
+    Raises:
+        InvalidConfig: an unknown preset, a seed count out of 1–10, steps out of bounds, a name that cannot be a folder.
+    """
+    if preset not in PRESETS:
+        raise InvalidConfig(f"Unknown preset {preset!r}.", "Use one of: " + ", ".join(PRESETS) + ".")
+    check_run_name(group)
+    if not (type(seeds) is int and 1 <= seeds <= MAX_SEEDS):  # not isinstance: True is an int
+        raise InvalidConfig(f"Seeds must be from 1 to {MAX_SEEDS}, not {seeds!r}.")
+    if not 1 <= base.steps <= MAX_STEPS:
+        raise InvalidConfig(f"Steps must be from 1 to {MAX_STEPS:,} here, not {base.steps:,}.",
+                            "Longer runs: python -m models.pretrain from a shell.")
+    base.validate()
+    if widths is not None and preset in ("scaling", "isoflop"):
+        if not (3 <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)):
+            raise InvalidConfig("A scaling preset needs 3 to 6 widths from 16 to 1,024.")
+        arms = (_scaling(base, widths) if preset == "scaling" else _isoflop(base, widths))
+    else:
+        arms = PRESETS[preset].runs(base)
+    out = []
+    for i in range(seeds):
+        for label, cfg in arms:
+            name = (group if preset == "single" else f"{group}-{label}") + (f"-s{i}" if seeds > 1 else "")
+            out.append(Planned(name, label, i, replace(cfg, run=name, seed=base.seed + i).validate()))
+    return out
+
+
+def plan(preset: str, base: TrainConfig, group: str, seeds: int = 1) -> list[tuple[str, TrainConfig]]:
+    """The (run name, config) pairs a preset would start (:func:`plan_runs`)."""
+    return [(p.name, p.config) for p in plan_runs(preset, base, group, seeds)]

@@ -1,0 +1,172 @@
+"""The pre-training lab as one use case: what the form holds in, the run plan out (:func:`preview`: runs, tokens,
+FLOPs, time, the memory verdict), then :func:`start` to queue exactly that plan.
+
+A preset that decides claims spends a named budget (classroom, thorough: :mod:`services.ablations`) or the user's
+own steps, batch and length (custom); which applies, how many seeds, and whether the runs are queued as an ablation
+with its downstream suite or as plain runs is decided here, so every front end decides it the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import InvalidConfig, InvalidData
+from models.pretrain.config import TrainConfig
+from services import ablations
+from services.lab.presets import plan_runs
+from services.lab.reports import flops_per_second, server_pace
+from services.lab.run_queue import submit
+from services.lab.sizing import Size, exceeds_budget, memory_budget_mb, size
+
+
+@dataclass(frozen=True)
+class LabRequest:
+    """What the pre-training lab's form holds."""
+
+    preset: str = "albert"
+    objective: str = "mlm"  # the single-run preset's objective (the other presets set their own)
+    masking: str | None = "dynamic"  # None (nothing picked): dynamic
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 2
+    ffn: int = 512
+    seq_len: int = 64
+    batch: int = 64
+    steps: int = 1200
+    lr: float = 1e-3
+    seed: int = 0
+    vocab: str = "wordnet-8k"
+    corpus: str = "wordnet"  # "wordnet" or an uploaded file's stored path; "" where the uploaded file is unusable
+    name: str = ""  # the experiment's name; empty: the preset and the time
+    budget: str | None = "custom"  # classroom, thorough or custom (None: custom), for a preset that decides claims
+    seeds: int = 1  # per arm, with a custom budget
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a plan, priced by the calculator."""
+
+    name: str
+    config: TrainConfig
+    cost: Size
+
+    @property
+    def memory_mb(self) -> int:
+        return round(self.cost.memory_bytes / 2**20)
+
+    @property
+    def tokens(self) -> int:
+        """Real tokens over the run: the texts' mean length × batch × steps."""
+        return round(self.cost.tokens_per_step * self.config.steps)
+
+    @property
+    def training_flops(self) -> float:
+        """Training FLOPs as the loop performs them over the run (models.pretrain.flops)."""
+        return self.cost.flops_per_step * self.config.steps
+
+    @property
+    def kaplan_flops(self) -> float:
+        """Kaplan et al. 2020's 6N (+ attention) per real token over the run, for reference."""
+        return self.cost.kaplan_flops_per_token * self.cost.tokens_per_step * self.config.steps
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What the lab would start, shown before Start: the runs with their cost, the time at this server's pace, and
+    whether the plan may start (memory and corpus)."""
+
+    preset: str
+    group: str  # the experiment's name: its runs are <group>-<arm>[-s<seed>]
+    base: TrainConfig  # the form's configuration, the budget's steps, batch and length applied
+    seeds: int  # per arm
+    budget: ablations.Budget | None  # the named budget spent; None: the form's own steps, batch and length
+    runs: tuple[PlannedRun, ...]
+    memory_budget_mb: int  # this server's limit per run (BFE_LAB_MEMORY_MB)
+    pace: float | None  # training FLOP/s of this server's newest finished run; None before any
+    has_corpus: bool  # False: an upload was chosen and no usable file is there
+
+    @property
+    def total_flops(self) -> float:
+        return sum(run.training_flops for run in self.runs)
+
+    @property
+    def training_seconds(self) -> float | None:
+        """The runs' training time one after another at this server's pace (None without a pace)."""
+        return self.total_flops / self.pace if self.pace else None
+
+    @property
+    def too_big(self) -> tuple[str, ...]:
+        """The runs this server's memory limit refuses."""
+        return tuple(run.name for run in self.runs if exceeds_budget(run.cost.memory_bytes, self.memory_budget_mb))
+
+    @property
+    def can_start(self) -> bool:
+        return self.has_corpus and not self.too_big
+
+
+def offers_budgets(preset: str) -> bool:
+    """Whether a preset decides claims, and so offers named budgets and a seed count."""
+    return bool(ablations.CLAIMS.get(preset))
+
+
+def budget_for(preset: str, budget: str | None) -> ablations.Budget | None:
+    """The named budget a preset spends, or None where the form's steps, batch and length apply (custom, or a
+    preset without claims).
+
+    Raises:
+        InvalidConfig: a budget the preset does not have.
+    """
+    if not offers_budgets(preset) or (budget or "custom") == "custom":
+        return None
+    return ablations.budget_of(preset, budget)
+
+
+def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = None) -> RunPlan:
+    """Plan and price every run ``request`` would start, validated whole, without storing anything.
+
+    ``history``: the lab's runs as already read (:func:`analysis.results_db.runs.list_runs`, pre-training only), for
+    this server's pace; None reads them.
+
+    Raises:
+        InvalidConfig: an unknown preset or budget, sizes or seeds out of bounds, a name that cannot be a folder;
+        InvalidData: a corpus that cannot be read.
+    """
+    spend = budget_for(request.preset, request.budget)
+    base = TrainConfig(objective=request.objective, masking=request.masking or "dynamic", layers=request.layers,
+                       hidden=request.hidden, heads=request.heads, ffn=request.ffn, seq_len=request.seq_len,
+                       batch=request.batch, steps=request.steps, lr=request.lr, seed=request.seed, vocab=request.vocab,
+                       corpus=request.corpus or "wordnet")
+    if spend:
+        base = ablations.apply_budget(base, spend)
+    seeds = spend.seeds if spend else (request.seeds if offers_budgets(request.preset) else 1)
+    group = request.name or f"{request.preset}-{now or dt.datetime.now():%m%d-%H%M%S}"
+    planned = plan_runs(request.preset, base, group, seeds, spend.widths if spend else None)
+    runs = tuple(PlannedRun(p.name, p.config, size(p.config)) for p in planned)
+    pace = flops_per_second(history) if history is not None else server_pace()
+    return RunPlan(request.preset, group, base, seeds, spend, runs, memory_budget_mb(), pace, bool(request.corpus))
+
+
+def start(plan: RunPlan, engine: Any = None) -> list[int]:
+    """Queue the runs of a plan from :func:`preview` (all or none) and start what the slots allow; return their ids.
+
+    A named budget queues the preset as an ablation (its seeds and downstream suite, :func:`services.ablations.submit`);
+    a custom one queues the form's runs, with the classroom downstream suite where the preset's claims are decided
+    downstream.
+
+    Raises:
+        InvalidData: no usable corpus; InvalidConfig: a run over the memory limit, or what the queue refuses;
+        QueueFull, DuplicateRun: from the queue.
+    """
+    if not plan.has_corpus:
+        raise InvalidData("No usable text file was uploaded.", "Upload a usable text file, or pick the WordNet corpus.")
+    if plan.too_big:
+        raise InvalidConfig(f"Too large for this server: {', '.join(plan.too_big)} would need more than "
+                            f"{plan.memory_budget_mb:,} MB.", "Make the model, the batch or the sequence smaller.")
+    if plan.budget:
+        return ablations.submit(plan.preset, plan.base, plan.group, plan.budget.name, engine=engine)
+    claims = ablations.CLAIMS.get(plan.preset, ())
+    suite = ablations.CLASSROOM_SUITE if any(claim.measure == "downstream" for claim in claims) else None
+    return submit(plan.preset, plan.base, plan.group, engine, seeds=plan.seeds, downstream=suite,
+                  budget="custom" if claims else "")
