@@ -491,3 +491,14 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
     first = {g: i for i, g in enumerate(dict.fromkeys(r["experiment"] for r in rows))}
     rows.sort(key=lambda r: (first[r["experiment"]], r["role"] != "primary"))  # each experiment's primary verdicts first
     return rows
+
+
+def verdicts_json(group: str = "") -> dict[str, Any]:
+    """The API's read of the verdicts: one experiment's report (its runs trimmed to what they spent), or, with no
+    ``group``, each preset's latest decided verdicts."""
+    if not group:
+        return {"verdicts": results_so_far()}
+    out = report(group)
+    out["runs"] = [{k: r[k] for k in ("id", "name", "arm", "replicate", "status", "seconds", "tokens", "flops")}
+                   for r in out.get("runs", [])]
+    return out

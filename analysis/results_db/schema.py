@@ -29,6 +29,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from analysis.results_db.run_status import RunStatus
+
 SCHEMA_VERSION = 6  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts;
 # 5: bfe_packs' size, saver and last opening (the byte budget and its eviction order); 6: bfe_runs' lease (the queue
 # across replicas)
@@ -173,7 +175,8 @@ class StoredVerdict(Base):
                                                     default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
 
 
-RUN_STATUSES = ("queued", "running", "finished", "failed", "cancelled", "interrupted")
+#: ``bfe_runs.status``'s values (:class:`~analysis.results_db.run_status.RunStatus`), in the order a run meets them.
+RUN_STATUSES = tuple(status.value for status in RunStatus)
 
 
 class TrainingRun(Base):
@@ -183,12 +186,11 @@ class TrainingRun(Base):
     """
 
     __tablename__ = "bfe_runs"
-    __table_args__ = (CheckConstraint("status IN ('queued', 'running', 'finished', 'failed', 'cancelled', 'interrupted')",
-                                      name="ck_run_status"),)
+    __table_args__ = (CheckConstraint("status IN (" + ", ".join(f"'{v}'" for v in RUN_STATUSES) + ")", name="ck_run_status"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     objective: Mapped[str] = mapped_column(String(20))
-    status: Mapped[str] = mapped_column(String(12), default="queued")
+    status: Mapped[str] = mapped_column(String(12), default=RunStatus.QUEUED.value)
     config: Mapped[str] = mapped_column(Text, default="{}")
     curve: Mapped[str] = mapped_column(Text, default="[]")
     evaluation: Mapped[str] = mapped_column(Text, default="{}")

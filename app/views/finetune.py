@@ -7,22 +7,18 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import tasks
-from analysis.results_db import results_frame, runs
-from analysis.results_db.run_status import ACTIVE, RunStatus
 from app import ui
 from core import registry
 from core.errors import ExplorerError
-from models import finetune
 from services import lab
-from services.lab import finetuning
+from services.lab import ACTIVE, RunStatus, finetuning
 
 DEFAULTS = {"ft_models": [registry.bundled_id()], "ft_task": "wic", "ft_modes": ["finetune", "frozen"], "ft_seeds": 1,
             "ft_epochs": 3, "ft_batch": 16, "ft_lr": 0.0, "ft_train": 2000, "ft_test": 500, "ft_layer": "last4", "ft_len": 64,
             "ft_name": "", "ft_show": ""}
-ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*tasks.BUILT_IN, finetuning.UPLOAD], "ft_modes": lambda v: set(v) <= set(finetune.MODES),
+ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*lab.BUILT_IN_TASKS, finetuning.UPLOAD], "ft_modes": lambda v: set(v) <= set(lab.FINETUNE_MODES),
            "ft_seeds": (1, 5), "ft_epochs": (1, 10), "ft_batch": (1, 128), "ft_lr": [0.0, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3], "ft_train": (10, 20_000),
-           "ft_test": (10, 5000), "ft_layer": list(finetune.LAYERS), "ft_len": (16, 256),
+           "ft_test": (10, 5000), "ft_layer": list(lab.FROZEN_LAYERS), "ft_len": (16, 256),
            "ft_name": lambda v: v == "" or bool(lab.NAME.match(v)), "ft_show": lambda v: len(v) <= 100}
 STATUS_ICONS = {RunStatus.QUEUED: "⏳ queued", RunStatus.RUNNING: "▶ running", RunStatus.FINISHED: "✔ finished",
                 RunStatus.FAILED: "✖ failed", RunStatus.CANCELLED: "■ cancelled", RunStatus.INTERRUPTED: "⚠ interrupted"}
@@ -41,7 +37,7 @@ st.markdown("#### BERT's second half: fine-tune a model on a downstream task, ag
             "random initialisation, and see which layers fine-tuning changes")
 ui.warn_ignored(ignored, "ft_")
 try:
-    frame = runs.list_runs()
+    frame = lab.runs_table()
     frame = frame[frame["objective"] == lab.FINETUNE]
 except ExplorerError as err:
     ui.show_error(err)
@@ -59,10 +55,10 @@ with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"
     c[0].multiselect("Models", choices, key="ft_models", format_func=ui.model_label,
                      help="The bundled MiniLM (real weights), models pre-trained in the lab, or any checkpoint added below.")
     extra = ui.other_model("ft_other", task="base", where=c[0], label="Add another model (Hub id or folder)", optional=True)
-    c[1].selectbox("Task", [*tasks.BUILT_IN, finetuning.UPLOAD], key="ft_task",
+    c[1].selectbox("Task", [*lab.BUILT_IN_TASKS, finetuning.UPLOAD], key="ft_task",
                    format_func={"wic": "Word in context (WiC-style)", "supersense": "Supersense of a word",
                                 "upload": "My own CSV"}.get)
-    c[2].multiselect("Modes", list(finetune.MODES), key="ft_modes", format_func=finetune.MODES.get)
+    c[2].multiselect("Modes", list(lab.FINETUNE_MODES), key="ft_modes", format_func=lab.FINETUNE_MODES.get)
     c = st.columns(7)
     c[0].number_input("Seeds", 1, 5, key="ft_seeds", help="Each seed is a run; the table averages them with their spread.")
     c[1].number_input("Epochs", 1, 10, key="ft_epochs")
@@ -74,12 +70,12 @@ with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"
     c[5].number_input("Test examples", 10, 5000, step=100, key="ft_test")
     c[6].number_input("Max tokens", 16, 256, step=16, key="ft_len")
     c = st.columns([2, 2, 3])
-    c[0].selectbox("Frozen: read", list(finetune.LAYERS), key="ft_layer", format_func=finetune.LAYERS.get)
+    c[0].selectbox("Frozen: read", list(lab.FROZEN_LAYERS), key="ft_layer", format_func=lab.FROZEN_LAYERS.get)
     c[1].text_input("Experiment name", key="ft_name", placeholder="e.g. class-wic", max_chars=60)
     try:
         task_file, summary = "", None
         if state["ft_task"] == finetuning.UPLOAD:
-            up = c[2].file_uploader(f"CSV: text,label or text_a,text_b,label (at most {tasks.MAX_TASK_BYTES // 2**20} MB)", type=["csv"])
+            up = c[2].file_uploader(f"CSV: text,label or text_a,text_b,label (at most {lab.MAX_TASK_BYTES // 2**20} MB)", type=["csv"])
             if up is not None:
                 uploaded = finetuning.upload_task(up.getvalue())
                 task_file, summary = uploaded.path, uploaded.summary
@@ -98,7 +94,7 @@ with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"
             layer=state["ft_layer"], name=state["ft_name"])
         plan = finetuning.preview(request, summary)
         if plan.runs:
-            st.dataframe(pd.DataFrame([{"run": run.config.run, "mode": finetune.MODES[run.config.mode], "seed": run.config.seed,
+            st.dataframe(pd.DataFrame([{"run": run.config.run, "mode": lab.FINETUNE_MODES[run.config.mode], "seed": run.config.seed,
                                         "parameters": run.cost.parameters, "trainable (exact)": run.cost.trainable,
                                         "memory (predicted, MB)": run.memory_mb}
                                        for run in plan.runs]),
@@ -140,7 +136,7 @@ live = bool(frame[(frame["group"] == state["ft_show"]) | (frame["name"] == state
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
     """The shown experiment's runs, refreshed every 2 s while one of them trains or waits."""
-    mine = runs.list_runs(group=state["ft_show"])
+    mine = lab.runs_table(group=state["ft_show"])
     if mine.empty:
         st.info("This experiment's runs were deleted.")
         return
@@ -148,7 +144,7 @@ def watch() -> None:
     for r in mine.sort_values("id").to_dict("records"):
         ev = r["evaluation"] or {}
         last = (ev.get("epochs") or [{}])[-1]
-        rows.append({"run": r["name"], "mode": finetune.MODES.get(r["config"].get("mode"), ""), "status": STATUS_ICONS.get(r["status"], r["status"]),
+        rows.append({"run": r["name"], "mode": lab.FINETUNE_MODES.get(r["config"].get("mode"), ""), "status": STATUS_ICONS.get(r["status"], r["status"]),
                      "step": r["curve"][-1][0] if r["curve"] else 0, "loss now": r["curve"][-1][1] if r["curve"] else None,
                      "epochs done": len(ev.get("epochs") or []),
                      "validation accuracy (last epoch)": last.get("validation_accuracy"), "test accuracy": ev.get("accuracy"),
@@ -202,7 +198,7 @@ else:
                                 for k in ("frozen", "fine-tuned", "Δ (fine-tuned − frozen)")})
 with st.expander("The published table: Peters, Ruder & Smith 2019 (ELMo and BERT-base, frozen ❄ vs fine-tuned 🔥)"):
     try:
-        pub = results_frame(sources=["peters2019"])[["model", "variant", "task", "value", "table", "note"]]
+        pub = lab.peters_published()
         st.dataframe(pub.pivot_table(index=["model", "variant"], columns="task", values="value").reset_index(), hide_index=True,
                      width="stretch")
         st.caption("Source: Peters, Ruder & Smith 2019, To Tune or Not to Tune?, Table 2, as the BERT lecture's slide prints it "
@@ -236,7 +232,7 @@ if len(done):
 
 st.subheader("All fine-tuning runs")
 c = st.columns([2, 2, 1])
-c[0].download_button("Download all runs (CSV)", lambda: runs.runs_csv(), "finetuning-runs.csv", "text/csv", icon=":material/download:",
+c[0].download_button("Download all runs (CSV)", lambda: lab.runs_csv(), "finetuning-runs.csv", "text/csv", icon=":material/download:",
                      on_click="ignore")
 ended = frame[~frame["status"].isin(ACTIVE)]
 if len(ended):

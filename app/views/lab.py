@@ -8,20 +8,18 @@ import plotly.express as px
 import streamlit as st
 
 from analysis import verdict_plots
-from analysis.results_db import runs
-from analysis.results_db.run_status import ACTIVE, RunStatus
 from app import ui
 from core.errors import ExplorerError
-from models import pretrain
 from services import ablations, lab
+from services.lab import ACTIVE, RunStatus
 
 DEFAULTS = {"lb_preset": "albert", "lb_objective": "mlm", "lb_masking": "dynamic", "lb_layers": 2, "lb_hidden": 128,
             "lb_heads": 2, "lb_ffn": 512, "lb_seq": 64, "lb_batch": 64, "lb_steps": 1200, "lb_lr": 1e-3, "lb_seed": 0,
             "lb_vocab": "wordnet-8k", "lb_corpus": "wordnet", "lb_name": "", "lb_show": "", "lb_budget": "classroom", "lb_seeds": 3}
-ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(pretrain.OBJECTIVES), "lb_masking": ["static", "dynamic"],
+ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(lab.OBJECTIVES), "lb_masking": ["static", "dynamic"],
            "lb_layers": (1, 12), "lb_hidden": (16, 512), "lb_heads": (1, 16), "lb_ffn": (16, 2048), "lb_seq": (16, 256),
            "lb_batch": (1, 128), "lb_steps": (1, lab.MAX_STEPS), "lb_lr": (1e-6, 0.5), "lb_seed": (0, 10**6),
-           "lb_vocab": list(pretrain.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
+           "lb_vocab": list(lab.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
            "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "custom"], "lb_seeds": (1, lab.MAX_SEEDS)}
 VERDICT_BOXES = {"agrees": st.success, "agrees on direction only": st.warning, "cannot tell at this budget": st.warning,
                  "disagrees": st.error, "no verdict": st.info}
@@ -87,7 +85,7 @@ st.title("Pre-training lab")
 st.markdown("#### Train small family members on this server, watch them learn, and re-run the papers' ablations in miniature")
 ui.warn_ignored(ignored, "lb_")
 try:
-    frame = runs.list_runs()  # the lab's supervisor (services.lab.supervise) starts queued runs and marks dead ones
+    frame = lab.runs_table()  # the lab's supervisor (services.lab.supervise) starts queued runs and marks dead ones
     frame = frame[frame["objective"] != lab.FINETUNE]  # fine-tuning runs have their own page
 except ExplorerError as err:
     ui.show_error(err)
@@ -103,17 +101,17 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     single = state["lb_preset"] == "single"
     c = st.columns([3, 2, 3, 3] if single else [1, 1])  # a preset sets objective and masking: no empty first column
     if single:
-        c[0].selectbox("Objective", list(pretrain.OBJECTIVES), key="lb_objective", format_func=pretrain.OBJECTIVES.get)
+        c[0].selectbox("Objective", list(lab.OBJECTIVES), key="lb_objective", format_func=lab.OBJECTIVES.get)
         c[1].segmented_control("Masking", ["dynamic", "static"], key="lb_masking",
                                help="Static: each text keeps the mask drawn the first time (BERT). Dynamic: a new mask every time "
                                     "(RoBERTa).")
-    c[-2].selectbox("Vocabulary", list(pretrain.VOCABS), key="lb_vocab", format_func=VOCAB_LABELS.get,
-                    help="\n\n".join(f"**{k}**: {v}" for k, v in pretrain.VOCABS.items()))
+    c[-2].selectbox("Vocabulary", list(lab.VOCABS), key="lb_vocab", format_func=VOCAB_LABELS.get,
+                    help="\n\n".join(f"**{k}**: {v}" for k, v in lab.VOCABS.items()))
     c[-1].segmented_control("Corpus", ["wordnet", "upload"], key="lb_corpus",
                             format_func={"wordnet": "WordNet glosses", "upload": "your text file"}.get)
     corpus = "wordnet"
     if state["lb_corpus"] == "upload":
-        up = st.file_uploader(f"UTF-8 text, one text per line (at most {pretrain.MAX_USER_CORPUS_BYTES // 2**20} MB)", type=["txt"],
+        up = st.file_uploader(f"UTF-8 text, one text per line (at most {lab.MAX_USER_CORPUS_BYTES // 2**20} MB)", type=["txt"],
                               key="lb_upload")
         if up is not None:
             try:
@@ -164,7 +162,7 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
             st.caption("The budget sets the steps, batch and length (greyed out above); the model's shape comes from the inputs. "
                        "Pick *custom* to set them yourself.")
         plan = lab.preview(request, history=frame)
-        st.dataframe(pd.DataFrame([{"run": run.name, "objective": pretrain.OBJECTIVES[run.config.objective],
+        st.dataframe(pd.DataFrame([{"run": run.name, "objective": lab.OBJECTIVES[run.config.objective],
                                     "masking": run.config.masking, "hidden": run.config.hidden, "steps": run.config.steps,
                                     "parameters (exact)": run.cost.parameters, "N (non-embedding)": run.cost.non_embedding,
                                     "memory (MB, predicted)": run.memory_mb, "tokens (real)": run.tokens,
@@ -218,7 +216,7 @@ live = bool(frame[(frame["group"] == state["lb_show"]) | (frame["name"] == state
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
     """The selected experiment's runs, refreshed every 2 s while one of them trains or waits."""
-    mine = runs.list_runs(group=state["lb_show"])  # only the shown experiment's curves are read every 2 s
+    mine = lab.runs_table(group=state["lb_show"])  # only the shown experiment's curves are read every 2 s
     if mine.empty:
         st.info("This experiment's runs were deleted.")
         return
@@ -259,6 +257,48 @@ def watch() -> None:
 watch()
 
 
+def claim_view(i: int, c: dict, group: str) -> None:
+    """One claim of a preset: the paper's statement and source, its verdict, and the chart of its measure."""
+    claim, v = c["claim"], c.get("verdict")
+    role = "Primary measure" if c.get("primary", True) else "Exploratory"
+    st.markdown(f"##### {role}: {c.get('label', claim['measure'])}\n**The paper:** {claim['statement']}  \n"
+                f":gray[Source: {claim['source']}]")
+    if v:
+        VERDICT_BOXES.get(v["label"], st.info)(c["sentence"], icon=VERDICT_ICONS.get(v["label"]))
+    elif c.get("why_none"):
+        st.caption(f"No verdict yet: {c['why_none']}.")
+    trend = c["measure"] in ("scaling", "isoflop")
+    if (c.get("points") if trend else c.get("scores")):
+        fig = verdict_plots.trend_figure(c) if trend else verdict_plots.arms_figure(c)
+        ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})",
+                 caption=(c.get("sentence") or "No verdict yet.") + " Bars: mean over seeds with its 95% t interval; "
+                         "circles: one seed each; grey: the same architecture from random initialisation.",
+                 sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
+
+
+def claim_notes(c: dict, budget: str) -> None:
+    """Under a claim: the effect over random initialisation, the data-limited runs, and what would resolve it."""
+    v = c.get("verdict")
+    if c.get("control_effects"):
+        st.caption("Effect over random initialisation: descriptive context for the verdict above (95% t over seeds, "
+                   "not a tested claim, so no label).")
+        st.dataframe(pd.DataFrame([{"arm": arm, "effect over random init": e["effect"], "95% low": e["low"], "95% high": e["high"]}
+                                   for arm, e in c["control_effects"].items()]),
+                     hide_index=True, width="stretch",
+                     column_config={k: st.column_config.NumberColumn(format="%+.3f") for k in
+                                    ("effect over random init", "95% low", "95% high")})
+    if c.get("data_limited"):
+        runs_named = ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"])
+        st.caption("Data-limited runs (fewer than 20 tokens per parameter, all parameters counted as Chinchilla's "
+                   "compute-optimal ratio does): " + runs_named + (
+                       ". In an IsoFLOP grid the large sizes of a budget see few tokens by design; they stay in the fit."
+                       if c["measure"] == "isoflop" else
+                       ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
+                       "the verdict above also says what the fit gives without them."))
+    if v and v.get("label") == "cannot tell at this budget" and budget != "thorough":
+        st.caption("The thorough budget spends more seeds, steps and test items per arm.")
+
+
 def verdict_view(group: str) -> None:
     """A preset's verdicts: the claim and its source, the verdict in one line, a chart per measure (arms side by side
     with intervals, seeds as points, the random-init control), the effect over random initialisation, compute."""
@@ -278,45 +318,14 @@ def verdict_view(group: str) -> None:
                    "missing arm or seed is not decided.", icon=":material/warning:")
     explored = False
     for i, c in enumerate(rep["claims"]):
-        claim, v = c["claim"], c.get("verdict")
         if not c.get("primary", True) and not explored:
             explored = True
             st.markdown(f"#### Exploratory measures\nNot the paper's measure, or one part of it: shown to explore, each "
                         f"with a Bonferroni interval over the {c.get('family', 1)} exploratory comparisons (family-wise "
                         "95%), so that one spurious decisive label among them stays unlikely. The verdict is the primary "
                         "measure's above.")
-        role = "Primary measure" if c.get("primary", True) else "Exploratory"
-        st.markdown(f"##### {role}: {c.get('label', claim['measure'])}\n**The paper:** {claim['statement']}  \n"
-                    f":gray[Source: {claim['source']}]")
-        if v:
-            VERDICT_BOXES.get(v["label"], st.info)(c["sentence"], icon=VERDICT_ICONS.get(v["label"]))
-        elif c.get("why_none"):
-            st.caption(f"No verdict yet: {c['why_none']}.")
-        trend = c["measure"] in ("scaling", "isoflop")
-        if (c.get("points") if trend else c.get("scores")):
-            fig = verdict_plots.trend_figure(c) if trend else verdict_plots.arms_figure(c)
-            ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})",
-                     caption=(c.get("sentence") or "No verdict yet.") + " Bars: mean over seeds with its 95% t interval; "
-                             "circles: one seed each; grey: the same architecture from random initialisation.",
-                     sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
-        if c.get("control_effects"):
-            st.caption("Effect over random initialisation: descriptive context for the verdict above (95% t over seeds, "
-                       "not a tested claim, so no label).")
-            st.dataframe(pd.DataFrame([{"arm": arm, "effect over random init": e["effect"], "95% low": e["low"], "95% high": e["high"]}
-                                       for arm, e in c["control_effects"].items()]),
-                         hide_index=True, width="stretch",
-                         column_config={k: st.column_config.NumberColumn(format="%+.3f") for k in
-                                        ("effect over random init", "95% low", "95% high")})
-        if c.get("data_limited"):
-            runs_named = ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"])
-            st.caption("Data-limited runs (fewer than 20 tokens per parameter, all parameters counted as Chinchilla's "
-                       "compute-optimal ratio does): " + runs_named + (
-                           ". In an IsoFLOP grid the large sizes of a budget see few tokens by design; they stay in the fit."
-                           if c["measure"] == "isoflop" else
-                           ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
-                           "the verdict above also says what the fit gives without them."))
-        if v and v.get("label") == "cannot tell at this budget" and budget != "thorough":
-            st.caption("The thorough budget spends more seeds, steps and test items per arm.")
+        claim_view(i, c, group)
+        claim_notes(c, budget)
     st.caption("How the interval is made: Student's t over seeds (each seed's difference of scores is one paired "
                "observation), plus the test items' noise where the seeds share test items (a cluster-robust covariance "
                "term from the per-item scores; a lemma's items count as one cluster), with Satterthwaite's degrees of "
@@ -425,7 +434,7 @@ if so_far:
 
 st.subheader("All runs")
 c = st.columns([2, 2, 1])
-c[0].download_button("Download all runs (CSV)", lambda: runs.runs_csv(), "pretraining-runs.csv", "text/csv", icon=":material/download:",
+c[0].download_button("Download all runs (CSV)", lambda: lab.runs_csv(), "pretraining-runs.csv", "text/csv", icon=":material/download:",
                      on_click="ignore")
 ended = frame[~frame["status"].isin(ACTIVE)]
 if len(ended):

@@ -199,3 +199,49 @@ def scaling_runs(frame: Any) -> ScalingRuns | None:
     arms = [str(configs[name].get("arm") or "") if configs[name].get("preset") == "isoflop" else "" for name in table["run"]]
     budgets = [arm.split("-", 1)[0] if arm.startswith("c") and "-" in arm else None for arm in arms]
     return ScalingRuns(table, budgets if any(budgets) else None)
+
+
+# ------------------------------------------------------------------------------------ reads the pages and the API share
+
+def runs_table(group: str | None = None) -> Any:
+    """Every run (or one experiment's), newest first, as a table (config, curve and evaluation as Python objects)."""
+    from analysis.results_db import runs
+
+    return runs.list_runs(group=group)
+
+
+def runs_csv() -> bytes:
+    """One row per run (config and evaluation flattened), formula-safe, for a spreadsheet."""
+    from analysis.results_db import runs
+
+    return runs.runs_csv()
+
+
+def peters_published() -> Any:
+    """Peters, Ruder & Smith 2019's published rows (fine-tuned against frozen), with their tables, for comparison."""
+    from analysis.results_db import results_frame
+
+    return results_frame(sources=["peters2019"])[["model", "variant", "task", "value", "table", "note"]]
+
+
+#: The most runs one API answer lists.
+MAX_LISTED = 5_000
+
+
+def finished_runs(kind: str = "all", group: str = "", limit: int = MAX_LISTED) -> dict[str, Any]:
+    """The labs' finished runs (read-only), the fine-tuning table (model × mode × task, mean accuracy over seeds) and
+    fine-tuned − frozen per model and task; ``kind`` all, pretrain or finetune; ``group`` one experiment (empty: all)."""
+    from services import requests as req
+
+    kind = req.choice("kind", kind, ("all", "pretrain", "finetune"))
+    frame = runs_table(req.text("group", group, 100, empty_ok=True) or None)
+    frame = frame[frame["status"] == RunStatus.FINISHED]
+    if kind != "all":
+        frame = frame[(frame["objective"] == FINETUNE) == (kind == "finetune")]
+    rows = [{"id": r["id"], "name": r["name"], "objective": r["objective"], "group": r["group"], "seconds": r["seconds"],
+             "tokens": r["tokens"], "parameters": r["parameters"], "final_loss": r["curve"][-1][1] if r["curve"] else None,
+             "evaluation": r["evaluation"], "config": r["config"], "finished_at": r["finished_at"]}
+            for r in frame.head(limit).to_dict("records")]
+    table = finetune_table(frame)
+    return {"runs": rows, "finetune_table": table, "finetune_delta": finetune_delta(table), "count": len(frame),
+            "truncated": len(frame) > limit}
