@@ -97,7 +97,7 @@ def main() -> None:
 def queue(config) -> None:
     """A run through the lab's queue (worker process) against the library call in this process (warm imports)."""
     from analysis.results_db import runs
-    from analysis.results_db.run_status import ACTIVE, RunStatus
+    from analysis.run_status import ACTIVE, RunStatus
     from models import pretrain
     from services import lab
 

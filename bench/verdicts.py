@@ -41,7 +41,7 @@ def run_presets(presets: list[str], budget: str, first_seed: int = 0) -> None:
     from dataclasses import replace
 
     from analysis.results_db import runs
-    from analysis.results_db.run_status import ACTIVE
+    from analysis.run_status import ACTIVE
 
     for preset in presets:
         group = f"bench-{preset}-{budget}-{int(time.time())}"

@@ -67,7 +67,7 @@ def train_demo_runs(labs: set[str], timeout: float = 600) -> None:
     """Queue tiny real runs for the server's supervisor (one pre-training run for the Lab; a fine-tuned, a frozen and
     a random-init run of the bundled model on WiC for the Fine-tuning lab) and wait until they have finished."""
     from analysis.results_db import runs
-    from analysis.results_db.run_status import RunStatus
+    from analysis.run_status import RunStatus
     from models.finetune import FineTuneConfig
     from models.pretrain.config import TrainConfig
     from services import lab

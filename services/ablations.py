@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from analysis.results_db.run_status import ACTIVE, RunStatus
+from analysis.run_status import ACTIVE, RunStatus
 from core.errors import ExplorerError, InvalidConfig
 from models.pretrain.config import TrainConfig, hf_config
 from services.lab.presets import PRESETS, plan_runs

@@ -111,7 +111,7 @@ def lab_experiments() -> tuple[Any, list[str]]:
     """The labs' finished runs (a table) and their experiment groups, newest first: each group's final losses are a data
     set to fit. Reads the results database (only this source does: the page's others stay free of SQLAlchemy)."""
     from analysis.results_db import runs
-    from analysis.results_db.run_status import RunStatus
+    from analysis.run_status import RunStatus
 
     frame = runs.list_runs()
     frame = frame[frame["status"] == RunStatus.FINISHED]

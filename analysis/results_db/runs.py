@@ -29,9 +29,9 @@ from sqlalchemy import Engine, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from analysis.results_db.engine import get_engine, session, write
-from analysis.results_db.run_status import ACTIVE, CLOSED_BY_WORKER, RunStatus
 from analysis.results_db.schema import TrainingRun
 from analysis.results_db.seeding import ensure_seeded
+from analysis.run_status import ACTIVE, CLOSED_BY_WORKER, RunStatus
 from core.errors import ExplorerError
 
 MAX_CURVE_POINTS = 5_000

@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from analysis.results_db.run_status import RunStatus
+from analysis.run_status import RunStatus
 
 SCHEMA_VERSION = 6  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts;
 # 5: bfe_packs' size, saver and last opening (the byte budget and its eviction order); 6: bfe_runs' lease (the queue
@@ -175,7 +175,7 @@ class StoredVerdict(Base):
                                                     default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
 
 
-#: ``bfe_runs.status``'s values (:class:`~analysis.results_db.run_status.RunStatus`), in the order a run meets them.
+#: ``bfe_runs.status``'s values (:class:`~analysis.run_status.RunStatus`), in the order a run meets them.
 RUN_STATUSES = tuple(status.value for status in RunStatus)
 
 

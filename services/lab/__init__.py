@@ -31,7 +31,7 @@ Torch is imported by the worker only; the pages that list and start runs do not 
 this package's public API: ``from services import lab; lab.submit(...)``.
 """
 
-from analysis.results_db.run_status import ACTIVE, RunStatus
+from analysis.run_status import ACTIVE, RunStatus
 from analysis.tasks import BUILT_IN as BUILT_IN_TASKS
 from analysis.tasks import MAX_TASK_BYTES
 from models.finetune.config import LAYERS as FROZEN_LAYERS

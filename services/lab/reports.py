@@ -8,7 +8,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.results_db.run_status import RunStatus
+from analysis.run_status import RunStatus
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig
 from services.lab.run_queue import FINETUNE

@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from analysis.results_db.run_status import ACTIVE, RunStatus
+from analysis.run_status import ACTIVE, RunStatus
 from core.errors import ExplorerError, InvalidConfig
 from models.pretrain.config import TrainConfig, hf_config, trained_dir
 from models.run_config import check_run_name

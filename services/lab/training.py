@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from analysis.results_db.run_status import RunStatus
+from analysis.run_status import RunStatus
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig
 from services.lab.run_queue import FINETUNE, WORKER_THREADS, dispatch
