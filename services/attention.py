@@ -54,9 +54,15 @@ class HeadView:
                 "notices": list(r.notices)}
 
 
+def head_request(layer: int, head: int) -> tuple[int, int]:
+    """A head's layer and index (from 0) as whole numbers, checked before any model runs (the model's own range is
+    checked by :func:`head` once its size is known)."""
+    return req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000)
+
+
 def head(result: AttentionResult, layer: int, head: int) -> HeadView:
     """Layer ``layer``, head ``head`` (from 0) of ``result``; :class:`ExplorerError` naming the model's range."""
-    layer, head = req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000)
+    layer, head = head_request(layer, head)
     if not (0 <= layer < result.layers and 0 <= head < result.heads):
         raise ExplorerError(f"{result.model_id} has layers 0–{result.layers - 1} and heads 0–{result.heads - 1}.")
     stats = {k: float(v[layer, head]) for k, v in result_stats(result).items()}

@@ -72,11 +72,15 @@ class Projection:
         return out
 
 
+def projection_request(layer: int, method: str, seed: int) -> tuple[int, str, int]:
+    """A projection's layer (-1: the last), method and seed, checked before any model runs."""
+    return req.whole("layer", layer, -1, 1_000), req.choice("method", method, METHODS), req.whole("seed", seed, 0, 10**6)
+
+
 def project(reps: Representations, layer: int = -1, method: str = "pca", seed: int = 0, focus: set[str] | None = None) -> Projection:
     """The vectors of ``reps``'s tokens at ``layer`` (-1: the last) projected by ``method``; only the tokens of the words in
     ``focus`` when given (lower case, punctuation stripped); the first ``MAX_POINTS`` when there are more (with a notice)."""
-    layer, seed = req.whole("layer", layer, -1, 1_000), req.whole("seed", seed, 0, 10**6)
-    method = req.choice("method", method, METHODS)
+    layer, method, seed = projection_request(layer, method, seed)
     layer = reps.layers if layer == -1 else layer
     x, where = reps.layer_matrix(layer)
     tokens, keep = [], []
@@ -156,7 +160,8 @@ def explain(output: str, model: str, text: str, text_b: str = "", position: int 
     a = req.text("The text", text, MAX_TEXT_CHARS, example="A man is playing the guitar.")
     b = req.text("Text B", text_b, MAX_TEXT_CHARS, empty_ok=output not in ("similarity", "sentence_relation"),
                  example="Someone performs music.")
-    steps, position = req.whole("steps", steps, 1, attribution.MAX_STEPS), req.whole("position", position, 0, attribution.MAX_TOKENS)
+    steps = req.whole("steps", steps, 1, attribution.MAX_STEPS)
+    position = req.whole("position", position, 0, attribution.MAX_TOKENS) if output == "replaced_token" else 0
     if output == "similarity":
         return call(attribution.similarity, model, a, b, steps)
     if output == "fill_mask":

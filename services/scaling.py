@@ -27,7 +27,7 @@ from core.errors import InvalidData
 from services import requests as req
 
 __all__ = ["DATASETS", "LAWS", "MAX_CSV_BYTES", "MAX_CSV_ROWS", "REFERENCE_LAWS", "TRANSFORMS", "Fit", "TableFit", "allocations",
-           "fit", "fit_numbers", "fit_table", "load_dataset", "numeric_columns", "read_csv", "reference_value"]
+           "fit", "fit_numbers", "fit_table", "load_dataset", "numeric_columns", "read_at", "read_csv", "reference_value"]
 
 #: Bootstrap resamples one fit may ask for (the page offers up to this many; it starts at 200).
 MAX_BOOTSTRAP = 1_000
@@ -65,14 +65,12 @@ def fit_numbers(law: str, x: Any, y: Any, n: Any = "", bootstrap: int = 200, see
 
 @dataclass(frozen=True)
 class TableFit:
-    """A fit of a table's columns, what its axes are called, and the law read at ``x_to`` (one-variable laws)."""
+    """A fit of a table's columns and what its axes and points are called."""
 
     fit: scaling.Fit
     x_label: str
     y_label: str
     labels: list[str] | None
-    x_to: float
-    at_x_to: tuple[float, float, float] | None  # value, 95% band low, high
 
     @property
     def few_points(self) -> bool:
@@ -80,10 +78,9 @@ class TableFit:
         return len(self.fit.y) <= len(scaling.LAWS[self.fit.law].params) + 2
 
 
-def fit_table(table: Any, x: str, y: str, law: str, transform: str = "as is", x2: str = "", bootstrap: int = 200,
-              extrapolate: float = 0.0) -> TableFit:
+def fit_table(table: Any, x: str, y: str, law: str, transform: str = "as is", x2: str = "", bootstrap: int = 200) -> TableFit:
     """``law`` fitted to ``table``'s column ``y`` (read as ``transform`` says) against ``x`` (and ``x2``, D, for a
-    two-variable law), read at ``extrapolate`` when it lies beyond the data, else at ten times the largest x."""
+    two-variable law)."""
     import pandas as pd
 
     law, transform = req.choice("law", law, scaling.LAWS), req.choice("y as", transform, TRANSFORMS)
@@ -97,14 +94,19 @@ def fit_table(table: Any, x: str, y: str, law: str, transform: str = "as is", x2
     result = fit(law, [list(r) for r in xs] if len(columns) == 2 else list(xs[:, 0]), values, bootstrap)
     first = table.columns[0]
     labels = [str(v) for v in table[first]] if first not in scaling.numeric_columns(table) and len(table) <= 30 else None
+    return TableFit(result, x, y if transform == "as is" else f"100 − {y}", labels)
+
+
+def read_at(result: scaling.Fit, extrapolate: float = 0.0) -> tuple[float, tuple[float, float, float] | None]:
+    """Where to read a fit beyond its data: ``extrapolate`` when it lies beyond the largest x, else ten times that x;
+    and for a one-variable law its value there with the 95% band (low, high). Cheap: the fit is not redone."""
     x_max = float(np.max(result.x if result.x.ndim == 1 else result.x[:, 0]))
     extrapolate = req.number("Extrapolate to x", extrapolate, 0.0, 1e30)
     x_to = extrapolate if extrapolate > x_max else 10 * x_max
-    at = None
-    if result.x.ndim == 1:
-        lo, hi = result.band(np.array([x_to]))
-        at = (float(result.predict(np.array([x_to]))[0]), float(lo[0]), float(hi[0]))
-    return TableFit(result, x, y if transform == "as is" else f"100 − {y}", labels, x_to, at)
+    if result.x.ndim != 1:
+        return x_to, None
+    lo, hi = result.band(np.array([x_to]))
+    return x_to, (float(result.predict(np.array([x_to]))[0]), float(lo[0]), float(hi[0]))
 
 
 def lab_experiments() -> tuple[Any, list[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # Before anything imports huggingface_hub (it reads these once): never touch the network, and
@@ -29,7 +30,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point the app at the tiny models, with a fresh process-wide model cache for each test."""
     from models import cache, gate, locate, warmup
 
@@ -49,7 +50,12 @@ def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     import streamlit as st
 
     st.cache_data.clear()
-    return tiny_dir
+    yield tiny_dir
+    # A page run with the warm-up on starts the lab's supervisor thread, which dispatches against whatever database the
+    # environment names at each tick: it must not outlive its test and claim a later test's runs.
+    from services import lab
+
+    lab.stop_supervisor()
 
 
 @pytest.fixture(autouse=True)

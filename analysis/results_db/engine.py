@@ -58,7 +58,9 @@ def _normalise_url(url: str):
                                   "Use e.g. sqlite:///path/to/results.db or postgresql://user@host/db.") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+    # A SQLite URI (``sqlite:///file:...?uri=true``: read-only, shared cache) names its file itself: no folder to make.
+    uri = parsed.database and parsed.database.startswith("file:")
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") and not uri:
         path = Path(parsed.database).expanduser()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

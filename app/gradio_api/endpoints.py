@@ -40,7 +40,7 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @friendly
 def fill_mask(text: str, models: str, top_k: int = 5, mode: str = "independent") -> dict:
-    """Fill the [MASK] tokens of a text with up to four masked-language models, their top predictions side by side.
+    """Fill the [MASK] tokens of a text with up to five masked-language models, their top predictions side by side.
 
     Args:
         text: the text, with [MASK] (or <mask>) where a word is hidden.
@@ -70,6 +70,7 @@ def attention(model: str, text: str, text_pair: str = "", layer: int = 0, head: 
     """
     from services import attention as use_case
 
+    layer, head = use_case.head_request(layer, head)
     return use_case.head(use_case.run(model, text, text_pair), layer, head).to_json()
 
 
@@ -148,6 +149,7 @@ def hidden_states(model: str, texts: str, layer: int = -1, method: str = "pca", 
     from services import representations
 
     include_vectors = req.flag("include_vectors", include_vectors)
+    layer, method, seed = representations.projection_request(layer, method, seed)
     reps = representations.states(model, texts)
     return jsonable(representations.project(reps, layer, method, seed).to_json(include_vectors))
 

@@ -139,7 +139,7 @@ if view == "projection":
     if not focus and state["rp_source"] == "senses":
         focus = set(state["rp_words"])
     try:
-        shown = projected(reps.model_id, tuple(texts), state["rp_layer"], state["rp_method"] or "pca", int(state["rp_seed"]),
+        shown = projected(model_id, tuple(texts), state["rp_layer"], state["rp_method"] or "pca", int(state["rp_seed"]),
                           frozenset(focus))
     except representations.TooFewTokens as err:
         st.info(f"{err.message} Widen 'Only the tokens of', or add sentences.", icon=":material/info:")

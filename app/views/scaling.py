@@ -20,8 +20,8 @@ ALLOWED = {"sc_src": ["built-in", "upload", "lab"], "sc_lab": lambda v: len(v) <
 
 
 @st.cache_data(show_spinner="Fitting…", max_entries=64)
-def run_fit(table: pd.DataFrame, x: str, y: str, law: str, transform: str, x2: str, boot: int, extra: float) -> scaling.TableFit:
-    return scaling.fit_table(table, x, y, law, transform, x2, boot, extra)
+def run_fit(table: pd.DataFrame, x: str, y: str, law: str, transform: str, x2: str, boot: int) -> scaling.TableFit:
+    return scaling.fit_table(table, x, y, law, transform, x2, boot)
 
 
 @st.cache_data(show_spinner=False)
@@ -115,15 +115,15 @@ c[1].number_input("Bootstrap resamples", 0, 1000, key="sc_boot", step=50, help="
 
 state = st.session_state
 try:
-    fitted = run_fit(data, state["sc_x"], state["sc_y"], law, state["sc_transform"], state["sc_x2"], int(state["sc_boot"]),
-                     float(state["sc_extra"]))
+    fitted = run_fit(data, state["sc_x"], state["sc_y"], law, state["sc_transform"], state["sc_x2"], int(state["sc_boot"]))
+    x_to, at_x_to = scaling.read_at(fitted.fit, float(state["sc_extra"]))
 except ExplorerError as err:
     ui.show_error(err)
     fitted = None
 
 f = fitted.fit if fitted is not None else None
 if fitted is not None:
-    x_to, labels, y_label = fitted.x_to, fitted.labels, fitted.y_label
+    labels, y_label = fitted.labels, fitted.y_label
     left, right = st.columns([3, 2])
     sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
     residuals = plots.residual_figure(f, state["sc_x"])
@@ -143,8 +143,8 @@ if fitted is not None:
         se = f.stderr().get("alpha", float("nan"))
         st.markdown(f"Exponent **α = {f.params['alpha']:.4f}**" + (f" ± {se:.4f}" if math.isfinite(se) else " (no bootstrap)")
                     + f" · residuals {100 * f.rmse_log:.2f}% RMS · R² (log) {f.r2_log:.4f}")
-        if fitted.at_x_to is not None:
-            y_to, lo, hi = fitted.at_x_to
+        if at_x_to is not None:
+            y_to, lo, hi = at_x_to
             st.markdown(f"At x = {x_to:.4g}: **{y_to:.4g}** ({lo:.4g} – {hi:.4g}, 95% band)")
         st.caption(f"Robust fit: Huber loss on log residuals (δ = {f.huber_delta:g}, as Hoffmann et al. 2022), "
                    f"best of {f.starts} start(s); uncertainty from {0 if f.boot is None else len(f.boot)} bootstrap resamples.")

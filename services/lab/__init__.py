@@ -71,7 +71,7 @@ from services.lab.reports import (
 )
 from services.lab.run_queue import FINETUNE, MAX_QUEUED, ROOT, WORKER_THREADS, QueueFull, cancel, delete, dispatch, submit, submit_finetune
 from services.lab.sizing import FineTuneSize, Size, check_fits, exceeds_budget, finetune_size, memory_budget_mb, size
-from services.lab.supervisor import serve_worker, supervise
+from services.lab.supervisor import serve_worker, stop_supervisor, supervise
 from services.lab.training import work
 from services.lab.uploads import check_corpus, save_corpus, save_task_file
 
@@ -140,6 +140,7 @@ __all__ = [
     "server_pace",
     "size",
     "start",
+    "stop_supervisor",
     "submit",
     "submit_finetune",
     "supervise",

@@ -8,13 +8,13 @@ import logging
 import os
 import signal
 import threading
-import time
 
 from core.errors import ExplorerError, InvalidConfig
 from services.lab.run_queue import dispatch
 
 logger = logging.getLogger("bert_family_explorer")
 _supervisor: threading.Thread | None = None
+_stop = threading.Event()
 
 
 def supervise(interval: float = 5.0) -> bool:
@@ -24,12 +24,12 @@ def supervise(interval: float = 5.0) -> bool:
     global _supervisor
     if _supervisor is not None and _supervisor.is_alive():
         return False
+    _stop.clear()
 
     def loop() -> None:
-        while True:
-            # Sleep first: the supervisor starts right after a server's first page run, while the browser is still
-            # painting it; its first look at the database (which may seed it) waits until that is done.
-            time.sleep(interval)
+        # Sleep first: the supervisor starts right after a server's first page run, while the browser is still
+        # painting it; its first look at the database (which may seed it) waits until that is done.
+        while not _stop.wait(interval):
             try:
                 dispatch()
             except Exception as err:  # a database or disk outage must not end the supervisor; it tries again
@@ -38,6 +38,15 @@ def supervise(interval: float = 5.0) -> bool:
     _supervisor = threading.Thread(target=loop, daemon=True, name="lab-supervisor")
     _supervisor.start()
     return True
+
+
+def stop_supervisor(timeout: float = 10.0) -> None:
+    """Stop this process's supervisor thread, if one runs (a process that is not a server: tests, a shell)."""
+    global _supervisor
+    _stop.set()
+    if _supervisor is not None:
+        _supervisor.join(timeout)
+    _supervisor = None
 
 
 def serve_worker(slots: int, interval: float = 5.0, once: bool = False) -> int:
