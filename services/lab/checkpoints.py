@@ -52,30 +52,6 @@ def trained_models(task: str | None = None) -> list[str]:
     return out
 
 
-def over_training(checkpoint: str, evaluation: dict[str, Any] | None) -> Any:
-    """A lab run's word measures at each step it kept, its last included (from its end-of-run evaluation): a frame
-    with ``step``, ``POS probe`` and, for a masked-LM objective, one column per fill-mask probe holding its top 5.
-    Empty for a run that kept no steps (trained before the lab kept them)."""
-    import pandas as pd
-
-    from models.locate import run_steps
-
-    evaluation = evaluation or {}
-    rows = [r for r in evaluation.get("over_training") or [] if isinstance(r, dict) and isinstance(r.get("step"), int)]
-    steps = run_steps(checkpoint) if checkpoint.startswith("trained/") else []
-    if not rows or not steps:
-        return pd.DataFrame(columns=["step", "POS probe"])
-    rows = [*rows, {"step": steps[-1], "pos_probe_accuracy": evaluation.get("pos_probe_accuracy"),
-                    "probes": evaluation.get("probes") or []}]
-    table = []
-    for r in sorted(rows, key=lambda r: r["step"]):
-        row = {"step": r["step"], "POS probe": r.get("pos_probe_accuracy")}
-        for p in r.get("probes") or []:
-            row[p["probe"]] = ", ".join(p["top"])
-        table.append(row)
-    return pd.DataFrame(table)
-
-
 def run_info(model_id: str) -> dict[str, Any]:
     """What ``trained/<run>/bfe_run.json`` says about a checkpoint trained here (config, evaluation), or {}."""
     if not model_id.startswith("trained/"):
