@@ -87,94 +87,118 @@ for r in results:
 
 
 
-@st.fragment
-def views(ids: tuple[str, ...]) -> None:
-    """The view controls and what they draw: changing the view, layer, head or statistic reruns only this, not the page
-    with its pickers and model calls. The weights are read again from the page's cache (not kept as the fragment's
-    argument, which would hold every idle session's weights in memory); a rerun's errors and notices are its own."""
+def controls(results: list[AttentionResult]) -> tuple[str, int, int]:
+    """The view, layer, head and statistic widgets (layer and head kept within the smaller model); (view, layer, head)."""
     state = st.session_state
-    with ui.friendly_errors():
-        results = [attention(mid, state["at_text"], state["at_pair"]) for mid in ids]
-        st.segmented_control("View", list(VIEWS), key="at_view", format_func=VIEWS.get)
-        c = st.columns([1, 1, 2, 2])
-        max_layer = min(r.layers for r in results) - 1
-        max_head = min(r.heads for r in results) - 1
-        state["at_layer"] = min(state["at_layer"], max_layer)
-        state["at_head"] = min(state["at_head"], max_head)
-        c[0].number_input("Layer", 0, max_layer, key="at_layer")
-        c[1].number_input("Head", 0, max_head, key="at_head")
-        c[2].selectbox("Statistic", list(STAT_LABELS), key="at_stat", format_func=STAT_LABELS.get)
-        view, li, hi = state["at_view"] or "heatmap", state["at_layer"], state["at_head"]
+    st.segmented_control("View", list(VIEWS), key="at_view", format_func=VIEWS.get)
+    c = st.columns([1, 1, 2, 2])
+    max_layer = min(r.layers for r in results) - 1
+    max_head = min(r.heads for r in results) - 1
+    state["at_layer"] = min(state["at_layer"], max_layer)
+    state["at_head"] = min(state["at_head"], max_head)
+    c[0].number_input("Layer", 0, max_layer, key="at_layer")
+    c[1].number_input("Head", 0, max_head, key="at_head")
+    c[2].selectbox("Statistic", list(STAT_LABELS), key="at_stat", format_func=STAT_LABELS.get)
+    return state["at_view"] or "heatmap", state["at_layer"], state["at_head"]
 
-        cols = st.columns(len(results))
-        for col, r in zip(cols, results, strict=True):
-            with col:
-                seg = "" if r.sentence_b_start is None else f" · pair: B starts at token {r.sentence_b_start}"
-                st.markdown(f"**{r.model_id}** · {len(r.tokens)} tokens · {r.layers} layers × {r.heads} heads"
-                            + (" · causal" if r.causal else "") + seg)
-                stats = use_case.result_stats(r)
-                one = use_case.head(r, li, hi)
-                key = r.model_id.replace("/", "_")
-                if view == "heatmap":
-                    ui.chart(plots.heatmap(r.weights[li, hi], list(r.tokens), title=f"layer {li}, head {hi}"), f"at_heat_{key}",
-                             main=r is results[0],
-                             title=f"{r.model_id}: attention, layer {li}, head {hi}",
-                             caption=f"Input: “{state['at_text'][:300]}”" + (f" / “{state['at_pair'][:300]}”" if state["at_pair"] else "")
-                             + f" ({len(r.tokens)} tokens). Row i: where token i looks.",
-                             sources=(f"Attention weights of {r.model_id}, computed by BERT Family Explorer",))
-                elif view in ("head", "model"):
-                    html = offline_view(r.model_id, state["at_text"], state["at_pair"], view, li)
-                    if len(r.tokens) > use_case.BERTVIZ_ALL_LAYERS:
-                        st.caption(f"{len(r.tokens)} tokens: the bertviz view holds layer {li} only, to stay light. Change the layer above.")
-                    st.iframe(html, height=min(2400, 90 + 23 * len(r.tokens)) if view == "head" else 900)
-                    st.download_button("Download this view (offline HTML)", html.encode(), f"bertviz-{view}-{key}.html", "text/html",
-                                       key=f"at_dl_html_{key}", icon=":material/download:")
-                elif view == "stats" and all(v != v for v in stats[state["at_stat"]].ravel()):
-                    st.info(f"{r.model_id} has no token this measure needs ({STAT_LABELS[state['at_stat']]}): pick another statistic.",
-                            icon=":material/info:")
-                elif view == "stats":
-                    ui.chart(plots.stats_grid(stats[state["at_stat"]], STAT_LABELS[state["at_stat"]], selected=(li, hi)), f"at_stats_{key}",
-                             title=f"{r.model_id}: {STAT_LABELS[state['at_stat']]} per head", caption=f"Input: “{state['at_text'][:300]}”.",
-                             sources=("Clark et al. 2019, What Does BERT Look At? (the measures)",
-                                      f"Attention weights of {r.model_id}, computed by BERT Family Explorer"))
-                    st.caption("Measures of Clark et al. 2019, *What Does BERT Look At?*, averaged over the tokens. "
-                               "Pick a layer and head above to open it in the heatmap.")
-                else:
-                    roll = use_case.rollout(r.weights)
-                    ui.chart(plots.heatmap(roll[li], list(r.tokens), title=f"rollout up to layer {li}", zmax=None), f"at_roll_{key}",
-                             title=f"{r.model_id}: attention rollout up to layer {li}", caption=f"Input: “{state['at_text'][:300]}”.",
-                             sources=("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers (rollout)",
-                                      f"Attention weights of {r.model_id}, computed by BERT Family Explorer"))
-                    st.caption("Attention rollout (Abnar & Zuidema 2020): attention of all heads, with the residual path, "
-                               "multiplied through the layers.")
-                st.caption(one.caption())
-                # Built only when clicked: at 512 tokens a layer is 3 million rows and the JSON tens of MB.
-                d1, d2, d3 = st.columns(3)
-                d1.download_button(f"Layer {li} CSV", lambda r=r, li=li: csv_bytes(pd.DataFrame(r.layer_rows(li))),
-                                   f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
-                d2.download_button("Statistics CSV", lambda stats=stats: csv_bytes(pd.DataFrame(use_case.stats_rows(stats))),
-                                   f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}", icon=":material/download:")
-                d3.download_button("JSON", lambda r=r: json.dumps(r.to_dict()), f"attention-{key}.json", "application/json",
-                                   key=f"at_dl_j_{key}", icon=":material/download:")
 
-        if len(results) == 2:
-            st.subheader("Aligned by words")
-            try:
-                words, a, b = use_case.align(results[0], results[1])
-            except ExplorerError as err:
-                ui.show_error(err)
-            else:
-                st.caption("Each model's tokens are merged into the words of the text (attention to a word: summed over its "
-                           "tokens; from a word: averaged), special tokens left out, so different tokenizers share one grid.")
-                w1, w2 = st.columns(2)
-                for where, r, w, key in ((w1, results[0], a, "at_words_a"), (w2, results[1], b, "at_words_b")):
-                    ui.chart(plots.heatmap(w[li, hi], words, title=f"{r.model_id}: layer {li}, head {hi}"), key, where=where,
-                             compact=True, title=f"{r.model_id}: attention by words, layer {li}, head {hi}",
-                             caption=f"Input: “{state['at_text'][:300]}”; tokens merged into words.",
-                             sources=(f"Attention weights of {r.model_id}, computed by BERT Family Explorer",))
-    ui.pack_notice()
-    ui.restart_notice()
+def model_view(r: AttentionResult, main: bool, view: str, li: int, hi: int, stats: dict) -> None:
+    """One model's chart of the chosen view: the head's heatmap, bertviz, the statistic per head, or the rollout."""
+    state, key = st.session_state, r.model_id.replace("/", "_")
+    source = f"Attention weights of {r.model_id}, computed by BERT Family Explorer"
+    text = f"Input: “{state['at_text'][:300]}”"
+    if view == "heatmap":
+        ui.chart(plots.heatmap(r.weights[li, hi], list(r.tokens), title=f"layer {li}, head {hi}"), f"at_heat_{key}", main=main,
+                 title=f"{r.model_id}: attention, layer {li}, head {hi}", sources=(source,),
+                 caption=text + (f" / “{state['at_pair'][:300]}”" if state["at_pair"] else "")
+                 + f" ({len(r.tokens)} tokens). Row i: where token i looks.")
+    elif view in ("head", "model"):
+        html = offline_view(r.model_id, state["at_text"], state["at_pair"], view, li)
+        if len(r.tokens) > use_case.BERTVIZ_ALL_LAYERS:
+            st.caption(f"{len(r.tokens)} tokens: the bertviz view holds layer {li} only, to stay light. Change the layer above.")
+        st.iframe(html, height=min(2400, 90 + 23 * len(r.tokens)) if view == "head" else 900)
+        st.download_button("Download this view (offline HTML)", html.encode(), f"bertviz-{view}-{key}.html", "text/html",
+                           key=f"at_dl_html_{key}", icon=":material/download:")
+    elif view == "stats" and all(v != v for v in stats[state["at_stat"]].ravel()):
+        st.info(f"{r.model_id} has no token this measure needs ({STAT_LABELS[state['at_stat']]}): pick another statistic.",
+                icon=":material/info:")
+    elif view == "stats":
+        ui.chart(plots.stats_grid(stats[state["at_stat"]], STAT_LABELS[state["at_stat"]], selected=(li, hi)), f"at_stats_{key}",
+                 title=f"{r.model_id}: {STAT_LABELS[state['at_stat']]} per head", caption=f"{text}.",
+                 sources=("Clark et al. 2019, What Does BERT Look At? (the measures)", source))
+        st.caption("Measures of Clark et al. 2019, *What Does BERT Look At?*, averaged over the tokens. "
+                   "Pick a layer and head above to open it in the heatmap.")
+    else:
+        ui.chart(plots.heatmap(use_case.rollout(r.weights)[li], list(r.tokens), title=f"rollout up to layer {li}", zmax=None),
+                 f"at_roll_{key}", title=f"{r.model_id}: attention rollout up to layer {li}", caption=f"{text}.",
+                 sources=("Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers (rollout)", source))
+        st.caption("Attention rollout (Abnar & Zuidema 2020): attention of all heads, with the residual path, "
+                   "multiplied through the layers.")
+
+
+def model_column(r: AttentionResult, main: bool, view: str, li: int, hi: int) -> None:
+    """One model: its size, the chosen view, the head's statistics and the downloads."""
+    seg = "" if r.sentence_b_start is None else f" · pair: B starts at token {r.sentence_b_start}"
+    st.markdown(f"**{r.model_id}** · {len(r.tokens)} tokens · {r.layers} layers × {r.heads} heads"
+                + (" · causal" if r.causal else "") + seg)
+    stats, key = use_case.result_stats(r), r.model_id.replace("/", "_")
+    model_view(r, main, view, li, hi, stats)
+    st.caption(use_case.head(r, li, hi).caption())
+    # Built only when clicked: at 512 tokens a layer is 3 million rows and the JSON tens of MB.
+    d1, d2, d3 = st.columns(3)
+    d1.download_button(f"Layer {li} CSV", lambda: csv_bytes(pd.DataFrame(r.layer_rows(li))),
+                       f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
+    d2.download_button("Statistics CSV", lambda: csv_bytes(pd.DataFrame(use_case.stats_rows(stats))),
+                       f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}", icon=":material/download:")
+    d3.download_button("JSON", lambda: json.dumps(r.to_dict()), f"attention-{key}.json", "application/json",
+                       key=f"at_dl_j_{key}", icon=":material/download:")
+
+
+def aligned(results: list[AttentionResult], li: int, hi: int) -> None:
+    """Two models' attention merged into the words of the text, side by side."""
+    st.subheader("Aligned by words")
+    try:
+        words, a, b = use_case.align(results[0], results[1])
+    except ExplorerError as err:
+        ui.show_error(err)
+        return
+    st.caption("Each model's tokens are merged into the words of the text (attention to a word: summed over its "
+               "tokens; from a word: averaged), special tokens left out, so different tokenizers share one grid.")
+    w1, w2 = st.columns(2)
+    for where, r, w, key in ((w1, results[0], a, "at_words_a"), (w2, results[1], b, "at_words_b")):
+        ui.chart(plots.heatmap(w[li, hi], words, title=f"{r.model_id}: layer {li}, head {hi}"), key, where=where,
+                 compact=True, title=f"{r.model_id}: attention by words, layer {li}, head {hi}",
+                 caption=f"Input: “{st.session_state['at_text'][:300]}”; tokens merged into words.",
+                 sources=(f"Attention weights of {r.model_id}, computed by BERT Family Explorer",))
+
+
+def draw(results: list[AttentionResult]) -> None:
+    """The view controls and what they draw, for each model, and the two aligned by words."""
+    view, li, hi = controls(results)
+    for col, r in zip(st.columns(len(results)), results, strict=True):
+        with col:
+            model_column(r, r is results[0], view, li, hi)
+    if len(results) == 2:
+        aligned(results, li, hi)
     ui.save_url_state(DEFAULTS)
 
-views(tuple(drawn))
+
+@st.fragment
+def views(ids: tuple[str, ...]) -> None:
+    """:func:`draw` as a fragment: changing the view, layer, head or statistic reruns only this, not the page with its
+    pickers and model calls. The weights are read again from the page's cache (not kept as the fragment's argument,
+    which would hold every idle session's weights in memory); a rerun's errors and notices are its own."""
+    state = st.session_state
+    with ui.friendly_errors():
+        draw([attention(mid, state["at_text"], state["at_pair"]) for mid in ids])
+    ui.pack_notice()
+    ui.restart_notice()
+
+
+# Presentation mode sets the page's main result beside every input (one grid over the page's blocks), which a fragment,
+# one block holding the controls and the chart, would break; a presenter's reruns are one session's, not a class's.
+if ui.presenting():
+    draw(results)
+else:
+    views(tuple(drawn))
 ui.save_url_state(DEFAULTS)
