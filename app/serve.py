@@ -31,10 +31,13 @@ def main(argv: list[str] | None = None) -> None:
     from core.errors import ExplorerError
     from core.settings import get_settings
     from services import runtime
+    from services.backend import client as backend
 
     try:
         warm = get_settings().warmup
-        if warm and runtime.enabled():
+        if backend.enabled():
+            print(f"Models run on the model backend at {get_settings().backend}: no local model process.", flush=True)
+        elif warm and runtime.enabled():
             runtime.default().start()  # it warms up once this process has drawn its first page
         elif warm:
             from services.models import warmup

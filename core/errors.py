@@ -149,3 +149,23 @@ class InvalidTaskFile(ExplorerError, ValueError):
     def __init__(self, message: str, hint: str = "", lines: list[int] | None = None) -> None:
         super().__init__(message, hint)
         self.lines = lines or []
+
+
+class BackendError(ExplorerError, RuntimeError):
+    """The model backend (``BFE_BACKEND``) could not serve a call: base class of the four cases below."""
+
+
+class BackendUnavailable(BackendError):
+    """The model backend does not answer (down, restarting, or the address is wrong); the next call tries again."""
+
+
+class BackendRefused(BackendError):
+    """The model backend refused the call: a wrong or missing token, or a request over its bounds."""
+
+
+class BackendMismatch(BackendError):
+    """The model backend runs another version of the app (or of its wire format) than this front end."""
+
+
+class BackendTimeout(BackendError):
+    """The model backend took longer than the call's time limit."""

@@ -62,6 +62,13 @@ SETTINGS: tuple[Setting, ...] = (
             "server (torch is never imported by the web process, so pages are served at full speed while the model "
             "warms, and a model that crashes or runs out of memory takes no session down: the process is restarted); "
             "`0`: they run in the web process."),
+    Setting("backend", "BFE_BACKEND", "",
+            "Streamlit app: the address of a model backend (`http://host:port`, started there with `python -m "
+            "app.backend`) that runs the pages' model calls, on its GPU; no local model process is started. Empty: "
+            "models run on this machine. See docs/deploy.md."),
+    Setting("backend_token", "BFE_BACKEND_TOKEN", "",
+            "The model backend's token: set the same value on the backend and on the front end. A backend without one "
+            "listens on 127.0.0.1 only."),
     Setting("lab_concurrency", "BFE_LAB_CONCURRENCY", "1",
             "Labs: how many training runs one server runs at once (each in its own background process); the rest "
             "wait in the queue with their position shown. `0`: this server only queues runs, and a headless worker "
@@ -110,6 +117,8 @@ class Settings:
     lab_lease_s: int = 60
     lab_host: str = ""
     pack_budget_mb: int = 256
+    backend: str = ""
+    backend_token: str = ""
 
     @property
     def cache_bytes(self) -> int:
@@ -187,6 +196,10 @@ def get_settings() -> Settings:
     model_process = raw["model_process"].lower()
     if model_process not in ("1", "0", "true", "false"):
         raise InvalidSetting(f"BFE_MODEL_PROCESS={raw['model_process'][:30]!r} is not understood.", "Use 1 or 0.")
+    backend = raw["backend"].rstrip("/")
+    if backend and not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?", backend):
+        raise InvalidSetting(f"BFE_BACKEND={backend[:60]!r} is not an address.", "Use http://host:port or "
+                             "https://host (the address `python -m app.backend` printed).")
     database_url = raw["database_url"]
     if database_url.startswith("sqlite:///~"):
         database_url = "sqlite:///" + str(Path(database_url[len("sqlite:///"):]).expanduser())
@@ -208,4 +221,6 @@ def get_settings() -> Settings:
         lab_lease_s=lab_lease_s,
         lab_host=lab_host,
         pack_budget_mb=pack_budget_mb,
+        backend=backend,
+        backend_token=raw["backend_token"],
     )

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from analysis.architectures import ARCHITECTURES, PLAIN
-from core.errors import AttentionUnavailable, InvalidText, check_text_length
+from core.errors import AttentionUnavailable, ExplorerError, InvalidText, check_text_length
 
 PUNCTUATION = frozenset(".,;:!?-—–()[]{}\"'`…/")
 WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -162,7 +162,110 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     from models.loader import LoadedModel, load
 
     lm = model if isinstance(model, LoadedModel) else load(model, attentions=True)
-    net, tok, dev = lm
+    prepared = _prepare(lm, text, text_pair, max_tokens)
+    enc = {k: v.to(lm.device) for k, v in prepared.enc.items()}
+    return _assemble(lm, prepared, _forward_attention(lm, enc, enc["input_ids"].shape[1]))
+
+
+#: The most attention one padded batch may hold, in bytes of float32 (layers x heads x T x T per sentence), and the
+#: most tokens (padding included) it may feed the model: a class's 30 sentences of a few dozen tokens fit in one pass.
+BATCH_ATTENTION_BYTES = 512 * 2**20
+BATCH_TOKENS = 8192
+
+
+def extract_attention_batch(model: Any, items: list[tuple[str, str | None, int | None]]) -> list[AttentionResult | Exception]:
+    """:func:`extract_attention` for several ``(text, text_pair, max_tokens)`` at once, in padded forward passes.
+
+    Each result equals what :func:`extract_attention` returns for that item alone (the padding is masked out of every
+    softmax and cut off each result; a test compares them). Items are sorted by length and cut into batches bounded by
+    :data:`BATCH_ATTENTION_BYTES` and :data:`BATCH_TOKENS`. Architectures whose attention depends on the padded length
+    (relative positions: XLNet; alternating windows: ModernBERT) run one item at a time. An item's own error (an empty
+    text) is returned in its place; the others go on.
+    """
+    from models import capture
+    from models.loader import LoadedModel, load
+
+    lm = model if isinstance(model, LoadedModel) else load(model, attentions=True)
+    out: list[AttentionResult | Exception] = [AttentionUnavailable("not computed")] * len(items)
+    prepared: list[tuple[int, _Prepared]] = []
+    for i, (text, pair, max_tokens) in enumerate(items):
+        try:
+            prepared.append((i, _prepare(lm, text, pair, max_tokens)))
+        except ExplorerError as err:
+            out[i] = err
+    if not prepared:
+        return out
+    config = getattr(lm.model.config, "text_config", lm.model.config)
+    if config.model_type not in capture.CAPTURE_TYPES or len(prepared) == 1:
+        for i, p in prepared:
+            enc = {k: v.to(lm.device) for k, v in p.enc.items()}
+            out[i] = _assemble(lm, p, _forward_attention(lm, enc, enc["input_ids"].shape[1]))
+        return out
+    per_cell = config.num_hidden_layers * config.num_attention_heads * 4
+    prepared.sort(key=lambda ip: ip[1].tokens)
+    chunk: list[tuple[int, _Prepared]] = []
+    for item in prepared:
+        t = item[1].tokens  # the longest so far: the list is sorted
+        if chunk and ((len(chunk) + 1) * t * t * per_cell > BATCH_ATTENTION_BYTES or (len(chunk) + 1) * t > BATCH_TOKENS):
+            for (i, p), w in zip(chunk, _forward_padded(lm, [p for _, p in chunk]), strict=True):
+                out[i] = _assemble(lm, p, w)
+            chunk = []
+        chunk.append(item)
+    for (i, p), w in zip(chunk, _forward_padded(lm, [p for _, p in chunk]), strict=True):
+        out[i] = _assemble(lm, p, w)
+    return out
+
+
+def _forward_padded(lm: Any, items: list[_Prepared]) -> list[np.ndarray]:
+    """One forward pass over ``items`` padded on the right; each item's attention (L, H, t, t) as float32."""
+    import torch
+
+    t_max = max(p.tokens for p in items)
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    batch: dict[str, torch.Tensor] = {}
+    for key in dict.fromkeys(k for p in items for k in p.enc):  # a single sentence has no segment ids: zeros, as alone
+        fill = pad if key == "input_ids" else 0
+        rows = torch.full((len(items), t_max), fill, dtype=torch.long)
+        for row, p in zip(rows, items, strict=True):
+            if key in p.enc:
+                row[: p.tokens] = p.enc[key][0]
+        batch[key] = rows
+    mask = torch.zeros((len(items), t_max), dtype=torch.long)
+    for row, p in zip(mask, items, strict=True):
+        row[: p.tokens] = 1
+    batch["attention_mask"] = mask
+    with torch.inference_mode():
+        out = lm.model(**{k: v.to(lm.device) for k, v in batch.items()}, output_attentions=True)
+    att = getattr(out, "attentions", None)
+    if not att or any(a is None for a in att):
+        raise AttentionUnavailable(f"{lm.model_id} returned no attention weights.",
+                                   "Load it with attentions=True (eager attention); SDPA and FlashAttention return none.")
+    stacked = torch.stack(att, dim=1)  # (B, L, H, T, T)
+    return [stacked[b, :, :, : p.tokens, : p.tokens].float().cpu().numpy() for b, p in enumerate(items)]
+
+
+@dataclass
+class _Prepared:
+    """One input, cleaned and tokenized (on the CPU), ready for a forward pass."""
+
+    text: str
+    pair: str | None
+    notes: list[str]
+    enc: dict[str, Any]
+    offsets: list[tuple[int, int]]
+    seq_ids: list[int | None]
+    truncated: bool
+    full: int
+    limit: int
+
+    @property
+    def tokens(self) -> int:
+        return int(self.enc["input_ids"].shape[1])
+
+
+def _prepare(lm: Any, text: str, text_pair: str | None, max_tokens: int | None) -> _Prepared:
+    """Clean and tokenize one input (truncated to the model's limit or ``max_tokens``, with a note saying so)."""
+    tok, net = lm.tokenizer, lm.model
     text, notes = clean_text(text, "text")
     pair = None
     if text_pair is not None and text_pair.strip():
@@ -182,16 +285,19 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     seq_ids = enc.sequence_ids(0)
     if truncated:
         notes.append(f"The input has {full} tokens; {lm.model_id} takes {limit}, so it was truncated to the first {limit}.")
-    enc = {k: v.to(dev) for k, v in enc.items()}
-    t = enc["input_ids"].shape[1]
-    weights = _forward_attention(lm, enc, t)
+    return _Prepared(text, pair, notes, dict(enc), offsets, seq_ids, truncated, full, limit)
 
-    ids = enc["input_ids"][0].tolist()
+
+def _assemble(lm: Any, p: _Prepared, weights: np.ndarray) -> AttentionResult:
+    """The result of one input: its tokens, segments, words and the attention ``weights`` (L, H, T, T)."""
+    tok, net = lm.tokenizer, lm.model
+    text, pair = p.text, p.pair
+    ids = p.enc["input_ids"][0].tolist()
     raw = tok.convert_ids_to_tokens(ids)
     special_ids = set(tok.all_special_ids) - {tok.unk_token_id}  # [UNK] stands for real text
     special = [i in special_ids for i in ids]
     segments, last = [], 0
-    for s in seq_ids:
+    for s in p.seq_ids:
         last = s if s is not None else last
         segments.append(1 if last == 1 else 0)
     # words: by character spans of a tokenizer-independent split of each segment's text
@@ -200,7 +306,7 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     starts = {k: [a for a, _ in v] for k, v in spans.items()}
     ends = {k: [b for _, b in v] for k, v in spans.items()}
     words: list[int | None] = []
-    for (start, end), s, sp in zip(offsets, seq_ids, special, strict=True):
+    for (start, end), s, sp in zip(p.offsets, p.seq_ids, special, strict=True):
         if sp or s is None or end <= start:
             words.append(None)
             continue
@@ -215,7 +321,7 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
     return AttentionResult(
         model_id=lm.model_id, tokens=tuple(readable(x) for x in raw), raw_tokens=tuple(raw), segments=tuple(segments),
         special=tuple(special), words=tuple(words), word_texts=word_texts, weights=weights, causal=causal,
-        truncated=truncated, input_tokens=full, max_tokens=limit, notices=tuple(notes),
+        truncated=p.truncated, input_tokens=p.full, max_tokens=p.limit, notices=tuple(p.notes),
         cls_like=tuple(i for i, x in enumerate(raw) if x in cls_tokens and special[i]),
         sep_like=tuple(i for i, x in enumerate(raw) if x in sep_tokens and special[i]),
         local_layers=local, window=window, architecture_note=note)

@@ -74,7 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HUB_ANSWER_TIMEOUT_S", "HUB_FAILURE_TTL_S", "MAX_CONFIG_BYTES", "PROBE_TIMEOUT_S", "SUPPORTED_MODEL_TYPES", "TASK_CLASSES",
     "UNLIMITED_CAP", "Availability", "CacheEntry", "CacheInfo", "CacheKey", "LoadedModel", "ModelCache", "Preflight", "Source",
-    "availability", "check_checkpoint", "default_cache", "display_name", "how_to_get", "hub_failed_recently", "is_online",
+    "availability", "can_locate", "catalog_availability", "check_checkpoint", "default_cache", "display_name", "how_to_get", "hub_failed_recently", "is_online",
     "load", "local_folder", "locate", "preflight", "read_config", "validate_model_id",
 ]
 
@@ -261,6 +261,25 @@ def _check_attentions(model: Any, tokenizer: Any, dev: torch.device, mid: str) -
         raise AttentionUnavailable(
             f"{mid} returned no usable attention weights (got {shape}, wanted {layers} x (1, {heads}, {t}, {t})).",
             "Load it with attentions=True so eager attention is used.")
+
+
+def catalog_availability() -> dict[str, tuple[str, str]]:
+    """Catalog id -> (status, message) on this machine (file checks only, no network): what a front end whose models
+    run on a backend asks that backend (``services.models.availability``)."""
+    from core import registry
+
+    settings = get_settings()
+    return {c.id: (a.status, a.message) for c in registry.all_models() for a in [availability(c, settings)]}
+
+
+def can_locate(model_id: str) -> bool:
+    """Whether ``model_id`` (a folder of ``BFE_MODEL_DIR``, a lab run ``trained/<run>``, a Hub id in the cache) can be
+    loaded on this machine without the network."""
+    try:
+        locate(model_id, network=False)
+        return True
+    except ExplorerError:
+        return False
 
 
 def load_summary(model_id: str) -> dict[str, Any]:

@@ -19,25 +19,42 @@ from models.gate import CallCancelled, default_gate, page_slots
 from services.calls import Call, direct
 
 __all__ = ["CacheInfo", "CallCancelled", "availability", "default_cache", "default_gate", "device_label", "download",
-           "inspect", "load", "page_slots", "ready", "runtime_status", "steps", "valid_id", "warmup"]
+           "inspect", "load", "on_backend", "page_slots", "ready", "runtime_status", "steps", "valid_id", "warmup"]
 
 
 def availability() -> dict[str, tuple[str, str]]:
-    """Catalog id → (status, message): ready, download, broken or catalog-only (file checks only, no network)."""
-    from core import registry
-    from core.settings import get_settings
-    from models.loader import availability as check
+    """Catalog id → (status, message): ready, download, broken or catalog-only (file checks only, no network), on the
+    machine where the models run (the model backend's, with ``BFE_BACKEND``; while it does not answer, every
+    loadable model is ``download`` with the reason)."""
+    from core.errors import BackendError
+    from models.loader import catalog_availability
+    from services.backend.client import here_or_there
 
-    settings = get_settings()
-    return {c.id: (a.status, a.message) for c in registry.all_models() for a in [check(c, settings)]}
+    try:
+        return here_or_there(catalog_availability)
+    except BackendError as err:
+        from core import registry
+
+        return {c.id: ("catalog-only" if not c.loadable else "download", f"Model backend: {err.message}")
+                for c in registry.all_models()}
 
 
 def ready(model_id: str, known: dict[str, tuple[str, str]] | None = None) -> bool:
     """Whether ``model_id`` can run now: on this machine, or downloadable because the Hub answers. ``known``:
     :func:`availability`, when the caller has it at hand."""
     from models.loader import is_online, locate
+    from services.backend import client as backend
 
     known = availability() if known is None else known
+    if backend.enabled():  # the backend's disk and network decide; its own errors say why when it is used
+        if model_id in known:
+            return known[model_id][0] in ("ready", "download")
+        from models.loader import can_locate
+
+        try:
+            return "/" in model_id or bool(backend.here_or_there(can_locate, model_id))
+        except ExplorerError:
+            return False
     if model_id not in known:  # another model: a folder here, or a Hub id
         try:
             locate(model_id, network=False)
@@ -58,18 +75,32 @@ def valid_id(value: Any) -> bool:
         return False
 
 
-def device_label() -> str:
-    """Where the models run, in words (device, GPU name, memory)."""
-    from models.device import describe_device
+def on_backend() -> bool:
+    """Whether the models run on a model backend (``BFE_BACKEND``) rather than on this machine."""
+    from services.backend import client as backend
 
+    return backend.enabled()
+
+
+def device_label() -> str:
+    """Where the models run, in words (device, GPU name, memory): the model backend's device with ``BFE_BACKEND``."""
+    from models.device import describe_device
+    from services.backend import client as backend
+
+    if backend.enabled():
+        try:
+            return f"Model backend ({backend.default().url}): {backend.default().info().device}"
+        except ExplorerError as err:
+            return f"Model backend ({backend.default().url}): not answering ({err.message})"
     return describe_device().label()
 
 
 def inspect(model_id: str) -> Any:
     """A checkpoint's config and tensor headers, nothing loaded (``models.inspection.Inspection``)."""
     from models.inspection import inspect as read
+    from services.backend.client import here_or_there
 
-    return read(model_id)
+    return here_or_there(read, model_id)
 
 
 def download(hub_id: str, progress: Callable[[int, int], None]) -> Any:
@@ -82,8 +113,9 @@ def download(hub_id: str, progress: Callable[[int, int], None]) -> Any:
 def steps(model_id: str) -> list[int]:
     """The training steps a lab run kept checkpoints at (its last included)."""
     from models.locate import run_steps
+    from services.backend.client import here_or_there
 
-    return run_steps(model_id)
+    return here_or_there(run_steps, model_id)
 
 
 def load(model_id: str, *, call: Call = direct) -> dict[str, Any]:
@@ -113,9 +145,18 @@ def runtime_status(local_cache: Any | None = None) -> RuntimeStatus:
     """The model memory and warm-up of the model process (or of this process, with ``local_cache``, when models run
     in the web process), and the model queue."""
     from services import runtime
+    from services.backend import client as backend
 
     gate = default_gate().info()
-    if local_cache is None:
+    if backend.enabled():
+        try:
+            info = backend.default().info()
+            memory = (f"{info.cache_bytes / 2**20:,.0f} MB of {info.cache_budget / 2**20:,.0f} MB budget, "
+                      f"{info.models_loaded} model(s) loaded on the model backend")
+            state = "model backend answering"
+        except ExplorerError as err:
+            memory, state = "Model backend not answering.", err.message
+    elif local_cache is None:
         rt = runtime.default(create=False)
         status = rt.status() if rt is not None else runtime.Status("down")
         memory = (f"{status.cache_bytes / 2**20:,.0f} MB of {status.cache_budget / 2**20:,.0f} MB budget, "

@@ -43,15 +43,22 @@ def model_call(fn: Any, *args: Any) -> Any:
     calls in flight computed once). A session that leaves while waiting gives its place up.
 
     ``fn`` is a named function (its module, name and the arguments are the identity of the call). With
+    ``BFE_BACKEND`` set it runs on that model backend (:mod:`services.backend`). Else, with
     ``BFE_MODEL_PROCESS=1`` (the default) a ``models.*`` function runs in the model process
     (:mod:`services.runtime`); if that process dies during the call it is restarted, the call runs once more, and
     the page says so.
     """
     from services import runtime
+    from services.backend import client as backend
     from services.models import default_gate
 
     restarts: list[int | None] = []
-    if runtime.enabled() and runtime.routable(fn):
+    if backend.enabled() and runtime.routable(fn):
+        remote = backend.default()
+
+        def work() -> Any:
+            return remote.call(fn, *args)
+    elif runtime.enabled() and runtime.routable(fn):
         rt = runtime.default()
 
         def work() -> Any:
@@ -76,7 +83,13 @@ def loaded_models() -> Any:
     """What the model cache holds (``models.cache.CacheInfo``): the model process's, or this process's with
     ``BFE_MODEL_PROCESS=0``. Raises :class:`~core.errors.ModelProcessFailed` when the model process does not answer."""
     from services import runtime
+    from services.backend import client as backend
 
+    if backend.enabled():
+        from services.models import CacheInfo
+
+        info = backend.default().info()
+        return CacheInfo((), info.cache_bytes, info.cache_budget, 0)
     if not runtime.enabled():
         from app.ui.caches import model_cache
 
@@ -93,7 +106,10 @@ def loaded_models() -> Any:
 def free_model_memory() -> None:
     """Empty the model cache (the model process's, or this process's with ``BFE_MODEL_PROCESS=0``)."""
     from services import runtime
+    from services.backend import client as backend
 
+    if backend.enabled():  # the backend's models serve every front end: not this page's to free
+        return
     if not runtime.enabled():
         from app.ui.caches import model_cache
 
@@ -135,10 +151,13 @@ def start_warmup() -> None:
     already; a plain ``streamlit run`` starts it here, after the first page is drawn."""
     from core.settings import get_settings
     from services import lab, runtime
+    from services.backend import client as backend
     from services.models import warmup
 
     with suppress(ExplorerError):  # a bad BFE_* setting, which the page has already shown
-        if runtime.enabled():
+        if backend.enabled():
+            pass  # the models run on the backend: no model process, no warm-up here
+        elif runtime.enabled():
             if get_settings().warmup:
                 rt = runtime.default()
                 if rt.proc is None:  # once: a process that died later is replaced by the next call, not here
@@ -159,7 +178,10 @@ def await_warmup(model_ids: list[str]) -> None:
     A warm-up that failed is reported here (the page then tries the load itself and shows its error).
     """
     from services import runtime
+    from services.backend import client as backend
 
+    if backend.enabled():  # the backend preloads its models before it listens
+        return
     if runtime.enabled():
         _await_model_process(model_ids)
         return

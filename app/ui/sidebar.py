@@ -92,6 +92,8 @@ def presentation_mode() -> bool:
 
 def sidebar_status() -> None:
     """Compute device, which catalog models are available now, and what the model cache holds."""
+    from services import models
+
     sb = st.sidebar
     sb.markdown("**Compute**")
     sb.caption(device_label())
@@ -99,12 +101,13 @@ def sidebar_status() -> None:
     ready = [m for m, (s, _) in avail.items() if s == "ready"]
     loadable = [m for m, (s, _) in avail.items() if s != "catalog-only"]
     sb.markdown("**Models**")
-    sb.caption(f"{len(ready)} of {len(loadable)} downloadable models are on this machine.")
+    where = "the model backend" if models.on_backend() else "this machine"
+    sb.caption(f"{len(ready)} of {len(loadable)} downloadable models are on {where}.")
     with sb.expander("Which ones"):
         for mid, (status, _) in avail.items():
             if status != "catalog-only":
                 st.caption(f"{STATUS_ICONS[status]} {mid}")
-    from services import models, runtime
+    from services import runtime
 
     engine = models.runtime_status(None if runtime.enabled() else model_cache())
     sb.markdown("**Model memory**")

@@ -30,6 +30,29 @@ def lab_folder() -> Path:
 
 
 def trained_models(task: str | None = None) -> list[str]:
+    """``trained/<run>`` ids of the lab's checkpoints where the models are: this machine's model folder, or the model
+    backend's (``BFE_BACKEND``: its model folder is the one the GPU machine's lab worker writes to)."""
+    from services.backend.client import here_or_there
+
+    try:
+        return here_or_there(trained_models_here, task)
+    except ExplorerError:  # a backend that does not answer: no lab checkpoint to offer now (the sidebar says why)
+        return []
+
+
+def run_info(model_id: str) -> dict[str, Any]:
+    """What a lab checkpoint's ``bfe_run.json`` says (config, evaluation), where the models are; or {}."""
+    from services.backend.client import here_or_there
+
+    if not isinstance(model_id, str) or not model_id.startswith("trained/"):
+        return {}
+    try:
+        return here_or_there(run_info_here, model_id)
+    except ExplorerError:
+        return {}
+
+
+def trained_models_here(task: str | None = None) -> list[str]:
     """``trained/<run>`` ids of the checkpoints trained here (complete folders only), newest first; with ``task``,
     only those whose tensors hold that head (:func:`models.inspection.inspect`)."""
     root = trained_dir()
@@ -52,7 +75,7 @@ def trained_models(task: str | None = None) -> list[str]:
     return out
 
 
-def run_info(model_id: str) -> dict[str, Any]:
+def run_info_here(model_id: str) -> dict[str, Any]:
     """What ``trained/<run>/bfe_run.json`` says about a checkpoint trained here (config, evaluation), or {}."""
     if not model_id.startswith("trained/"):
         return {}

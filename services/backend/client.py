@@ -1,0 +1,230 @@
+"""The front end's side of the model backend: the pages' model calls sent to ``BFE_BACKEND`` with ``gradio_client``.
+
+:class:`Backend` holds one ``gradio_client.Client`` (made on first use, remade after the backend went away), reads the
+backend's ``info`` first and refuses one of another version, then sends each call as JSON text
+(:mod:`services.backend.wire`) to ``attention`` (batched with other callers' requests on the backend) or ``call``.
+
+Faults, each a :class:`~core.errors.BackendError` with a message the page shows:
+
+- down or restarting: :class:`~core.errors.BackendUnavailable`; nothing is remembered, so the next call (a rerun of
+  the page) connects again and works once the backend is back;
+- slow: each call kind has a time limit (:data:`TIMEOUTS`), past which the job is cancelled and
+  :class:`~core.errors.BackendTimeout` raised;
+- wrong or missing token: :class:`~core.errors.BackendRefused`;
+- another version: :class:`~core.errors.BackendMismatch`;
+- a request over the bounds (:data:`MAX_REQUEST_CHARS`): refused here, before anything is sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import BackendMismatch, BackendRefused, BackendTimeout, BackendUnavailable, ExplorerError, ModelProcessFailed
+from core.version import app_version
+from services.backend import wire
+
+log = logging.getLogger("bert_family_explorer")
+
+TOKEN_HEADER = "X-BFE-Token"
+#: The largest request sent (JSON text), as the backend takes it (services.backend.handlers.MAX_REQUEST_CHARS).
+MAX_REQUEST_CHARS = 256 * 1024
+#: Seconds a call kind may take on the backend (queue wait included) before the page is told it is too slow.
+TIMEOUTS: dict[str, float] = {"extract_attention": 60.0, "query_key": 60.0, "fill_mask": 60.0, "load_summary": 300.0,
+                              "head_importance": 600.0, "pruning_curve": 600.0, "activation_patching": 300.0,
+                              "nearest_contexts": 300.0}
+DEFAULT_TIMEOUT_S = 120.0
+CONNECT_TIMEOUT_S = 10.0
+#: How long an ``info`` answer is reused (the sidebar asks on every page run).
+INFO_TTL_S = 5.0
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What the backend says about itself: versions, where its models run, its model cache and batches."""
+
+    url: str
+    app: str
+    wire: int
+    device: str
+    kind: str
+    gpu: str
+    memory_bytes: int | None
+    cache_bytes: int
+    cache_budget: int
+    models_loaded: int
+    batch_sizes: dict[str, int]
+    calls: dict[str, int]
+
+
+class Backend:
+    """A model backend at ``url``. Thread-safe: the pages of every session share one."""
+
+    def __init__(self, url: str, token: str = "", timeouts: dict[str, float] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeouts = {**TIMEOUTS, **(timeouts or {})}
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._info: tuple[float, BackendInfo] | None = None
+        self.sent_chars = 0  # what went over the network, both ways (the benches report it per call)
+        self.received_chars = 0
+
+    # connection
+    def _connect(self) -> Any:
+        """The ``gradio_client.Client`` (made once; its constructor reads the backend's config)."""
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            import httpx
+            from gradio_client import Client
+
+            headers = {TOKEN_HEADER: self.token} if self.token else {}
+            try:
+                client = Client(self.url, headers=headers, verbose=False, download_files=False, analytics_enabled=False,
+                                httpx_kwargs={"timeout": CONNECT_TIMEOUT_S})
+            except Exception as err:
+                if type(err).__name__ != "AuthenticationError" and not (
+                        isinstance(err, httpx.HTTPStatusError) and err.response.status_code == 401):
+                    return self._connect_failed(err)
+                raise BackendRefused("The model backend refused this app's token.", "Set BFE_BACKEND_TOKEN to the "
+                                     "backend's token.") from None
+            self._client = client
+            return client
+
+    def _connect_failed(self, err: BaseException) -> Any:
+        import httpx
+
+        if isinstance(err, httpx.HTTPStatusError):
+            raise BackendUnavailable(f"The model backend at {self.url} answered {err.response.status_code}.",
+                                     "Check BFE_BACKEND; the page tries again when rerun.") from None
+        raise BackendUnavailable(f"The model backend at {self.url} does not answer ({type(err).__name__}).",
+                                 "It may be starting or restarting: rerun the page in a few seconds.") from None
+
+    def _forget(self) -> None:
+        with self._lock:
+            client, self._client, self._info = self._client, None, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def _submit(self, api_name: str, payload: tuple[Any, ...], timeout: float) -> str:
+        """One job on the backend; its text answer. Connection failures forget the client (the next call reconnects)."""
+        import httpx
+
+        client = self._connect()
+        try:
+            job = client.submit(*payload, api_name=api_name)
+            try:
+                answer = job.result(timeout=timeout)
+            except TimeoutError:
+                job.cancel()
+                raise
+        except TimeoutError:
+            raise BackendTimeout(f"The model backend took more than {timeout:.0f} s.", "It may be busy with a class's "
+                                 "requests or a long call: try again, or a shorter input.") from None
+        except (httpx.HTTPError, OSError, ConnectionError) as err:
+            self._forget()
+            raise BackendUnavailable(f"The model backend at {self.url} stopped answering ({type(err).__name__}).",
+                                     "It may be restarting: rerun the page in a few seconds.") from None
+        except Exception as err:  # gradio_client's own errors (AppError, a closed queue) when the server went away
+            self._forget()
+            raise BackendUnavailable(f"The model backend at {self.url} failed the request: {str(err)[:200]}",
+                                     "Rerun the page in a few seconds.") from None
+        if not isinstance(answer, str):
+            raise BackendMismatch("The model backend answered in a form this front end does not read.",
+                                  "Run the same version of the app on both.")
+        self.received_chars += len(answer)
+        return answer
+
+    # what the pages use
+    def info(self, fresh: bool = False) -> BackendInfo:
+        """The backend's versions and device (cached :data:`INFO_TTL_S`); BackendMismatch for another version."""
+        cached = self._info
+        if cached is not None and not fresh and time.monotonic() - cached[0] < INFO_TTL_S:
+            return cached[1]
+        raw = self._submit("/info", (), CONNECT_TIMEOUT_S)
+        try:
+            data = json.loads(raw)
+            got = BackendInfo(url=self.url, **{k: data[k] for k in BackendInfo.__dataclass_fields__ if k != "url"})
+        except (ValueError, KeyError, TypeError):
+            raise BackendMismatch("The model backend's info is not in a form this front end reads.",
+                                  "Run the same version of the app on both.") from None
+        if (got.app, got.wire) != (app_version(), wire.WIRE_VERSION):
+            raise BackendMismatch(f"The model backend runs version {got.app} (wire {got.wire}); this front end runs "
+                                  f"{app_version()} (wire {wire.WIRE_VERSION}).", "Update one so both run the same version.")
+        self._info = (time.monotonic(), got)
+        return got
+
+    def request_text(self, module: str, name: str, args: tuple[Any, ...]) -> str:
+        """The JSON text a call is sent as; BackendRefused if it is over :data:`MAX_REQUEST_CHARS` (nothing is sent)."""
+        text = json.dumps({"v": [app_version(), wire.WIRE_VERSION], "module": module, "name": name,
+                           "args": wire.encode(list(args))}, separators=(",", ":"), allow_nan=False)
+        if len(text) > MAX_REQUEST_CHARS:
+            raise BackendRefused(f"This request is {len(text):,} characters; the model backend takes at most "
+                                 f"{MAX_REQUEST_CHARS:,}.", "Use a shorter input.")
+        return text
+
+    def call(self, fn: Any, *args: Any, batched: bool = True) -> Any:
+        """``fn(*args)`` on the backend: one of the model process's allow-list (:data:`services.runtime.ROUTED`) or the
+        backend's own (catalog checks). Errors ``fn`` raised come back as themselves (our ``core.errors`` classes);
+        ``batched``: attention goes through the batching endpoint (False: alone, as the benches compare)."""
+        from services.backend.handlers import BACKEND_ONLY
+        from services.runtime import route
+
+        where = route(fn) or next(((m, n) for m, names in BACKEND_ONLY.items() for n in names
+                                   if getattr(fn, "__name__", None) == n and getattr(fn, "__module__", "").startswith(m)), None)
+        if where is None:
+            raise ModelProcessFailed(f"{getattr(fn, '__qualname__', fn)!r} is not a function the model backend serves.")
+        text = self.request_text(*where, args)  # before anything goes out
+        self.info()  # the version check (cached)
+        api = "/attention" if batched and where == ("models.attention", "extract_attention") else "/call"
+        self.sent_chars += len(text)
+        answer = self._submit(api, (text,), self.timeouts.get(where[1], DEFAULT_TIMEOUT_S))
+        try:
+            envelope = json.loads(answer)
+        except ValueError:
+            raise BackendMismatch("The model backend's answer is not JSON.", "Run the same version of the app on both.") from None
+        if "error" in envelope:
+            from services.runtime import _unpack_error
+
+            raise _unpack_error(tuple(wire.decode(envelope["error"]))) from None
+        return wire.decode(envelope.get("ok"))
+
+
+_default: Backend | None = None
+_default_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    """Whether the pages' model calls go to a backend (``BFE_BACKEND`` is set and valid)."""
+    from core.settings import get_settings
+
+    try:
+        return bool(get_settings().backend)
+    except ExplorerError:
+        return False
+
+
+def default() -> Backend:
+    """This process's backend (``BFE_BACKEND``, ``BFE_BACKEND_TOKEN``); remade when the settings change."""
+    global _default
+    from core.settings import get_settings
+
+    settings = get_settings()
+    with _default_lock:
+        if _default is None or (_default.url, _default.token) != (settings.backend, settings.backend_token):
+            _default = Backend(settings.backend, settings.backend_token)
+        return _default
+
+
+def here_or_there(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` where the models are: on the backend when ``BFE_BACKEND`` is set, else in this process. For the
+    questions about the model folder (which models are here, a lab run's checkpoints), which must be asked where
+    the models live."""
+    return default().call(fn, *args) if enabled() else fn(*args)

@@ -1,0 +1,190 @@
+"""The model backend's request handlers: the pages' model calls, served (by Gradio: :mod:`app.backend`) on the
+machine with the GPU.
+
+Why Gradio and not Ray Serve or a server of our own: Gradio's server, queue and client are what a ZeroGPU Space runs
+(``@spaces.GPU`` works only for Gradio Spaces), its queue batches concurrent requests to one endpoint
+(``batch=True``: a function gets the requests waiting at that moment as a list), and ``gradio_client`` already handles
+its queue protocol, retries and streaming. The app already serves its Gradio API with the same pinned version. Ray Serve
+would bring a cluster runtime for one process, and cannot run on ZeroGPU.
+
+Three endpoints, all through Gradio's queue (``/gradio_api/...``):
+
+- ``call``: one model function of the allow-list (:data:`services.runtime.ROUTED`, the model process's: read-only
+  functions of model ids and plain values). A request is JSON text (:mod:`services.backend.wire`, never pickle):
+  ``{"v": [app version, wire version], "module": ..., "name": ..., "args": [...]}``.
+- ``attention``: ``models.attention.extract_attention`` requests, batched: what waits in the queue when the model is
+  free (up to :data:`MAX_BATCH`) goes through :func:`models.attention.extract_attention_batch`, one padded forward
+  pass per model and bounded batch of tokens and memory. A class's sentences cost a few passes, not one each.
+- ``info``: the app and wire versions, where the models run (device, GPU, memory), the model cache, the batch sizes
+  seen; a front end reads it first and refuses a backend of another version.
+
+Every request must carry the token (``BFE_BACKEND_TOKEN``) in the ``X-BFE-Token`` header, compared in constant time;
+without a token the server listens on the loopback interface only. A request is bounded (:data:`MAX_REQUEST_CHARS`)
+before it is parsed; the first argument of every call, the model id, is checked by the loader's rules (no paths) before
+any work starts. ``python -m app.backend --port PORT`` starts it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from core.errors import BackendMismatch, BackendRefused, ExplorerError, InvalidConfig
+from core.version import app_version
+from services.backend import wire
+
+log = logging.getLogger("bert_family_explorer")
+
+TOKEN_ENV = "BFE_BACKEND_TOKEN"
+TOKEN_HEADER = "x-bfe-token"
+#: The largest request the backend reads (JSON text): the longest input is a few thousand characters of text.
+MAX_REQUEST_CHARS = 256 * 1024
+#: The most attention requests one batch takes from the queue (each batch is cut further by tokens and memory).
+MAX_BATCH = 32
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+#: Functions only the backend serves beside the model process's allow-list: what a front end without models asks
+#: about them (which catalog models are here, whether an id can be loaded here).
+BACKEND_ONLY: dict[str, frozenset[str]] = {
+    "models.loader": frozenset({"catalog_availability", "can_locate"}),
+    "models.inspection": frozenset({"inspect"}),
+    "models.locate": frozenset({"run_steps"}),
+    "services.lab.checkpoints": frozenset({"trained_models_here", "run_info_here"}),
+}
+
+_stats_lock = threading.Lock()
+_batch_sizes: Counter[int] = Counter()
+_calls: Counter[str] = Counter()
+
+
+def allowed(module: str, name: str) -> bool:
+    """Whether ``module.name`` is a function the backend serves."""
+    from services.runtime import ROUTED
+
+    return name in ROUTED.get(module, ()) or name in BACKEND_ONLY.get(module, ())
+
+
+def _function(request: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """The allow-listed function and arguments ``request`` names, checked before anything is imported or loaded."""
+    if not isinstance(request, dict) or set(request) != {"v", "module", "name", "args"}:
+        raise BackendRefused("The request is not a model call.")
+    if request["v"] != [app_version(), wire.WIRE_VERSION]:
+        raise BackendMismatch(f"The front end runs version {str(request['v'])[:40]}; this backend runs "
+                              f"{[app_version(), wire.WIRE_VERSION]}.", "Update one so both run the same version.")
+    module, name, args = request["module"], request["name"], request["args"]
+    if not (isinstance(module, str) and isinstance(name, str) and allowed(module, name)):
+        raise BackendRefused(f"{str(module)[:60]}.{str(name)[:60]} is not a function the backend serves.")
+    if not isinstance(args, list | tuple) or len(args) > 12:
+        raise BackendRefused("The call's arguments are not a short list.")
+    if args and isinstance(args[0], str):  # every served function takes the model id first: the loader's rules
+        from services.requests import model_id
+
+        model_id(args[0])
+    return getattr(importlib.import_module(module), name), tuple(args)
+
+
+def _answer(value: Any) -> str:
+    return json.dumps({"ok": wire.encode(value)}, separators=(",", ":"), allow_nan=False)
+
+
+def _failure(err: BaseException) -> str:
+    from services.runtime import _pack_error
+
+    if not isinstance(err, ExplorerError):
+        log.exception("backend: a call failed")
+    return json.dumps({"error": wire.encode(list(_pack_error(err)))}, separators=(",", ":"), allow_nan=False)
+
+
+def _parse(text: Any) -> Any:
+    """A request's JSON text as a value (bounded first); BackendRefused for anything else."""
+    if not isinstance(text, str) or len(text) > MAX_REQUEST_CHARS:
+        raise BackendRefused(f"A request over {MAX_REQUEST_CHARS:,} characters is refused.")
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError):
+        raise BackendRefused("The request is not JSON.") from None
+    if not isinstance(raw, dict):
+        raise BackendRefused("The request is not a model call.")
+    return {k: (wire.decode(v) if k == "args" else v) for k, v in raw.items()}
+
+
+def call(text: str) -> str:
+    """Serve one request (the ``call`` endpoint): JSON text in, JSON text out (``{"ok": ...}`` or ``{"error": ...}``)."""
+    try:
+        fn, args = _function(_parse(text))
+        with _stats_lock:
+            _calls[fn.__name__] += 1
+        return _answer(fn(*args))
+    except BaseException as err:  # carried back to the caller as itself; never ends the server
+        return _failure(err)
+
+
+def attention_batch(texts: list[str]) -> list[list[str]]:
+    """Serve the requests waiting on the ``attention`` endpoint together: one padded pass per model and bounded batch
+    (:func:`models.attention.extract_attention_batch`). Any other call in the batch runs alone, as by :func:`call`."""
+    from models.attention import extract_attention, extract_attention_batch
+
+    answers: list[str | None] = [None] * len(texts)
+    groups: dict[str, list[tuple[int, tuple[str, str | None, int | None]]]] = {}
+    for i, text in enumerate(texts):
+        try:
+            fn, args = _function(_parse(text))
+            if fn is not extract_attention or not 2 <= len(args) <= 4:
+                answers[i] = call(text)
+                continue
+            text_a, pair, max_tokens = (*args[1:], None, None)[:3]
+            if not isinstance(text_a, str) or not (pair is None or isinstance(pair, str)) \
+                    or not (max_tokens is None or isinstance(max_tokens, int)):
+                raise InvalidConfig("The attention request's arguments are not (text, sentence B, most tokens).")
+            groups.setdefault(args[0], []).append((i, (text_a, pair, max_tokens)))
+        except BaseException as err:
+            answers[i] = _failure(err)
+    with _stats_lock:
+        _batch_sizes[len(texts)] += 1
+        _calls["extract_attention"] += sum(len(g) for g in groups.values())
+    for model, items in groups.items():
+        try:
+            results = extract_attention_batch(model, [item for _, item in items])
+        except BaseException as err:  # the model did not load: every request for it gets the error
+            results = [err] * len(items)
+        for (i, _), result in zip(items, results, strict=True):
+            answers[i] = _failure(result) if isinstance(result, BaseException) else _answer(result)
+    return [[a if a is not None else _failure(BackendRefused("Not served.")) for a in answers]]
+
+
+def info() -> str:
+    """The backend's versions, device, model cache and the batch sizes it has served (JSON text)."""
+    from models.device import describe_device
+    from models.loader import default_cache
+
+    device = describe_device()
+    cache = default_cache().info()
+    with _stats_lock:
+        batches = dict(sorted(_batch_sizes.items()))
+        calls = dict(_calls)
+    return json.dumps({"app": app_version(), "wire": wire.WIRE_VERSION, "device": device.label(), "kind": device.kind,
+                       "gpu": device.name if device.kind != "cpu" else "", "memory_bytes": device.memory_bytes,
+                       "cache_bytes": cache.total_bytes, "cache_budget": cache.budget_bytes,
+                       "models_loaded": len(cache.entries), "batch_sizes": batches, "calls": calls,
+                       "started": _STARTED})
+
+
+_STARTED = time.time()
+
+
+def preload(model_ids: list[str] | None) -> None:
+    """Load ``model_ids`` (default: the bundled model) with attention, before the first request; a model that does
+    not load is logged and skipped (the request that needs it gets the error)."""
+    from core import registry
+    from models.loader import load
+
+    for model_id in model_ids if model_ids is not None else [registry.bundled_id()]:
+        try:
+            load(model_id, attentions=True)
+        except ExplorerError as err:
+            log.warning("not preloaded: %s: %s", model_id, err)

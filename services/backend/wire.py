@@ -1,0 +1,180 @@
+"""What travels between a front end and the model backend: JSON text, with arrays as ``.npy`` bytes.
+
+Never pickle across the network: unpickling runs whatever the sender chose. Here every value is rebuilt from plain
+JSON by this module's own rules, and the only classes rebuilt are dataclasses defined in the library's ``models`` and
+``analysis`` packages (the model functions' results: ``AttentionResult``, ``FillResult``, ...), plus numpy arrays
+read with ``allow_pickle=False`` (an object array is refused on both sides) and pandas frames rebuilt from columns.
+
+Why ``.npy`` and not safetensors: a result holds arrays of many dtypes beside strings and nested records, one at a
+time; ``.npy`` is numpy's own self-describing format, one array per blob, with no code in it (numpy reads it with
+``allow_pickle=False``). Arrays go as base64 inside the JSON text (a third larger than the bytes): one message per
+call through Gradio's queue, no second download. The sizes per call are in ``bench/backend.py``'s output.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import importlib
+import io
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from core.errors import BackendMismatch, BackendRefused
+
+#: Bumped whenever the encoding changes; a front end and a backend that disagree refuse to talk (a clear message).
+WIRE_VERSION = 1
+#: Packages whose dataclasses and enums a message may name (the model functions' results live there).
+RESULT_PACKAGES = ("models.", "analysis.")
+#: The deepest nesting a message may have (a result is a handful of levels deep).
+MAX_DEPTH = 24
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _result_class(name: Any) -> type:
+    """The dataclass or enum ``module:qualname`` names, if it lives in :data:`RESULT_PACKAGES`; else BackendRefused."""
+    if not isinstance(name, str) or name.count(":") != 1:
+        raise BackendRefused("A message named no class.")
+    module, qualname = name.split(":")
+    if not module.startswith(RESULT_PACKAGES) or not all(p.isidentifier() for p in (*module.split("."), *qualname.split("."))):
+        raise BackendRefused(f"A message named a class outside the library's results: {name[:80]!r}.")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        raise BackendMismatch(f"{name[:80]} is not known here.", "The front end and the backend run different versions "
+                              "of the app: update one so both match.") from None
+    if not (isinstance(obj, type) and (dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum))):
+        raise BackendRefused(f"{name[:80]} is not a result class.")
+    return obj
+
+
+def _array_bytes(a: np.ndarray) -> str:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)  # an object array raises ValueError: never sent
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """``value`` as plain JSON values (see the module's docstring). Raises TypeError for what cannot travel."""
+    if depth > MAX_DEPTH:
+        raise TypeError("The value is nested too deeply to send.")
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return {"$e": _name(type(value)), "v": encode(value.value, depth + 1)}
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$f": repr(value)}
+    if isinstance(value, np.generic):
+        return encode(value.item(), depth + 1)
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return {"$l": [encode(v, depth + 1) for v in value.tolist()]}
+        return {"$nd": _array_bytes(value)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"$dc": _name(type(value)),
+                "f": {f.name: encode(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}}
+    if isinstance(value, tuple):
+        return {"$t": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, set | frozenset):
+        return {"$s": [encode(v, depth + 1) for v in value], "frozen": isinstance(value, frozenset)}
+    if type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas"):
+        return {"$df": {"columns": [encode(c, depth + 1) for c in value.columns],
+                        "data": [encode(value[c].to_numpy(), depth + 1) for c in value.columns],
+                        "index": encode(value.index.to_numpy(), depth + 1)}}
+    raise TypeError(f"A {type(value).__name__} cannot be sent to or from the model backend.")
+
+
+def decode(obj: Any, depth: int = 0) -> Any:
+    """The value :func:`encode` made ``obj`` from. Raises BackendRefused for a message it did not make."""
+    if depth > MAX_DEPTH:
+        raise BackendRefused("A message is nested too deeply.")
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    if isinstance(obj, list):
+        return [decode(v, depth + 1) for v in obj]
+    if not isinstance(obj, dict) or len(obj) > 2:
+        raise BackendRefused("A message held something this app does not send.")
+    if "$nd" in obj:
+        try:
+            a = np.load(io.BytesIO(base64.b64decode(obj["$nd"], validate=True)), allow_pickle=False)
+        except (ValueError, TypeError, OSError) as err:
+            raise BackendRefused(f"A message held an array that does not read: {str(err)[:120]}") from None
+        return a
+    if "$l" in obj:
+        items = [decode(v, depth + 1) for v in obj["$l"]]
+        out = np.empty(len(items), dtype=object)
+        out[:] = items
+        return out
+    if "$t" in obj:
+        return tuple(decode(v, depth + 1) for v in obj["$t"])
+    if "$d" in obj:
+        return {_key(decode(k, depth + 1)): decode(v, depth + 1) for k, v in obj["$d"]}
+    if "$s" in obj:
+        items = [_key(decode(v, depth + 1)) for v in obj["$s"]]
+        return frozenset(items) if obj.get("frozen") else set(items)
+    if "$f" in obj:
+        if obj["$f"] not in ("nan", "inf", "-inf"):
+            raise BackendRefused("A message held a number that is not one.")
+        return float(obj["$f"])
+    if "$e" in obj:
+        return _result_class(obj["$e"])(decode(obj.get("v"), depth + 1))
+    if "$dc" in obj:
+        cls = _result_class(obj["$dc"])
+        fields = obj.get("f")
+        if not isinstance(fields, dict):
+            raise BackendRefused("A message held a record without fields.")
+        known = {f.name for f in dataclasses.fields(cls)}
+        if not set(fields) <= known:
+            raise BackendMismatch(f"{obj['$dc'][:80]} has other fields here.", "The front end and the backend run "
+                                  "different versions of the app: update one so both match.")
+        return cls(**{k: decode(v, depth + 1) for k, v in fields.items()})
+    if "$df" in obj:
+        import pandas as pd
+
+        frame = obj["$df"]
+        columns = [decode(c, depth + 1) for c in frame["columns"]]
+        data = [decode(c, depth + 1) for c in frame["data"]]
+        return pd.DataFrame(dict(zip(columns, data, strict=True)), index=decode(frame["index"], depth + 1))
+    raise BackendRefused("A message held something this app does not send.")
+
+
+def _key(value: Any) -> Any:
+    """A decoded dict key or set member: lists become tuples (hashable), arrays are refused."""
+    if isinstance(value, list):
+        return tuple(_key(v) for v in value)
+    if isinstance(value, np.ndarray):
+        raise BackendRefused("A message used an array as a key.")
+    return value
+
+
+def dumps(value: Any) -> str:
+    """``value`` as JSON text (:func:`encode`)."""
+    return json.dumps(encode(value), separators=(",", ":"), allow_nan=False)
+
+
+def loads(text: Any, max_chars: int | None = None) -> Any:
+    """The value in JSON text made by :func:`dumps`; ``max_chars`` bounds the text before it is parsed."""
+    if not isinstance(text, str):
+        raise BackendRefused("A message was not text.")
+    if max_chars is not None and len(text) > max_chars:
+        raise BackendRefused(f"A message of {len(text):,} characters is over the limit of {max_chars:,}.")
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        raise BackendRefused("A message was not valid JSON.") from None
+    return decode(obj)
