@@ -96,7 +96,7 @@ def launch(demo: Any, host: str, port: int | None, token: str | None, **options:
         raise InvalidConfig(f"The model backend will not listen on {host} without a token.",
                             f"Set {TOKEN_ENV} (and the same value on the front end), or listen on 127.0.0.1.")
     middleware = [Middleware(TokenCheck, token=token)] if token else []
-    return demo.launch(server_name=host, server_port=port, show_error=False, ssr_mode=False, quiet=True,
+    return demo.launch(server_name=host, server_port=port, show_error=True, ssr_mode=False, quiet=True,
                        max_file_size=MAX_REQUEST_CHARS,
                        app_kwargs={"max_body_size": MAX_REQUEST_CHARS * 2, "middleware": middleware}, **options)
 

@@ -37,25 +37,39 @@ from services import ablations, lab
 DEFAULT = TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
 
 
-def run_presets(presets: list[str], budget: str, first_seed: int = 0) -> None:
+def run_presets(presets: list[str], budget: str, first_seed: int = 0, worker: int = 0) -> None:
+    """``worker``: queue only (``BFE_LAB_CONCURRENCY=0``, as web replicas on a CPU do) and train every run in a
+    headless worker process with that many slots (``python -m services.lab worker``), as on a GPU machine."""
+    import subprocess
     from dataclasses import replace
 
     from analysis.results_db import runs
     from analysis.run_status import ACTIVE
 
-    for preset in presets:
-        group = f"bench-{preset}-{budget}-{int(time.time())}"
-        start = time.perf_counter()
-        ids = ablations.submit(preset, replace(DEFAULT, seed=first_seed), group, budget)
-        while True:
-            statuses = [runs.get_run(i)["status"] for i in ids]
-            if all(status not in ACTIVE for status in statuses):
-                break
-            time.sleep(2)
-        wall = time.perf_counter() - start
-        ablations.settle(group)  # as the worker does when the last run ends: the verdicts are stored
-        print_report(group, f"{len(ids)} runs, seeds {first_seed}–{first_seed + ablations.budget_of(preset, budget).seeds - 1}, "
-                            f"{wall / 60:.1f} min from the submit")
+    proc = None
+    if worker:
+        os.environ["BFE_LAB_CONCURRENCY"] = "0"
+        proc = subprocess.Popen([sys.executable, "-m", "services.lab", "worker", "--slots", str(worker), "--interval", "1"],
+                                cwd=Path(__file__).resolve().parent.parent)
+    try:
+        for preset in presets:
+            group = f"bench-{preset}-{budget}-{int(time.time())}"
+            start = time.perf_counter()
+            ids = ablations.submit(preset, replace(DEFAULT, seed=first_seed), group, budget)
+            while True:
+                statuses = [runs.get_run(i)["status"] for i in ids]
+                if all(status not in ACTIVE for status in statuses):
+                    break
+                time.sleep(2)
+            wall = time.perf_counter() - start
+            ablations.settle(group)  # as the worker does when the last run ends: the verdicts are stored
+            print_report(group, f"{len(ids)} runs, seeds {first_seed}–{first_seed + ablations.budget_of(preset, budget).seeds - 1}, "
+                                f"{wall / 60:.1f} min from the submit" + (f", trained by a headless worker with {worker} slots"
+                                                                           if worker else ""))
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(30)
 
 
 def print_report(group: str, header: str = "") -> None:
@@ -155,13 +169,14 @@ def main() -> int:
     ap.add_argument("what", choices=["presets", "estimate", "mfu", "report", "coverage"])
     ap.add_argument("presets", nargs="*", default=["albert", "electra"])
     ap.add_argument("--budget", default="classroom", choices=["classroom", "thorough"])
+    ap.add_argument("--worker", type=int, default=0, help="presets: train in a headless worker with this many slots")
     ap.add_argument("--first-seed", type=int, default=0, help="the first seed (a re-run with new seeds starts past the old ones)")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--draws", type=int, default=1000, help="simulated experiments per case (coverage)")
     args = ap.parse_args()
     if args.what == "presets":
-        run_presets(args.presets, args.budget, args.first_seed)
+        run_presets(args.presets, args.budget, args.first_seed, args.worker)
     elif args.what == "report":
         for group in args.presets:
             print_report(group)

@@ -134,7 +134,8 @@ class Backend:
                                      "It may be restarting: rerun the page in a few seconds.") from None
         except Exception as err:  # gradio_client's own errors (AppError, a closed queue) when the server went away
             self._forget()
-            raise BackendUnavailable(f"The model backend at {self.url} failed the request: {str(err)[:200]}",
+            raise BackendUnavailable(f"The model backend at {self.url} failed the request ({type(err).__name__}: "
+                                     f"{str(err)[:200]}).",
                                      "Rerun the page in a few seconds.") from None
         if not isinstance(answer, str):
             raise BackendMismatch("The model backend answered in a form this front end does not read.",

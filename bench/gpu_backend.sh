@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The GPU checks of the model backend and the headless lab worker, on a GPU machine with no network (the numbers in
+# docs/deploy.md and docs/lab.md came from this script; its output is under bench/results/).
+#
+#   bash bench/gpu_backend.sh backend   # the backend on CUDA (bf16) against a class of 30 (BERT-base shape)
+#   bash bench/gpu_backend.sh worker    # the thorough ALBERT preset, queued and trained by `python -m services.lab worker`
+#
+# Packages the machine lacks travel as one archive of a site folder (.whl/site.tar.xz: gradio, sqlalchemy, alembic,
+# transformers at the pinned versions, built with `pip install --target` for that machine's Python); results go to
+# $OUT (or /tmp/bfe-gpu-out).
+set -uo pipefail
+OUT=${OUT:-/tmp/bfe-gpu-out}
+mkdir -p "$OUT"
+PY=${PY:-python3}
+if [ -f .whl/site.tar.xz ] && [ ! -d /tmp/site/gradio ]; then
+  mkdir -p /tmp/site && tar xJf .whl/site.tar.xz -C /tmp/site
+fi
+if [ -d /tmp/site/gradio ]; then export PYTHONPATH=/tmp/site:$PWD; else export PYTHONPATH=$PWD; fi
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+W=$(mktemp -d)
+case "${1:-backend}" in
+  backend)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+    $PY -c "import torch, transformers, gradio, sqlalchemy; print('torch', torch.__version__, 'transformers', transformers.__version__, 'gradio', gradio.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no cuda')" | tee -a "$OUT/gpu.txt"
+    $PY bench/backend.py gpu-model "$W/models" 2>&1 | grep -v shards
+    BFE_MODEL_DIR=$W/models $PY bench/backend.py class --model bert-base-uncased --sessions "${SESSIONS:-30}" \
+      --repeats "${REPEATS:-5}" --tokens 128 --device "${DEVICE:-cuda}" 2>&1 | tee "$OUT/backend-class-gpu.txt"
+    ;;
+  worker)
+    BFE_MODEL_DIR=$W/lab DATABASE_URL=sqlite:///$W/lab.db $PY bench/verdicts.py presets albert \
+      --budget "${BUDGET:-thorough}" --first-seed 20 --worker "${SLOTS:-10}" 2>&1 | tee "$OUT/verdicts-albert-worker-gpu.txt"
+    ;;
+esac
