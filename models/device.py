@@ -68,7 +68,13 @@ def describe_device() -> DeviceInfo:
         if dev.type == "cuda":
             import torch
 
-            props = torch.cuda.get_device_properties(dev)
+            try:
+                props = torch.cuda.get_device_properties(dev)
+            except (RuntimeError, AssertionError, AttributeError):
+                # A GPU that is attached only while a call runs (a ZeroGPU Space's process between calls): name it
+                # as nvidia-smi does, or just as a CUDA GPU.
+                smi = _nvidia_smi()
+                return DeviceInfo("cuda", smi[0], smi[1]) if smi else DeviceInfo("cuda", "CUDA GPU", None)
             return DeviceInfo("cuda", props.name, props.total_memory)
         if dev.type == "mps":
             return DeviceInfo("mps", "Apple Metal (MPS)", _ram_bytes())
@@ -108,7 +114,10 @@ def inference_dtype(device: torch.device) -> torch.dtype:
     import torch
 
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        try:
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        except (RuntimeError, AssertionError):  # no GPU attached to this process yet (ZeroGPU: its cards all have bf16)
+            return torch.bfloat16
     if device.type == "mps":
         return torch.float16
     return torch.float32

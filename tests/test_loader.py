@@ -250,6 +250,24 @@ def test_device_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert inference_dtype(torch.device("cpu")) == torch.float32
 
 
+def test_a_gpu_attached_only_during_calls_still_describes_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ZeroGPU Space's process between calls: torch says CUDA is there, but asking the card fails. The backend's
+    info (the front end's sidebar) and the loader's dtype must not fail with it."""
+    from models import device
+
+    def no_card(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("No CUDA GPUs are available")
+
+    monkeypatch.setenv("BFE_DEVICE", "cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", no_card)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", no_card)
+    monkeypatch.setattr(device, "_nvidia_smi", lambda: None)
+    assert device.describe_device() == device.DeviceInfo("cuda", "CUDA GPU", None)
+    assert device.describe_device().label() == "GPU: CUDA GPU"
+    assert device.inference_dtype(torch.device("cuda")) == torch.bfloat16
+
+
 def test_explicit_device_that_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     from models.device import resolve_device
 
