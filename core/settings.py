@@ -224,3 +224,18 @@ def get_settings() -> Settings:
         backend=backend,
         backend_token=raw["backend_token"],
     )
+
+
+#: Settings whose value is a secret: never shown on a page.
+SECRET_SETTINGS = frozenset({"backend_token"})
+
+
+def shown(name: str, value: object) -> str:
+    """A setting's value as a page may show it: a secret as "(set)" or "(not set)", a database URL without its
+    password."""
+    if name in SECRET_SETTINGS:
+        return "(set)" if value else "(not set)"
+    text = str(value)
+    if name == "database_url":
+        text = re.sub(r"(://[^/:@]*:)[^@/]*@", r"\1***@", text)
+    return text

@@ -53,3 +53,26 @@ def test_a_replica_may_run_no_training_at_all(monkeypatch: pytest.MonkeyPatch) -
     """BFE_LAB_CONCURRENCY=0: a web replica that only queues runs (a headless worker elsewhere trains them)."""
     monkeypatch.setenv("BFE_LAB_CONCURRENCY", "0")
     assert get_settings().lab_concurrency == 0
+
+
+def test_secrets_are_not_shown_on_a_page():
+    from core.settings import shown
+
+    assert shown("backend_token", "s3cret") == "(set)" and shown("backend_token", "") == "(not set)"
+    assert shown("database_url", "postgresql://bfe:p%40ss@db:5432/results") == "postgresql://bfe:***@db:5432/results"
+    assert shown("database_url", "sqlite:////tmp/r.db") == "sqlite:////tmp/r.db"
+    assert shown("model_dir", "/srv/models") == "/srv/models"
+
+
+def test_backend_address_is_checked(monkeypatch):
+    import pytest
+
+    from core.errors import InvalidSetting
+    from core.settings import get_settings
+
+    monkeypatch.setenv("BFE_BACKEND", "http://gpu-box:7861/")
+    assert get_settings().backend == "http://gpu-box:7861"
+    for bad in ("ftp://x", "http://a b", "javascript:alert(1)", "http://host/<script>"):
+        monkeypatch.setenv("BFE_BACKEND", bad)
+        with pytest.raises(InvalidSetting, match="BFE_BACKEND"):
+            get_settings()

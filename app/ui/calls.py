@@ -86,10 +86,10 @@ def loaded_models() -> Any:
     from services.backend import client as backend
 
     if backend.enabled():
-        from services.models import CacheInfo
+        from services.models import CacheEntry, CacheInfo
 
-        info = backend.default().info()
-        return CacheInfo((), info.cache_bytes, info.cache_budget, 0)
+        info = backend.default().info(fresh=True)
+        return CacheInfo(tuple(CacheEntry(**e) for e in info.entries), info.cache_bytes, info.cache_budget, info.evictions)
     if not runtime.enabled():
         from app.ui.caches import model_cache
 

@@ -10,7 +10,7 @@ import streamlit as st
 from app import ui
 from core import registry
 from core.errors import ExplorerError
-from core.settings import SETTINGS, get_settings
+from core.settings import SETTINGS, get_settings, shown
 
 st.title("Models & availability")
 settings = get_settings()
@@ -30,8 +30,11 @@ st.markdown(
 st.code("python -m models.fetch --kit            # the small models every page uses\n"
         "python -m models.fetch roberta-large    # or any catalog id\n"
         "python -m models.fetch --list           # what is here", language="bash")
-st.caption(f"Model folder on this machine: `{settings.model_dir}`" if ui.local_viewer()
-           else "Model folder on this machine: the one `BFE_MODEL_DIR` names (shown only to a browser on the server itself).")
+if settings.backend:
+    st.caption(f"The models run on the model backend at `{settings.backend}`: fetch them there, into its `BFE_MODEL_DIR`.")
+else:
+    st.caption(f"Model folder on this machine: `{settings.model_dir}`" if ui.local_viewer()
+               else "Model folder on this machine: the one `BFE_MODEL_DIR` names (shown only to a browser on the server itself).")
 
 st.subheader("Check that a model loads")
 loadable = [c.id for c in registry.loadable()]
@@ -62,10 +65,10 @@ if info.entries:
             ui.free_model_memory()
         st.rerun()
 else:
-    st.caption("No model is loaded on this server.")
+    st.caption("No model is loaded on the model backend." if settings.backend else "No model is loaded on this server.")
 st.caption(f"{info.total_bytes / 2**20:,.0f} MB of a {info.budget_bytes / 2**20:,.0f} MB budget "
            f"(BFE_MODEL_CACHE_MB); {info.evictions} eviction(s) so far.")
 
 with st.expander("Settings in force"):
-    st.dataframe(pd.DataFrame([{"variable": s.env, "value": str(getattr(settings, s.name)), "meaning": s.help}
-                               for s in SETTINGS]), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame([{"variable": s.env, "value": shown(s.name, getattr(settings, s.name)),
+                                "meaning": s.help} for s in SETTINGS]), hide_index=True, width="stretch")

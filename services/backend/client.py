@@ -18,6 +18,7 @@ Faults, each a :class:`~core.errors.BackendError` with a message the page shows:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import threading
@@ -60,6 +61,8 @@ class BackendInfo:
     models_loaded: int
     batch_sizes: dict[str, int]
     calls: dict[str, int]
+    entries: tuple[dict[str, Any], ...] = ()  # the backend's model cache (models.cache.CacheEntry's fields)
+    evictions: int = 0
 
 
 class Backend:
@@ -152,7 +155,8 @@ class Backend:
         raw = self._submit("/info", (), CONNECT_TIMEOUT_S)
         try:
             data = json.loads(raw)
-            got = BackendInfo(url=self.url, **{k: data[k] for k in BackendInfo.__dataclass_fields__ if k != "url"})
+            got = BackendInfo(url=self.url, **{k: data[k] for k in BackendInfo.__dataclass_fields__ if k != "url" and k in data})
+            got = dataclasses.replace(got, entries=tuple(got.entries))
         except (ValueError, KeyError, TypeError):
             raise BackendMismatch("The model backend's info is not in a form this front end reads.",
                                   "Run the same version of the app on both.") from None

@@ -26,6 +26,7 @@ any work starts. ``python -m app.backend --port PORT`` starts it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import logging
@@ -171,6 +172,7 @@ def info() -> str:
                        "gpu": device.name if device.kind != "cpu" else "", "memory_bytes": device.memory_bytes,
                        "cache_bytes": cache.total_bytes, "cache_budget": cache.budget_bytes,
                        "models_loaded": len(cache.entries), "batch_sizes": batches, "calls": calls,
+                       "entries": [dataclasses.asdict(e) for e in cache.entries], "evictions": cache.evictions,
                        "started": _STARTED})
 
 

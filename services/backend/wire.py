@@ -5,6 +5,9 @@ JSON by this module's own rules, and the only classes rebuilt are dataclasses de
 ``analysis`` packages (the model functions' results: ``AttentionResult``, ``FillResult``, ...), plus numpy arrays
 read with ``allow_pickle=False`` (an object array is refused on both sides) and pandas frames rebuilt from columns.
 
+A float32 array whose values are bfloat16 (a model run in bf16 on a GPU, its attention cast to float32) travels as
+its upper 16 bits (``$bf``): the same values exactly, in half the bytes.
+
 Why ``.npy`` and not safetensors: a result holds arrays of many dtypes beside strings and nested records, one at a
 time; ``.npy`` is numpy's own self-describing format, one array per blob, with no code in it (numpy reads it with
 ``allow_pickle=False``). Arrays go as base64 inside the JSON text (a third larger than the bytes): one message per
@@ -80,6 +83,10 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject:
             return {"$l": [encode(v, depth + 1) for v in value.tolist()]}
+        if value.dtype == np.float32 and value.size >= 1024:
+            bits = np.ascontiguousarray(value).view(np.uint32)
+            if not np.any(bits & 0xFFFF):  # bfloat16 values (a GPU's): their upper halves hold them exactly
+                return {"$bf": _array_bytes((bits >> 16).astype(np.uint16))}
         return {"$nd": _array_bytes(value)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {"$dc": _name(type(value)),
@@ -115,6 +122,11 @@ def decode(obj: Any, depth: int = 0) -> Any:
         except (ValueError, TypeError, OSError) as err:
             raise BackendRefused(f"A message held an array that does not read: {str(err)[:120]}") from None
         return a
+    if "$bf" in obj:
+        halves = decode({"$nd": obj["$bf"]}, depth + 1)
+        if halves.dtype != np.uint16:
+            raise BackendRefused("A message held bfloat16 values that are not.")
+        return (halves.astype(np.uint32) << 16).view(np.float32)
     if "$l" in obj:
         items = [decode(v, depth + 1) for v in obj["$l"]]
         out = np.empty(len(items), dtype=object)
