@@ -215,12 +215,42 @@ def a_class(sessions: int, repeats: int, tokens: int, model: str | None, device:
                   f"{pct(each[batched], 0.5):.3f} s, p95 {pct(each[batched], 0.95):.3f} s")
         print(f"  one at a time / batched: {statistics.median(totals[False]) / statistics.median(totals[True]):.2f}x "
               "(goal >= 2x on a CPU)")
+        where_time(model, sessions, tokens, device)
         print(f"  failed requests: {len(FAILURES)}" + (f"; first: {FAILURES[0]}" if FAILURES else ""))
         print(f"  batch sizes formed (size: count): {json.dumps(dict(sorted(sizes.items(), key=lambda kv: int(kv[0]))))}")
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(10)
+
+
+def where_time(model: str, n: int, tokens: int, device: str) -> None:
+    """In this process, on the backend's device: the class's sentences in one batched call, and the wire's encoding and
+    decoding of their results (what the backend and the front end do besides the forward pass)."""
+    import json as json_
+
+    os.environ["BFE_DEVICE"] = device
+    from models.attention import extract_attention_batch
+    from services.backend import wire
+
+    items = [(text(70_000 + i, tokens), None, tokens) for i in range(n)]
+    extract_attention_batch(model, items[:2])
+    forward, encode, decode, size = [], [], [], 0
+    for r in range(3):
+        t0 = time.perf_counter()
+        results = extract_attention_batch(model, [(f"{r} {t}", p, m) for t, p, m in items])
+        forward.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        texts = [json_.dumps({"ok": wire.encode(x)}) for x in results]
+        encode.append(time.perf_counter() - t0)
+        size = sum(len(t) for t in texts)
+        t0 = time.perf_counter()
+        for t in texts:
+            wire.decode(json_.loads(t)["ok"])
+        decode.append(time.perf_counter() - t0)
+    print(f"  in one process on {device}: {n} sentences batched {statistics.median(forward):.3f} s (forward, results "
+          f"as numpy), wire encode {statistics.median(encode):.3f} s, decode {statistics.median(decode):.3f} s, "
+          f"{size / 1e6:.1f} MB of JSON for the class")
 
 
 def gpu_model(folder: Path) -> None:

@@ -107,8 +107,8 @@ THOROUGH_SUITE = {"tasks": ["supersense", "wic"], "epochs": 3, "max_train": 6000
 _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("electra", "classroom"): "Measured here: 3.8 min",
             ("roberta", "classroom"): "Estimated: about 7 min", ("xlnet", "classroom"): "Estimated: about 5 min",
             ("scaling", "classroom"): "Estimated: about 2 min", ("isoflop", "classroom"): "Estimated: about 9 min",
-            ("albert", "thorough"): "Measured here: 44 min on a 2-core CPU (80 min in an earlier, busier run); 7.1 min on one "
-                                    "H100 in bf16 (10 runs at once)",
+            ("albert", "thorough"): "Measured here: 44 min on a 2-core CPU (80 min in an earlier, busier run); 5.0 min on one "
+                                    "H200 in bf16 through the headless worker (10 runs at once)",
             ("electra", "thorough"): "Measured here: 38 min on a 2-core CPU (two runs at once for most of it); 7.8 min on one "
                                      "H100 in bf16 (5 runs at once)",
             ("roberta", "thorough"): "Estimated: about 3 h 20 min on a 2-core CPU",
