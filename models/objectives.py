@@ -154,27 +154,6 @@ def fill_mask(model: Any, text: str, top_k: int = 5, mode: str = "independent") 
     return [result[p] for p in positions]
 
 
-def side_by_side(models: list[str], text: str, top_k: int = 5, mode: str = "independent"):
-    """The same sentence through several models: one DataFrame (model, mask, rank, token, probability,
-    sequence) and a dict model → error message for the models that could not run."""
-    import pandas as pd
-
-    from core.errors import ExplorerError
-
-    rows, errors = [], {}
-    for mid in models:
-        try:
-            preds = fill_mask(mid, text, top_k, mode)
-        except ExplorerError as err:
-            errors[mid] = str(err)
-            continue
-        for mi, row in enumerate(preds):
-            for rank, p in enumerate(row, start=1):
-                rows.append({"model": mid, "mask": mi + 1, "rank": rank, "token": p.token_str.strip(), "probability": p.probability,
-                             "step": p.step, "sequence": p.sequence})
-    return pd.DataFrame(rows, columns=["model", "mask", "rank", "token", "probability", "step", "sequence"]), errors
-
-
 # ------------------------------------------------------------------------------------ masking recipe
 
 ACTIONS = ("kept", "mask", "random", "same")  # not chosen; chosen → [MASK] (80%); → random token (10%); → unchanged (10%)

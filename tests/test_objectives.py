@@ -43,9 +43,13 @@ def test_several_masks_independent_and_sequential() -> None:
 
 
 def test_side_by_side_table_and_errors() -> None:
-    df, errors = O.side_by_side(["bert-base-uncased", "roberta-base", "gpt2"], "the cat sat on the [MASK] .", top_k=2)
+    from services.objectives import fill_mask
+
+    result = fill_mask("the cat sat on the [MASK] .", ["bert-base-uncased", "roberta-base", "gpt2"], top_k=2)
+    df = result.table()
     assert set(df["model"]) == {"bert-base-uncased", "roberta-base"} and len(df) == 4
-    assert "gpt2" in errors
+    assert list(df.columns) == ["model", "mask", "rank", "token", "probability", "step", "sequence"]
+    assert "gpt2" in result.errors
 
 
 @pytest.mark.parametrize(("text", "error", "words"), [
