@@ -41,6 +41,10 @@ TIMEOUTS: dict[str, float] = {"extract_attention": 60.0, "query_key": 60.0, "fil
                               "nearest_contexts": 300.0}
 DEFAULT_TIMEOUT_S = 120.0
 CONNECT_TIMEOUT_S = 10.0
+#: How long a connection may stay silent. The queue's event stream carries nothing while a call runs but Gradio's
+#: heartbeat (every 15 s, GRADIO_HEARTBEAT_INTERVAL on the backend); a read timeout under that ended every call that
+#: took longer (httpx.ReadTimeout in gradio_client's stream: "failed the request"), whatever its own time limit.
+READ_TIMEOUT_S = 60.0
 #: How long an ``info`` answer is reused (the sidebar asks on every page run).
 INFO_TTL_S = 5.0
 
@@ -90,7 +94,7 @@ class Backend:
             headers = {TOKEN_HEADER: self.token} if self.token else {}
             try:
                 client = Client(self.url, headers=headers, verbose=False, download_files=False, analytics_enabled=False,
-                                httpx_kwargs={"timeout": CONNECT_TIMEOUT_S})
+                                httpx_kwargs={"timeout": httpx.Timeout(CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S)})
             except Exception as err:
                 if type(err).__name__ != "AuthenticationError" and not (
                         isinstance(err, httpx.HTTPStatusError) and err.response.status_code == 401):
@@ -137,8 +141,9 @@ class Backend:
                                      "It may be restarting: rerun the page in a few seconds.") from None
         except Exception as err:  # gradio_client's own errors (AppError, a closed queue) when the server went away
             self._forget()
-            raise BackendUnavailable(f"The model backend at {self.url} failed the request ({type(err).__name__}: "
-                                     f"{str(err)[:200]}).",
+            # a backend killed during the call cancels the job: a CancelledError whose text is empty
+            detail = str(err).strip()[:200] or "the connection ended"
+            raise BackendUnavailable(f"The model backend at {self.url} failed the request ({type(err).__name__}: {detail}).",
                                      "Rerun the page in a few seconds.") from None
         if not isinstance(answer, str):
             raise BackendMismatch("The model backend answered in a form this front end does not read.",

@@ -80,6 +80,7 @@ def _function(request: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     module, name, args = request["module"], request["name"], request["args"]
     if not (isinstance(module, str) and isinstance(name, str) and allowed(module, name)):
         raise BackendRefused(f"{str(module)[:60]}.{str(name)[:60]} is not a function the backend serves.")
+    args = wire.decode(args)  # only now: after the version check (another wire version may encode differently)
     if not isinstance(args, list | tuple) or len(args) > 12:
         raise BackendRefused("The call's arguments are not a short list.")
     if args and isinstance(args[0], str):  # every served function takes the model id first: the loader's rules
@@ -98,7 +99,18 @@ def _failure(err: BaseException) -> str:
 
     if not isinstance(err, ExplorerError):
         log.exception("backend: a call failed")
-    return json.dumps({"error": wire.encode(list(_pack_error(err)))}, separators=(",", ":"), allow_nan=False)
+    module, name, args, attrs, text = _pack_error(err)
+    # only the attributes that travel (a list of paths would raise TypeError here, outside any handler's try)
+    attrs = {k: v for k, v in attrs.items() if _sendable(v)}
+    return json.dumps({"error": wire.encode([module, name, args, attrs, text])}, separators=(",", ":"), allow_nan=False)
+
+
+def _sendable(value: Any) -> bool:
+    try:
+        wire.encode(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _parse(text: Any) -> Any:
@@ -111,7 +123,7 @@ def _parse(text: Any) -> Any:
         raise BackendRefused("The request is not JSON.") from None
     if not isinstance(raw, dict):
         raise BackendRefused("The request is not a model call.")
-    return {k: (wire.decode(v) if k == "args" else v) for k, v in raw.items()}
+    return raw  # its arguments are decoded by _function, once the versions and the function are checked
 
 
 def call(text: str) -> str:

@@ -46,7 +46,8 @@ def _result_class(name: Any) -> type:
     if not isinstance(name, str) or name.count(":") != 1:
         raise BackendRefused("A message named no class.")
     module, qualname = name.split(":")
-    if not module.startswith(RESULT_PACKAGES) or not all(p.isidentifier() for p in (*module.split("."), *qualname.split("."))):
+    parts = (*module.split("."), *qualname.split("."))
+    if not module.startswith(RESULT_PACKAGES) or not all(p.isidentifier() and not p.startswith("_") for p in parts):
         raise BackendRefused(f"A message named a class outside the library's results: {name[:80]!r}.")
     try:
         obj: Any = importlib.import_module(module)
@@ -57,12 +58,15 @@ def _result_class(name: Any) -> type:
                               "of the app: update one so both match.") from None
     if not (isinstance(obj, type) and (dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum))):
         raise BackendRefused(f"{name[:80]} is not a result class.")
+    if not obj.__module__.startswith(RESULT_PACKAGES):  # reached through a module's import (models.attention:re.RegexFlag)
+        raise BackendRefused(f"A message named a class outside the library's results: {name[:80]!r}.")
     return obj
 
 
 def _array_bytes(a: np.ndarray) -> str:
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)  # an object array raises ValueError: never sent
+    # as it is (np.save writes any layout; ascontiguousarray would make a 0-d array 1-d); an object array raises ValueError
+    np.save(buf, a, allow_pickle=False)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -70,10 +74,10 @@ def encode(value: Any, depth: int = 0) -> Any:
     """``value`` as plain JSON values (see the module's docstring). Raises TypeError for what cannot travel."""
     if depth > MAX_DEPTH:
         raise TypeError("The value is nested too deeply to send.")
+    if isinstance(value, enum.Enum):  # before str and int: a StrEnum or IntEnum is one, and would lose its class
+        return {"$e": _name(type(value)), "v": encode(value.value, depth + 1)}
     if value is None or isinstance(value, bool | str):
         return value
-    if isinstance(value, enum.Enum):
-        return {"$e": _name(type(value)), "v": encode(value.value, depth + 1)}
     if isinstance(value, int):
         return value
     if isinstance(value, float):
@@ -81,8 +85,8 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, np.generic):
         return encode(value.item(), depth + 1)
     if isinstance(value, np.ndarray):
-        if value.dtype.hasobject:
-            return {"$l": [encode(v, depth + 1) for v in value.tolist()]}
+        if value.dtype.hasobject:  # item by item, with its shape (tolist() would nest a 2-D array into lists)
+            return {"$l": [encode(v, depth + 1) for v in value.reshape(-1)], "shape": list(value.shape)}
         if value.dtype == np.float32 and value.size >= 1024:
             bits = np.ascontiguousarray(value).view(np.uint32)
             if not np.any(bits & 0xFFFF):  # bfloat16 values (a GPU's): their upper halves hold them exactly
@@ -106,45 +110,57 @@ def encode(value: Any, depth: int = 0) -> Any:
     raise TypeError(f"A {type(value).__name__} cannot be sent to or from the model backend.")
 
 
-def decode(obj: Any, depth: int = 0) -> Any:
-    """The value :func:`encode` made ``obj`` from. Raises BackendRefused for a message it did not make."""
+def decode(obj: Any) -> Any:
+    """The value :func:`encode` made ``obj`` from. Raises BackendRefused for a message it did not make (also one whose
+    markers hold the wrong kind of value: ``{"$d": 5}``, an unhashable key, a record missing fields)."""
+    try:
+        return _decode(obj, 0)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as err:
+        raise BackendRefused(f"A message held something this app does not send ({type(err).__name__}).") from None
+
+
+def _decode(obj: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise BackendRefused("A message is nested too deeply.")
     if obj is None or isinstance(obj, bool | int | float | str):
         return obj
     if isinstance(obj, list):
-        return [decode(v, depth + 1) for v in obj]
+        return [_decode(v, depth + 1) for v in obj]
     if not isinstance(obj, dict) or len(obj) > 2:
         raise BackendRefused("A message held something this app does not send.")
     if "$nd" in obj:
         try:
             a = np.load(io.BytesIO(base64.b64decode(obj["$nd"], validate=True)), allow_pickle=False)
-        except (ValueError, TypeError, OSError) as err:
+        except (ValueError, TypeError, OSError, MemoryError) as err:  # MemoryError: a header claiming terabytes
             raise BackendRefused(f"A message held an array that does not read: {str(err)[:120]}") from None
         return a
     if "$bf" in obj:
-        halves = decode({"$nd": obj["$bf"]}, depth + 1)
+        halves = _decode({"$nd": obj["$bf"]}, depth + 1)
         if halves.dtype != np.uint16:
             raise BackendRefused("A message held bfloat16 values that are not.")
         return (halves.astype(np.uint32) << 16).view(np.float32)
     if "$l" in obj:
-        items = [decode(v, depth + 1) for v in obj["$l"]]
+        items = [_decode(v, depth + 1) for v in obj["$l"]]
         out = np.empty(len(items), dtype=object)
-        out[:] = items
-        return out
+        for i, item in enumerate(items):  # one by one: a slice assignment would spread list items over the array
+            out[i] = item
+        shape = obj.get("shape", [len(items)])
+        if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
+            raise BackendRefused("A message held an array of no shape.")
+        return out.reshape(shape)
     if "$t" in obj:
-        return tuple(decode(v, depth + 1) for v in obj["$t"])
+        return tuple(_decode(v, depth + 1) for v in obj["$t"])
     if "$d" in obj:
-        return {_key(decode(k, depth + 1)): decode(v, depth + 1) for k, v in obj["$d"]}
+        return {_key(_decode(k, depth + 1)): _decode(v, depth + 1) for k, v in obj["$d"]}
     if "$s" in obj:
-        items = [_key(decode(v, depth + 1)) for v in obj["$s"]]
+        items = [_key(_decode(v, depth + 1)) for v in obj["$s"]]
         return frozenset(items) if obj.get("frozen") else set(items)
     if "$f" in obj:
         if obj["$f"] not in ("nan", "inf", "-inf"):
             raise BackendRefused("A message held a number that is not one.")
         return float(obj["$f"])
     if "$e" in obj:
-        return _result_class(obj["$e"])(decode(obj.get("v"), depth + 1))
+        return _result_class(obj["$e"])(_decode(obj.get("v"), depth + 1))
     if "$dc" in obj:
         cls = _result_class(obj["$dc"])
         fields = obj.get("f")
@@ -154,14 +170,14 @@ def decode(obj: Any, depth: int = 0) -> Any:
         if not set(fields) <= known:
             raise BackendMismatch(f"{obj['$dc'][:80]} has other fields here.", "The front end and the backend run "
                                   "different versions of the app: update one so both match.")
-        return cls(**{k: decode(v, depth + 1) for k, v in fields.items()})
+        return cls(**{k: _decode(v, depth + 1) for k, v in fields.items()})
     if "$df" in obj:
         import pandas as pd
 
         frame = obj["$df"]
-        columns = [decode(c, depth + 1) for c in frame["columns"]]
-        data = [decode(c, depth + 1) for c in frame["data"]]
-        return pd.DataFrame(dict(zip(columns, data, strict=True)), index=decode(frame["index"], depth + 1))
+        columns = [_decode(c, depth + 1) for c in frame["columns"]]
+        data = [_decode(c, depth + 1) for c in frame["data"]]
+        return pd.DataFrame(dict(zip(columns, data, strict=True)), index=_decode(frame["index"], depth + 1))
     raise BackendRefused("A message held something this app does not send.")
 
 
