@@ -429,6 +429,23 @@ def test_concurrent_attention_requests_are_batched(backend: SimpleNamespace) -> 
 # --- 4. faults -------------------------------------------------------------------------------------------------
 
 
+def test_long_texts_go_alone_and_short_ones_to_the_batch(backend: SimpleNamespace) -> None:
+    """By default only short texts are batched (on a CPU a batch of long sentences is no faster than one at a time
+    and makes every request wait for the whole batch)."""
+    from services.backend.client import BATCH_MAX_CHARS
+
+    remote = Backend(backend.url, TOKEN)
+    before = remote.info(fresh=True)
+    long_text = ("the cat sat on the mat . " * 40)[: BATCH_MAX_CHARS + 20]
+    remote.call(extract_attention, "bert-base-uncased", long_text)
+    middle = remote.info(fresh=True)
+    assert middle.batch_sizes == before.batch_sizes  # went alone
+    assert middle.calls.get("extract_attention", 0) == before.calls.get("extract_attention", 0) + 1
+    remote.call(extract_attention, "bert-base-uncased", "the cat sat .")
+    after = remote.info(fresh=True)
+    assert sum(after.batch_sizes.values()) == sum(middle.batch_sizes.values()) + 1  # through the batching endpoint
+
+
 def test_a_backend_down_then_up_then_killed_then_restarted(backend_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()
     remote = Backend(f"http://127.0.0.1:{port}", TOKEN)

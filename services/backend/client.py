@@ -48,6 +48,11 @@ TIMEOUTS: dict[str, float] = {"extract_attention": 60.0, "query_key": 60.0, "fil
                               "head_importance": 600.0, "pruning_curve": 600.0, "activation_patching": 300.0,
                               "nearest_contexts": 300.0}
 DEFAULT_TIMEOUT_S = 120.0
+#: Attention requests whose texts (sentence A and B) are at most this long go through the batching endpoint; longer
+#: ones go alone. Measured on a 2-core CPU with the bundled model, 30 requests at once (bench/results/backend-class-cpu.txt):
+#: batching made the class 2.5x faster at 16 tokens and 1.5x at 48, but 0.89x at 128 (a batch of long sentences computes
+#: no faster than one at a time there, and every request waits for the whole batch). 400 characters: about 90 tokens.
+BATCH_MAX_CHARS = 400
 CONNECT_TIMEOUT_S = 10.0
 #: How long a connection may stay silent. The queue's event stream carries nothing while a call runs but Gradio's
 #: heartbeat (every 15 s, GRADIO_HEARTBEAT_INTERVAL on the backend); a read timeout under that ended every call that
@@ -210,10 +215,12 @@ class Backend:
                                  f"{MAX_REQUEST_CHARS:,}.", "Use a shorter input.")
         return text
 
-    def call(self, fn: Any, *args: Any, batched: bool = True) -> Any:
+    def call(self, fn: Any, *args: Any, batched: bool | None = None) -> Any:
         """``fn(*args)`` on the backend: one of the model process's allow-list (:data:`services.runtime.ROUTED`) or the
-        backend's own (catalog checks). Errors ``fn`` raised come back as themselves (our ``core.errors`` classes);
-        ``batched``: attention goes through the batching endpoint (False: alone, as the benches compare)."""
+        backend's own (catalog checks). Errors ``fn`` raised come back as themselves (our ``core.errors`` classes).
+
+        ``batched``: whether attention goes through the batching endpoint; by default when its texts are short
+        (:data:`BATCH_MAX_CHARS`), the benches force either way."""
         from services.backend.handlers import BACKEND_ONLY
         from services.runtime import route
 
@@ -223,6 +230,8 @@ class Backend:
             raise ModelProcessFailed(f"{getattr(fn, '__qualname__', fn)!r} is not a function the model backend serves.")
         text = self.request_text(*where, args)  # before anything goes out
         self.info()  # the version check (cached)
+        if batched is None:
+            batched = sum(len(a) for a in args[1:3] if isinstance(a, str)) <= BATCH_MAX_CHARS
         api = "/attention" if batched and where == ("models.attention", "extract_attention") else "/call"
         self.sent_chars += len(text)
         answer = self._submit(api, (text,), self.timeouts.get(where[1], DEFAULT_TIMEOUT_S))
