@@ -34,57 +34,24 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from app.gradio_api.endpoints import (  # noqa: E402
-    activation_patching,
-    attention,
-    attribution,
-    calculator,
-    cka,
-    fill_mask,
-    friendly,
-    head_importance,
-    hidden_states,
-    lab_runs,
-    logit_lens,
-    nearest_contexts,
-    permutation_masks,
-    pseudo_perplexity,
-    results,
-    scaling_fit,
-    verdicts,
-)
+from app.gradio_api import endpoints  # noqa: E402
+from app.gradio_api.endpoints import *  # noqa: E402, F403 (the endpoints, named once in endpoints.__all__)
 from app.gradio_api.layout import LIGHT_CONCURRENCY, _heatmap_files, build  # noqa: E402
 from app.gradio_api.server import API_NAMES, MAX_BODY_BYTES, UnknownEndpoint404, launch_options, main, mcp_json_text  # noqa: E402
 from services.calls import jsonable  # noqa: E402
 
 __all__ = [
+    *endpoints.__all__,
     "API_NAMES",
     "LIGHT_CONCURRENCY",
     "MAX_BODY_BYTES",
     "UnknownEndpoint404",
     "_heatmap_files",
-    "activation_patching",
-    "attention",
-    "attribution",
     "build",
-    "calculator",
-    "cka",
-    "fill_mask",
-    "friendly",
-    "head_importance",
-    "hidden_states",
     "jsonable",
-    "lab_runs",
     "launch_options",
-    "logit_lens",
     "main",
     "mcp_json_text",
-    "nearest_contexts",
-    "permutation_masks",
-    "pseudo_perplexity",
-    "results",
-    "scaling_fit",
-    "verdicts",
 ]
 
 if __name__ == "__main__":

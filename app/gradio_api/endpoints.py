@@ -20,6 +20,28 @@ log = logging.getLogger("bert_family_explorer.gradio")
 MAX_ROWS = 5_000
 
 
+#: The endpoints (and the error wrapper they share), as the entry module :mod:`app.gradio_app` re-exports them.
+__all__ = [
+    "activation_patching",
+    "attention",
+    "attribution",
+    "calculator",
+    "cka",
+    "fill_mask",
+    "friendly",
+    "head_importance",
+    "hidden_states",
+    "lab_runs",
+    "logit_lens",
+    "nearest_contexts",
+    "permutation_masks",
+    "pseudo_perplexity",
+    "results",
+    "scaling_fit",
+    "verdicts",
+]
+
+
 def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Library errors become gradio.Error (message + hint); anything else a generic message, logged."""
 
