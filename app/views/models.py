@@ -60,7 +60,7 @@ if info.entries:
     st.dataframe(pd.DataFrame([{
         "model": e.model_id, "head": e.task, "attention": e.attn_implementation, "device": e.device,
         "dtype": e.dtype, "MB": round(e.nbytes / 2**20, 1)} for e in info.entries]), hide_index=True)
-    if st.button("Free model memory", key="models_clear"):
+    if not settings.backend and st.button("Free model memory", key="models_clear"):  # a backend's serve every front end
         with ui.friendly_errors():
             ui.free_model_memory()
         st.rerun()
