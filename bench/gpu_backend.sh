@@ -7,7 +7,14 @@
 #
 # Packages the machine lacks travel as one archive of a site folder (.whl/site.tar.xz: gradio, sqlalchemy, alembic,
 # transformers at the pinned versions, built with `pip install --target` for that machine's Python); results go to
-# $OUT (or /tmp/bfe-gpu-out).
+# $OUT (or /tmp/bfe-gpu-out). The archive, made here for a Python 3.12 x86-64 machine (about 28 MB):
+#   pip download --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
+#     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl gradio==6.31.0 sqlalchemy==2.1.9 \
+#     alembic==1.20.1 transformers==5.23.0 huggingface-hub==2.4.0 tokenizers==0.23.3
+#   (delete the wheels of what the machine has: numpy, pandas, httpx, ...; then)
+#   pip install --target /tmp/site312 --no-deps --only-binary=:all: --python-version 3.12 ... .whl/*.whl
+#   rm -r /tmp/site312/gradio/templates/node /tmp/site312/gradio/media_assets
+#   (cd /tmp/site312 && tar cf - . | xz -T2 -6) > .whl/site.tar.xz
 set -uo pipefail
 OUT=${OUT:-/tmp/bfe-gpu-out}
 mkdir -p "$OUT"
