@@ -73,14 +73,14 @@ class Status:
     restarts: int = 0
 
 
-def _pack_error(err: BaseException) -> tuple[str, str, tuple[Any, ...], dict[str, Any], str]:
+def pack_error(err: BaseException) -> tuple[str, str, tuple[Any, ...], dict[str, Any], str]:
     """An exception as (module, class, args, attributes, text): many of ours take other arguments than their
     ``args`` (``UnknownModel(model_id, suggestions)``), so pickle's ``cls(*args)`` would fail to rebuild them."""
     attrs = {k: v for k, v in vars(err).items() if isinstance(v, str | int | float | bool | list | tuple | type(None))}
     return type(err).__module__, type(err).__qualname__, tuple(a for a in err.args if isinstance(a, str | int | float)), attrs, str(err)
 
 
-def _unpack_error(packed: tuple[str, str, tuple[Any, ...], dict[str, Any], str]) -> BaseException:
+def unpack_error(packed: tuple[str, str, tuple[Any, ...], dict[str, Any], str]) -> BaseException:
     """The exception again, as its own class where this process has that class loaded without importing anything
     heavy (our ``core.errors``, Python's built-ins), else as :class:`~core.errors.ModelProcessFailed`."""
     module, name, args, attrs, text = packed
@@ -240,7 +240,7 @@ class Runtime:
         try:
             return self._ask(message, timeout)
         except _Remote as err:
-            raise _unpack_error(err.packed) from None
+            raise unpack_error(err.packed) from None
         except (OSError, EOFError, TimeoutError) as err:
             raise ModelProcessFailed(f"The model process is not answering ({type(err).__name__}).",
                                      "It starts with the server; reload the page in a few seconds.") from None
@@ -305,7 +305,7 @@ class Runtime:
             try:
                 return self._ask(message, None)
             except _Remote as err:
-                raise _unpack_error(err.packed) from None
+                raise unpack_error(err.packed) from None
             except (OSError, EOFError) as err:
                 code = self._reap(proc)
                 log.warning("model process stopped (exit code %s) during %s: %s", code, fn.__qualname__, err)
@@ -450,14 +450,14 @@ def _handle(conn: Connection, key: bytes) -> None:
         except BaseException as err:  # carried back to the page that asked (SystemExit too); never ends the process
             if not isinstance(err, ExplorerError):
                 log.exception("model process: %s failed", str(message[:3])[:200])
-            reply = ("error", _pack_error(err))
+            reply = ("error", pack_error(err))
         try:
             conn.send(reply)
         except (OSError, EOFError):  # the asking page went away
             pass
         except Exception as err:  # a result that does not pickle
             with contextlib.suppress(Exception):
-                conn.send(("error", _pack_error(ModelProcessFailed(f"The result could not be sent back: {err}"))))
+                conn.send(("error", pack_error(ModelProcessFailed(f"The result could not be sent back: {err}"))))
 
 
 def serve(address: str, parent: int, warm: bool) -> None:

@@ -153,11 +153,11 @@ def request(module: str, name: str, *args: Any, v: Any = None) -> str:
 
 def handler_error(answer: str) -> BaseException:
     """The exception an error envelope of the handlers carries, rebuilt as the client rebuilds it."""
-    from services.runtime import _unpack_error
+    from services.runtime import unpack_error
 
     envelope = json.loads(answer)
     assert set(envelope) == {"error"}, answer[:300]
-    return _unpack_error(tuple(wire.decode(envelope["error"])))
+    return unpack_error(tuple(wire.decode(envelope["error"])))
 
 
 def same_attention(a: AttentionResult, b: AttentionResult) -> None:

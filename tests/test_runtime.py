@@ -74,7 +74,7 @@ def test_a_call_runs_in_the_model_process_and_returns_what_the_library_returns(m
 FAKE_SERVER = """
 import sys
 from multiprocessing.connection import Listener, answer_challenge, deliver_challenge
-from services.runtime import KEY_ENV, _pack_error
+from services.runtime import KEY_ENV, pack_error
 import os
 key = bytes.fromhex(os.environ[KEY_ENV])
 listener = Listener(sys.argv[1], family="AF_UNIX")
@@ -82,7 +82,7 @@ while True:
     conn = listener.accept()
     deliver_challenge(conn, key); answer_challenge(conn, key)
     conn.recv()
-    conn.send(("error", _pack_error(FileNotFoundError(2, "No such file: corpus.gz"))))
+    conn.send(("error", pack_error(FileNotFoundError(2, "No such file: corpus.gz"))))
 """
 
 

@@ -240,9 +240,9 @@ class Backend:
         except ValueError:
             raise BackendMismatch("The model backend's answer is not JSON.", "Run the same version of the app on both.") from None
         if "error" in envelope:
-            from services.runtime import _unpack_error
+            from services.runtime import unpack_error
 
-            raise _unpack_error(tuple(wire.decode(envelope["error"]))) from None
+            raise unpack_error(tuple(wire.decode(envelope["error"]))) from None
         return wire.decode(envelope.get("ok"))
 
 

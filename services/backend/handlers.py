@@ -95,11 +95,11 @@ def _answer(value: Any) -> str:
 
 
 def _failure(err: BaseException) -> str:
-    from services.runtime import _pack_error
+    from services.runtime import pack_error
 
     if not isinstance(err, ExplorerError):
         log.exception("backend: a call failed")
-    module, name, args, attrs, text = _pack_error(err)
+    module, name, args, attrs, text = pack_error(err)
     # only the attributes that travel (a list of paths would raise TypeError here, outside any handler's try)
     attrs = {k: v for k, v in attrs.items() if _sendable(v)}
     return json.dumps({"error": wire.encode([module, name, args, attrs, text])}, separators=(",", ":"), allow_nan=False)
@@ -129,11 +129,18 @@ def _parse(text: Any) -> Any:
 def call(text: str) -> str:
     """Serve one request (the ``call`` endpoint): JSON text in, JSON text out (``{"ok": ...}`` or ``{"error": ...}``)."""
     try:
-        fn, args = _function(_parse(text))
+        return _run(*_function(_parse(text)))
+    except BaseException as err:  # carried back to the caller as itself; never ends the server
+        return _failure(err)
+
+
+def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
+    """A checked call, counted, its answer as JSON text (errors: :func:`_failure`)."""
+    try:
         with _stats_lock:
             _calls[fn.__name__] += 1
         return _answer(fn(*args))
-    except BaseException as err:  # carried back to the caller as itself; never ends the server
+    except BaseException as err:
         return _failure(err)
 
 
@@ -148,7 +155,7 @@ def attention_batch(texts: list[str]) -> list[list[str]]:
         try:
             fn, args = _function(_parse(text))
             if fn is not extract_attention or not 2 <= len(args) <= 4:
-                answers[i] = call(text)
+                answers[i] = _run(fn, args)  # checked once, above
                 continue
             text_a, pair, max_tokens = (*args[1:], None, None)[:3]
             if not isinstance(text_a, str) or not (pair is None or isinstance(pair, str)) \
