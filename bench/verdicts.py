@@ -33,6 +33,7 @@ if "BFE_MODEL_DIR" not in os.environ:
 
 from models.pretrain import TrainConfig
 from services import ablations, lab
+from services.lab import claims
 
 DEFAULT = TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
 
@@ -129,7 +130,7 @@ def pace(steps: int = 40) -> float:
 def estimate() -> None:
     flops_per_s = pace()
     print(f"pace: {flops_per_s:.3g} FLOP/s (the calculator's count, default size)")
-    for preset in ablations.BUDGETS:
+    for preset in claims.BUDGETS:
         for budget in ("classroom", "thorough"):
             n, flops = ablations.planned_flops(preset, DEFAULT, budget)
             b = ablations.budget_of(preset, budget)

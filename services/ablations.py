@@ -17,126 +17,26 @@ The decision itself is :func:`analysis.verdicts.verdict` (no torch); this module
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from typing import Any
 
 from analysis.run_status import ACTIVE, RunStatus
-from core.errors import ExplorerError, InvalidConfig
+from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig, hf_config
+from services.lab.claims import (
+    CHANCE,
+    CLAIMS,
+    DATA_LIMITED_TOKENS_PER_PARAMETER,
+    DOWNSTREAM_LABELS,
+    INTRINSIC_LABELS,
+    Claim,
+    apply_budget,
+    budget_of,
+)
 from services.lab.presets import PRESETS, plan_runs
 from services.lab.run_queue import FINETUNE
 from services.lab.run_queue import submit as submit_runs
 from services.lab.sizing import size
-
-DOWNSTREAM_LABELS = {"supersense": "supersense accuracy ({classes} classes)", "wic": "WiC accuracy (2 classes)",
-                     "average": "average accuracy over the suite's tasks"}
-INTRINSIC_LABELS = {"sop_accuracy": "SOP accuracy (held-out pairs)", "nsp_accuracy": "NSP accuracy (held-out pairs)",
-                    "held_out_loss": "Held-out loss", "scaling": "Scaling exponent", "isoflop": "Compute-optimal size"}
-CHANCE = {"sop_accuracy": 0.5, "nsp_accuracy": 0.5, "probe:pos": 0.25}
-DATA_LIMITED_TOKENS_PER_PARAMETER = 20  # Hoffmann et al. 2022 (Chinchilla): about 20 tokens per parameter is compute-optimal
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of a paper: arm ``a`` ``op`` arm ``b`` on ``measure`` (``downstream`` expands to every task of the
-    budget's suite), or the direction of a fitted exponent (``measure`` ``scaling`` / ``isoflop``)."""
-
-    key: str
-    measure: str
-    statement: str
-    source: str
-    a: str = ""
-    b: str = ""
-    op: str = ">"
-    margin: float = 0.0
-
-
-CLAIMS: dict[str, tuple[Claim, ...]] = {
-    "albert": (
-        Claim("sop", "sop_accuracy", "A model trained with SOP solves SOP; one trained with NSP does not (86.5 vs 52.0).",
-              "Lan et al. 2019, ALBERT, Table 5 (intrinsic SOP accuracy, ALBERT-base)", "sop", "nsp"),
-        Claim("downstream", "downstream", "SOP pre-training helps downstream more than NSP (average 80.1 vs 79.2).",
-              "Lan et al. 2019, ALBERT, Table 5 (downstream average of SQuAD1.1/2.0, MNLI, SST-2, RACE, dev)", "sop", "nsp"),
-    ),
-    "electra": (
-        Claim("downstream", "downstream", "At equal pre-training compute, ELECTRA beats masked-LM pre-training downstream.",
-              "Clark et al. 2020, ELECTRA, Figure 3 and Table 1 (GLUE dev at equal FLOPs)", "electra", "mlm"),
-    ),
-    "roberta": (
-        Claim("dynamic", "downstream", "Dynamic masking is as good as or slightly better than static (SQuAD 2.0 78.7 vs 78.3, "
-              "MNLI-m 84.0 vs 84.3, SST-2 92.9 vs 92.5).", "Liu et al. 2019, RoBERTa, Table 1 (dev)", "dynamic", "static",
-              ">=", 0.01),
-        Claim("no-nsp", "downstream", "Removing NSP matches or improves downstream results.",
-              "Liu et al. 2019, RoBERTa, Table 2 (dev)", "static", "bert-static-nsp", ">=", 0.01),
-    ),
-    "xlnet": (
-        Claim("downstream", "downstream", "With the same data and size, the permutation LM beats BERT's masked LM downstream.",
-              "Yang et al. 2019, XLNet, Table 1 (fair comparison with BERT, dev)", "plm", "mlm"),
-    ),
-    "scaling": (
-        Claim("scaling", "scaling", "Held-out loss falls as a power of the non-embedding parameters: L ∝ N^−0.076.",
-              "Kaplan et al. 2020, Figure 1 (α_N ≈ 0.076)"),
-    ),
-    "isoflop": (
-        Claim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
-              "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),
-    ),
-}
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How much a preset spends: seeds, pre-training steps × batch × length, the downstream suite, and (for the
-    scaling presets) the widths. ``minutes`` is what it took on the reference machine (measured, or estimated
-    from the lab's pace where it says so)."""
-
-    name: str
-    seeds: int
-    steps: int
-    batch: int
-    seq_len: int
-    downstream: dict[str, Any] | None
-    widths: tuple[int, ...] | None = None
-    minutes: str = ""
-
-
-CLASSROOM_SUITE = {"tasks": ["supersense"], "epochs": 3, "max_train": 2000, "max_test": 500}
-THOROUGH_SUITE = {"tasks": ["supersense", "wic"], "epochs": 3, "max_train": 6000, "max_test": 1500}
-# Minutes on the reference machine (2 CPU cores, bench/verdicts.py): "measured" from the submit to the last run
-# closed, through the real queue; "estimated" from the calculator's FLOPs at the lab's measured pace.
-_MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("electra", "classroom"): "Measured here: 3.8 min",
-            ("roberta", "classroom"): "Estimated: about 7 min", ("xlnet", "classroom"): "Estimated: about 5 min",
-            ("scaling", "classroom"): "Estimated: about 2 min", ("isoflop", "classroom"): "Estimated: about 9 min",
-            ("albert", "thorough"): "Measured here: 44 min on a 2-core CPU (80 min in an earlier, busier run); 5.0 min on one "
-                                    "H200 in bf16 through the headless worker (10 runs at once)",
-            ("electra", "thorough"): "Measured here: 38 min on a 2-core CPU (two runs at once for most of it); 7.8 min on one "
-                                     "H100 in bf16 (5 runs at once)",
-            ("roberta", "thorough"): "Estimated: about 3 h 20 min on a 2-core CPU",
-            ("xlnet", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
-            ("scaling", "thorough"): "Estimated: about 3 h 35 min on a 2-core CPU",
-            ("isoflop", "thorough"): "Estimated: about 4 h 30 min on a 2-core CPU"}
-BUDGETS: dict[str, dict[str, Budget]] = {
-    **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
-           "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
-       for p in ("albert", "electra", "roberta", "xlnet")},
-    "scaling": {"classroom": Budget("classroom", 2, 600, 32, 64, None, (16, 32, 64), _MINUTES["scaling", "classroom"]),
-                "thorough": Budget("thorough", 3, 4000, 64, 64, None, (32, 64, 128, 256), _MINUTES["scaling", "thorough"])},
-    "isoflop": {"classroom": Budget("classroom", 2, 200, 32, 64, None, (16, 32, 64), _MINUTES["isoflop", "classroom"]),
-                "thorough": Budget("thorough", 3, 1500, 64, 64, None, (32, 64, 128, 256), _MINUTES["isoflop", "thorough"])},
-}
-
-
-def budget_of(preset: str, name: str) -> Budget:
-    """The named budget of a preset. Raises InvalidConfig for an unknown preset or budget."""
-    if preset not in BUDGETS or name not in BUDGETS[preset]:
-        raise InvalidConfig(f"No {name!r} budget for the {preset!r} preset.",
-                            "Budgets exist for: " + ", ".join(BUDGETS) + " (classroom, thorough).")
-    return BUDGETS[preset][name]
-
-
-def apply_budget(base: TrainConfig, budget: Budget) -> TrainConfig:
-    """``base`` with the budget's steps, batch and sequence length."""
-    return replace(base, steps=budget.steps, batch=budget.batch, seq_len=budget.seq_len)
 
 
 def submit(preset: str, base: TrainConfig, group: str, budget: str = "classroom", engine: Any = None,

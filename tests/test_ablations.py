@@ -16,6 +16,7 @@ from analysis.results_db import verdicts as SV
 from core.errors import InvalidConfig
 from models.pretrain import TrainConfig
 from services import ablations, lab
+from services.lab import claims
 
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
 SUITE = {"tasks": ["supersense"], "epochs": 1, "max_train": 40, "max_test": 30, "max_len": 32}
@@ -256,7 +257,7 @@ def test_the_page_starts_a_preset_at_its_budget(lab_env: Path) -> None:
     at.switch_page("views/lab.py").run()
     assert not at.exception, at.exception
     planned = at.dataframe[0].value
-    assert len(planned) == 6 and set(planned["steps"]) == {ablations.BUDGETS["albert"]["classroom"].steps}
+    assert len(planned) == 6 and set(planned["steps"]) == {claims.BUDGETS["albert"]["classroom"].steps}
     [start] = [b for b in at.button if b.label.startswith("Start")]
     start.click().run()
     assert not at.exception, at.exception

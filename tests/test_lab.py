@@ -18,6 +18,7 @@ from core.errors import InvalidConfig
 from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parameter_count, tokenizer
 from models.pretrain.config import VOCAB_SIZES
 from services import ablations, lab
+from services.lab import claims
 from tests.support import run_status as status
 from tests.support import wait_for
 
@@ -60,7 +61,7 @@ def test_presets_plan_the_papers_ablations() -> None:
         assert max(costs) / min(costs) < 1.1, costs
     assert sum(c.steps for _, c in grid if c.hidden == 32) > sum(c.steps for _, c in grid if c.hidden == 256)
     # the classroom widths price their budgets from their own middle width (32), not from a width outside them
-    classroom = ablations.BUDGETS["isoflop"]["classroom"]
+    classroom = claims.BUDGETS["isoflop"]["classroom"]
     small = {p.arm: p.config for p in lab.plan_runs("isoflop", base, "g", 1, classroom.widths)}
     assert small["c1-h32"].steps == base.steps and {c.hidden for c in small.values()} == set(classroom.widths)
     unit = lab.size(small["c1-h32"]).flops_per_step * base.steps

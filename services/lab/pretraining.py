@@ -1,7 +1,7 @@
 """The pre-training lab as one use case: what the form holds in, the run plan out (:func:`preview`: runs, tokens,
 FLOPs, time, the memory verdict), then :func:`start` to queue exactly that plan.
 
-A preset that decides claims spends a named budget (classroom, thorough: :mod:`services.ablations`) or the user's
+A preset that decides claims spends a named budget (classroom, thorough: :mod:`services.lab.claims`) or the user's
 own steps, batch and length (custom); which applies, how many seeds, and whether the runs are queued as an ablation
 with its downstream suite or as plain runs is decided here, so every front end decides it the same way.
 """
@@ -15,6 +15,7 @@ from typing import Any
 from core.errors import InvalidConfig, InvalidData
 from models.pretrain.config import TrainConfig
 from services import ablations
+from services.lab.claims import CLAIMS, CLASSROOM_SUITE, Budget, apply_budget, budget_of
 from services.lab.presets import plan_runs
 from services.lab.reports import flops_per_second, server_pace
 from services.lab.run_queue import submit
@@ -81,7 +82,7 @@ class RunPlan:
     group: str  # the experiment's name: its runs are <group>-<arm>[-s<seed>]
     base: TrainConfig  # the form's configuration, the budget's steps, batch and length applied
     seeds: int  # per arm
-    budget: ablations.Budget | None  # the named budget spent; None: the form's own steps, batch and length
+    budget: Budget | None  # the named budget spent; None: the form's own steps, batch and length
     runs: tuple[PlannedRun, ...]
     memory_budget_mb: int  # this server's limit per run (BFE_LAB_MEMORY_MB)
     pace: float | None  # training FLOP/s of this server's newest finished run; None before any
@@ -108,10 +109,10 @@ class RunPlan:
 
 def offers_budgets(preset: str) -> bool:
     """Whether a preset decides claims, and so offers named budgets and a seed count."""
-    return bool(ablations.CLAIMS.get(preset))
+    return bool(CLAIMS.get(preset))
 
 
-def budget_for(preset: str, budget: str | None) -> ablations.Budget | None:
+def budget_for(preset: str, budget: str | None) -> Budget | None:
     """The named budget a preset spends, or None where the form's steps, batch and length apply (custom, or a
     preset without claims).
 
@@ -120,7 +121,7 @@ def budget_for(preset: str, budget: str | None) -> ablations.Budget | None:
     """
     if not offers_budgets(preset) or (budget or "custom") == "custom":
         return None
-    return ablations.budget_of(preset, budget)
+    return budget_of(preset, budget)
 
 
 def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = None) -> RunPlan:
@@ -139,7 +140,7 @@ def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = 
                        batch=request.batch, steps=request.steps, lr=request.lr, seed=request.seed, vocab=request.vocab,
                        corpus=request.corpus or "wordnet")
     if spend:
-        base = ablations.apply_budget(base, spend)
+        base = apply_budget(base, spend)
     seeds = spend.seeds if spend else (request.seeds if offers_budgets(request.preset) else 1)
     group = request.name or f"{request.preset}-{now or dt.datetime.now():%m%d-%H%M%S}"
     planned = plan_runs(request.preset, base, group, seeds, spend.widths if spend else None)
@@ -166,7 +167,7 @@ def start(plan: RunPlan, engine: Any = None) -> list[int]:
                             f"{plan.memory_budget_mb:,} MB.", "Make the model, the batch or the sequence smaller.")
     if plan.budget:
         return ablations.submit(plan.preset, plan.base, plan.group, plan.budget.name, engine=engine)
-    claims = ablations.CLAIMS.get(plan.preset, ())
-    suite = ablations.CLASSROOM_SUITE if any(claim.measure == "downstream" for claim in claims) else None
+    decided = CLAIMS.get(plan.preset, ())
+    suite = CLASSROOM_SUITE if any(claim.measure == "downstream" for claim in decided) else None
     return submit(plan.preset, plan.base, plan.group, engine, seeds=plan.seeds, downstream=suite,
-                  budget="custom" if claims else "")
+                  budget="custom" if decided else "")
