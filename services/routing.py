@@ -40,7 +40,8 @@ def unpack_error(packed: tuple[str, str, tuple[Any, ...], dict[str, Any], str]) 
 # plain values and return plain values (numpy arrays, dataclasses, pandas frames: nothing that needs torch to
 # unpickle). Checked on both sides: the client runs anything else in its own process, the server refuses it.
 ROUTED: dict[str, frozenset[str]] = {
-    "models.attention": frozenset({"extract_attention", "query_key"}),
+    "models.attention": frozenset({"extract_attention"}),
+    "models.neuron_view": frozenset({"query_key"}),
     "models.representations": frozenset({"hidden_states", "nearest_contexts"}),
     "models.attribution": frozenset({"similarity", "fill_mask", "sentence_relation", "replaced_token"}),
     "models.objectives": frozenset({"fill_mask", "pseudo_log_likelihood", "sentence_relation", "electra_round",
