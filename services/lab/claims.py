@@ -63,6 +63,20 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
         Claim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
               "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),
     ),
+    # Held-out loss is lower-is-better (services.ablations.LOWER_IS_BETTER): ">=" with a margin m reads "a's loss is
+    # at most m above b's". m = 0.05 nats is a 5% higher perplexity (e^0.05 ≈ 1.05): what "matches" allows here;
+    # the lab's seed-to-seed spread of a tiny model's held-out loss is of the order of 0.01–0.03 nats.
+    "lion": (
+        Claim("loss", "held_out_loss", "Lion matches AdamW's loss with one optimizer state instead of two.",
+              "Chen et al. 2023, Lion, arXiv 2302.06675, Section 4 (language modelling: Lion matches or beats AdamW) "
+              "and Program 1 (one state, the momentum)", "lion", "adamw", ">=", 0.05),
+    ),
+    "grow-batch": (
+        Claim("loss", "held_out_loss", "Growing the batch reaches the decaying rate's loss on the same tokens, in fewer "
+              "parameter updates.", "Smith et al. 2017 (ICLR 2018), Don't Decay the Learning Rate, Increase the Batch "
+              "Size, abstract and Section 5.1 (equivalent test accuracy after the same epochs, fewer updates)",
+              "grow", "decay", ">=", 0.05),
+    ),
 }
 
 
