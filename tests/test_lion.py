@@ -238,3 +238,31 @@ def test_the_grow_batch_verdict_states_each_arms_updates(lab_env: Path) -> None:
     assert c["verdict"]["label"] == V.AGREES
     assert c["arm_facts"] == {"grow": {"parameter updates": 124}, "decay": {"parameter updates": 300}}
     assert "grow 124 parameter updates" in c["sentence"] and "decay 300 parameter updates" in c["sentence"]
+
+
+# ------------------------------------------------------------------------------------------ the page
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["lion", "grow-batch"])
+def test_the_lab_page_plans_the_optimizer_presets(lab_env: Path, preset: str) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
+    for k, v in {"lb_preset": preset, "lb_budget": "classroom", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64",
+                 "lb_name": "opt"}.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("views/lab.py").run()
+    assert not at.exception, at.exception
+    planned = at.dataframe[0].value
+    arms = ("lion", "adamw") if preset == "lion" else ("grow", "decay")
+    assert list(planned["run"]) == [f"opt-{arm}-s{i}" for i in range(3) for arm in arms]
+    assert set(planned["steps"]) == {300}
+    memory = dict(zip(planned["run"], planned["memory (MB, predicted)"], strict=True))
+    if preset == "lion":
+        assert memory["opt-lion-s0"] < memory["opt-adamw-s0"]  # one optimizer state instead of two
+    else:
+        assert memory["opt-grow-s0"] == memory["opt-decay-s0"]  # accumulation: the memory of one batch
+    assert "Estimated: about 5 min" in " ".join(c.value for c in at.caption)
