@@ -412,6 +412,8 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
             notes.append(f"{len(p['data_limited'])} run(s) data-limited (< {DATA_LIMITED_TOKENS_PER_PARAMETER} tokens/parameter)")
         if p.get("without_data_limited", {}).get("label"):
             notes.append(f"without them: {p['without_data_limited']['label']}")
+        if verdict.get("lower_is_better"):
+            notes.append(f"lower is better: effect = {p['claim']['b']}'s mean minus {p['claim']['a']}'s")
         if verdict.get("reason") and v["label"] != "agrees":
             notes.append(verdict["reason"])
         rows.append({"preset": PRESETS[preset].title if preset in PRESETS else preset, "verdict": v["label"],

@@ -203,6 +203,8 @@ def test_a_lower_loss_agrees_and_a_higher_one_disagrees(lab_env: Path) -> None:
     assert c["sentence"].startswith("Lower is better") and "Agrees" in c["sentence"]
     assert c["arm_facts"] == {"lion": {"optimizer state MB": 4.0}, "adamw": {"optimizer state MB": 8.0}}
     assert "lion 4.00 optimizer state MB" in c["sentence"]
+    [row] = [r for r in ablations.results_so_far() if r["experiment"] == "lo"]
+    assert row["verdict"] == V.AGREES and row["effect"] == pytest.approx(0.10) and "lower is better" in row["notes"]
     # Lion's loss higher than AdamW's by more than the margin (0.05): disagrees
     _finish_all("lion", "hi", {"lion": [x + 0.20 for x in adamw], "adamw": adamw})
     [c] = ablations.report("hi")["claims"]
