@@ -101,3 +101,132 @@ def test_token_masks_are_bounded():
         sa.token_masks(16, random=17)
     with pytest.raises(InvalidConfig):
         sa.to_tokens(np.zeros((1, 128, 128), dtype=bool), 64)
+
+
+# ------------------------------------------------------------------------------------------ the lab's arm
+
+TEXTS = ["the act of moving something from one place to another", "a small domesticated carnivorous mammal",
+         "any of various plants of the genus", "a person who works in a particular activity"] * 40
+
+
+def _arm(attention: str = "bigbird", **kw):
+    from models.pretrain.config import TrainConfig
+
+    return TrainConfig(objective="mlm", pack=True, attention=attention, seq_len=96, block_size=8, random_blocks=1,
+                       layers=1, hidden=32, heads=2, ffn=64, batch=3, dropout=0.0, **kw).validate()
+
+
+@pytest.fixture(scope="module")
+def lab_parts():
+    from models.pretrain.corpus import tokenizer
+    from models.pretrain.model import build_model
+
+    tok = tokenizer("wordnet-8k")
+    return tok, build_model(_arm(), len(tok), tok).eval()
+
+
+def test_packed_sequences_are_the_texts_end_to_end(lab_parts):
+    from models.pretrain.data import Batches
+
+    tok, _ = lab_parts
+    batches = Batches(_arm(), TEXTS, tok)
+    ids = [i for t in TEXTS for i in tok(t, add_special_tokens=False)["input_ids"]]
+    assert all(len(e["input_ids"]) == 96 for e in batches.examples)
+    assert batches.examples[1]["input_ids"] == [tok.cls_token_id, *ids[94:188], tok.sep_token_id]
+    assert len(batches.examples) == len(ids) // 94
+
+
+def test_full_arm_is_the_labs_bert_and_the_sparse_arm_is_restricted(lab_parts):
+    """The full arm's batches carry no pattern, so its loss is the lab's BERT's own path; the sparse path with every
+    pair allowed gives that loss, so the arms differ in the pattern alone; the pattern changes the loss."""
+    import torch
+
+    from models.pretrain.data import Batches
+    from models.pretrain.loss import loss_of
+
+    tok, model = lab_parts
+    assert "sparse_mask" not in Batches(_arm("full"), TEXTS, tok).sample()
+    batch = Batches(_arm(), TEXTS, tok).sample()
+    assert batch["sparse_mask"].shape == (3, 2, 96, 96) and not batch["sparse_mask"].all()
+    plain = {k: v for k, v in batch.items() if k != "sparse_mask"}
+    with torch.no_grad():
+        full = float(loss_of(_arm("full"), model, plain))
+        everything = float(loss_of(_arm(), model, {**plain, "sparse_mask": torch.ones_like(batch["sparse_mask"])}))
+        sparse = float(loss_of(_arm(), model, batch))
+    assert everything == pytest.approx(full, abs=1e-5)
+    assert abs(sparse - full) > 1e-5
+
+
+def test_sparse_arm_attends_exactly_its_pattern(lab_parts):
+    """transformers' eager attention under the arm's mask: a weight above 0 where the pattern allows, 0 elsewhere."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from models.pretrain.data import Batches
+    from models.pretrain.sparse import attention_bias
+
+    tok, _ = lab_parts
+    batch = Batches(_arm(), TEXTS, tok).sample()
+    bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                                vocab_size=len(tok), attn_implementation="eager")).eval()
+    bias = attention_bias(batch["sparse_mask"], batch["attention_mask"], torch.float32)
+    with torch.no_grad():
+        weights = bert(input_ids=batch["input_ids"], attention_mask=bias, output_attentions=True).attentions[0]
+    assert torch.equal(weights > 0, batch["sparse_mask"])  # (B, heads, W, W)
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 2, 96))
+
+
+def test_pattern_is_drawn_per_batch_and_repeats_per_seed(lab_parts):
+    from models.pretrain.sparse import SparsePattern
+
+    a, b = SparsePattern(_arm()), SparsePattern(_arm())
+    first = a.draw(1)
+    assert torch_equal(first, b.draw(1)) and not torch_equal(first, a.draw(1))
+    assert not torch_equal(first[0, 0], first[0, 1])  # each head its own random blocks, as in transformers
+
+
+def torch_equal(x, y) -> bool:
+    import torch
+
+    return bool(torch.equal(x, y))
+
+
+@pytest.mark.parametrize("change", [dict(pack=False), dict(seq_len=48), dict(objective="mlm+sop"), dict(seq_len=100),
+                                    dict(attention="longformer"), dict(random_blocks=-1)])
+def test_arms_that_cannot_run_are_refused(change):
+    from dataclasses import replace
+
+    with pytest.raises(InvalidConfig):
+        replace(_arm(), **change).validate()
+
+
+def test_default_config_is_unchanged():
+    from models.pretrain.config import TrainConfig
+
+    c = TrainConfig()
+    assert (c.attention, c.pack) == ("full", False)
+
+
+def test_bigbird_preset_arms_claim_and_budgets():
+    from dataclasses import replace
+
+    from models.pretrain.config import TrainConfig
+    from models.pretrain.flops import length_stats
+    from services.lab.claims import BUDGETS, CLAIMS, apply_budget, bigbird_cost
+    from services.lab.presets import plan_runs
+
+    base = apply_budget(TrainConfig(), BUDGETS["bigbird"]["classroom"])
+    runs = plan_runs("bigbird", base, "bb", 2)
+    arms = {p.arm: p.config for p in runs if p.replicate == 0}
+    assert set(arms) == {"sparse", "full"} and len(runs) == 4
+    full, sparse = arms["full"], arms["sparse"]
+    assert full.attention == "full" and full.pack and full.seq_len == 256
+    assert sparse == replace(full, attention="bigbird", block_size=8, random_blocks=2, run=sparse.run)
+    claim = CLAIMS["bigbird"][0]
+    assert (claim.measure, claim.a, claim.b, claim.op, claim.margin) == ("held_out_loss", "sparse", "full", ">=", 0.05)
+    assert "27%" in bigbird_cost(sparse)
+    assert BUDGETS["bigbird"]["thorough"].seq_len == 512
+    stats = length_stats(full)  # packed: every sequence 256 tokens, every pair scored
+    assert (stats.tokens_per_sequence, stats.pairs_per_token) == (256, 256)
+    with pytest.raises(InvalidConfig):
+        plan_runs("bigbird", replace(base, seq_len=100), "bb")  # not 32 whole blocks
