@@ -230,3 +230,34 @@ def test_bigbird_preset_arms_claim_and_budgets():
     assert (stats.tokens_per_sequence, stats.pairs_per_token) == (256, 256)
     with pytest.raises(InvalidConfig):
         plan_runs("bigbird", replace(base, seq_len=100), "bb")  # not 32 whole blocks
+
+
+# ------------------------------------------------------------------------------------------ the explorer view
+
+
+def test_view_draws_the_masks_and_the_costs():
+    from services import sparse_attention as view
+
+    v = view.explain(32, 2048, seed=3)
+    masks = sa.token_masks(32, 2, 3, 2, seed=3)
+    drawn = [np.asarray(t.z, dtype=bool) for t in v.tokens.data]
+    assert [d.shape for d in drawn] == [(32, 32)] * 4
+    assert all(np.array_equal(d, masks[k]) for d, k in zip(drawn, ("random", "window", "global", "bigbird"), strict=True))
+    blocks = sa.block_layout(2048, 64, 3, seed=3)["bigbird"][0]
+    assert np.array_equal(np.asarray(v.blocks.data[3].z, dtype=bool), blocks)
+    rows = {r["tokens"]: r for r in v.costs}
+    assert rows[16_384]["sparse / full"] == pytest.approx(sa.attention_cost(16_384).ratio)
+    assert rows[4096]["full: scores MiB"] == 64 and rows[512]["note"]
+    with pytest.raises(InvalidConfig):
+        view.explain(20, 2048)
+
+
+def test_calculator_page_shows_the_sparse_section_from_the_url():
+    from tests.test_app import calc_page, markdown
+
+    at = calc_page(sz_sparse_n="64", sz_sparse_len="4096")
+    assert at.select_slider(key="sz_sparse_n").value == 64 and at.select_slider(key="sz_sparse_len").value == 4096
+    assert any("BigBird's sparse attention" in s.value for s in at.subheader)
+    costs = at.dataframe[-1].value
+    assert list(costs["tokens"]) == [512, 1024, 2048, 4096, 8192, 16_384]
+    assert "grows with n²" in markdown(at)
