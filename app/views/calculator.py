@@ -323,7 +323,8 @@ def sparse_attention_section() -> None:
     ui.chart(view.blocks, "sz_sparse_blocks", title=f"BigBird's block layout at {view.block_length:,} tokens",
              caption="What transformers' block-sparse attention computes, one cell a block of 64 × 64 pairs (each "
                      "panel's title: the share of pairs). Its random plan draws the random blocks from the first "
-                     "5 + 2·3 = 11 blocks (at 1,024, 3,072 and 4,096 tokens, the paper's plan: the first 1,024 tokens).", sources=(sparse.SOURCE,), show_caption=True)
+                     "5 + 2·3 = 11 blocks (at 1,024, 3,072 and 4,096 tokens, the paper's plan: the first 1,024 tokens).",
+             sources=(sparse.SOURCE,), show_caption=True)
     costs = pd.DataFrame(view.costs)
     st.dataframe(costs, hide_index=True, width="stretch",
                  column_config={"sparse / full": st.column_config.NumberColumn(format="percent")})
