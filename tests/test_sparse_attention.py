@@ -261,3 +261,19 @@ def test_calculator_page_shows_the_sparse_section_from_the_url():
     costs = at.dataframe[-1].value
     assert list(costs["tokens"]) == [512, 1024, 2048, 4096, 8192, 16_384]
     assert "grows with n²" in markdown(at)
+
+
+def test_lab_page_plans_the_bigbird_preset(lab_env):
+    """The lab page plans the preset at its classroom budget: 2 seeds × the two arms, with the budget's estimate."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_app import ENTRY, markdown
+
+    at = AppTest.from_file(ENTRY, default_timeout=60)
+    at.query_params["lb_preset"] = "bigbird"
+    at.run()
+    at.switch_page("views/lab.py").run()
+    assert not at.exception, at.exception
+    planned = at.dataframe[0].value
+    assert len(planned) == 4 and any(r.endswith("-sparse-s1") for r in planned["run"])
+    assert "about 12 min" in markdown(at)
