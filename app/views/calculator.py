@@ -10,6 +10,7 @@ from app import ui
 from core import registry
 from core.errors import ExplorerError
 from services import calculator as calc
+from services import sparse_attention as sparse
 from services.calculator_form import FORM_FIELDS, config_from_form, form_fields, form_from_config
 
 PRESETS = {c.id: c for c in registry.loadable()}
@@ -24,6 +25,7 @@ DEFAULTS_STATE = {
     "sz_sp": False, "sz_recompute": "none", "sz_flash": False, "sz_gpu": "V100 16 GB",
     "sz_gpus": ["T4 16 GB", "V100 16 GB", "A100 80 GB", "H100 80 GB"], "sz_custom_gib": 12.0, "sz_seqs": [64, 128, 256, 512],
     "sz_reserve": 1.0, "sz_tokens_b": 131.0, "sz_train_gpu": "V100 32 GB", "sz_ngpus": 8, "sz_util": 0.4, "sz_price": 2.5,
+    "sz_sparse_n": 16, "sz_sparse_len": 2048,
 }
 ALLOWED = {
     "sz_preset": [*PRESETS, ui.OTHER, "custom"], "sz_preset_other": ui.valid_model_id,
@@ -33,6 +35,7 @@ ALLOWED = {
     "sz_batch": (1, 100_000), "sz_seq": (1, 1_000_000), "sz_dp": (1, 100_000), "sz_tp": (1, 1024),
     "sz_custom_gib": (0.5, 10_000.0), "sz_reserve": (0.0, 64.0), "sz_tokens_b": (0.001, 1e6), "sz_ngpus": (1, 100_000),
     "sz_util": (0.01, 1.0), "sz_price": (0.0, 1000.0), **{k: (FORM_FIELDS[f][1], calc.LIMITS[FORM_FIELDS[f][2]]) for k, f in FIELDS.items()},
+    "sz_sparse_n": list(sparse.TOKEN_LENGTHS), "sz_sparse_len": list(sparse.BLOCK_LENGTHS),
 }
 
 
@@ -304,5 +307,33 @@ with tab_c:
     eff, gpus = calc.fact("megatron_scaling_efficiency"), calc.fact("megatron_scaling_gpus")
     c[1].caption(f"From 256 to 1,472 GPUs (5.75×) the time falls 5.0× (236 → 47 min). Megatron-LM reports "
                  f"{eff.value:.0%} scaling efficiency at {gpus.value:,.0f} GPUs ({eff.source}).")
+
+
+def sparse_attention_section() -> None:
+    """BigBird's building blocks at a chosen length, and full against sparse attention's cost up to 16k tokens."""
+    st.subheader("Long sequences: BigBird's sparse attention")
+    c = st.columns(2)
+    c[0].select_slider("Tokens in Figure 1", sparse.TOKEN_LENGTHS, key="sz_sparse_n")
+    c[1].select_slider("Sequence length of the block layout", sparse.BLOCK_LENGTHS, key="sz_sparse_len",
+                       format_func=lambda n: f"{n:,}")
+    view = sparse.explain(st.session_state["sz_sparse_n"], st.session_state["sz_sparse_len"])
+    ui.chart(view.tokens, "sz_sparse_tokens", title=f"BigBird's building blocks at {view.length} tokens",
+             caption="Each query (row) attends 2 random keys, the 3 keys around it, and the 2 global tokens; the 2 "
+                     "global tokens attend every key.", sources=(sparse.SOURCE,), show_caption=True)
+    ui.chart(view.blocks, "sz_sparse_blocks", title=f"BigBird's block layout at {view.block_length:,} tokens",
+             caption="What transformers' block-sparse attention computes, one cell a block of 64 × 64 pairs (each "
+                     "panel's title: the share of pairs). Its random plan draws the random blocks from the first "
+                     "5 + 2·3 = 11 blocks (at 1,024, 3,072 and 4,096 tokens, the paper's plan: the first 1,024 tokens).",
+             sources=(sparse.SOURCE,), show_caption=True)
+    costs = pd.DataFrame(view.costs)
+    st.dataframe(costs, hide_index=True, width="stretch",
+                 column_config={"sparse / full": st.column_config.NumberColumn(format="percent")})
+    ui.download_buttons(costs, "sparse-attention-cost", "sz_sparse_cost")
+    st.caption("Per layer and head, head size 64, fp32 scores; FLOPs of QKᵀ and AV, 2 per multiply-add. Full attention "
+               "grows with n², the sparse pattern with n (about 8 blocks of 64 keys per query). " + sparse.SOURCE)
+
+
+with tab_c:
+    sparse_attention_section()
 
 ui.save_url_state(DEFAULTS_STATE)

@@ -77,6 +77,15 @@ class TrainConfig:
     phases: str = ""  # "", "decay" or "grow"
     phase_count: int = 3
     phase_factor: int = 5
+    #: "full", or "bigbird": the masked LM's self-attention restricted to BigBird's block-sparse pattern (Zaheer et
+    #: al. 2020; the layout of transformers' BigBirdBlockSparseAttention: 2 global blocks, a window of 3 blocks and
+    #: ``random_blocks`` random blocks of ``block_size`` tokens, :mod:`models.pretrain.sparse`)
+    attention: str = "full"
+    block_size: int = 16
+    random_blocks: int = 3
+    #: texts concatenated into sequences of exactly ``seq_len`` tokens ([CLS] … [SEP]; RoBERTa's FULL-SENTENCES),
+    #: the only way to long sequences from WordNet's short glosses
+    pack: bool = False
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> TrainConfig:
@@ -119,8 +128,24 @@ class TrainConfig:
             if self.steps < self.phase_count * self.phase_factor ** (self.phase_count - 1):
                 raise InvalidConfig(f"{self.steps} steps cannot make {self.phase_count} phases with at least one update each "
                                     f"at factor {self.phase_factor}.", "Train for more steps, or use fewer phases.")
+        self._validate_attention()
         check_run_name(self.run_name)
         return self
+
+    def _validate_attention(self) -> None:
+        if self.attention not in ("full", "bigbird"):
+            raise InvalidConfig(f"Attention is full or bigbird, not {self.attention!r}.")
+        if type(self.pack) is not bool:
+            raise InvalidConfig(f"pack is true or false, not {self.pack!r}.")
+        if self.pack and self.objective != "mlm":
+            raise InvalidConfig("Packed sequences are for the masked LM (objective mlm) only.")
+        if self.attention == "bigbird":
+            from analysis.sparse_attention import check_block_setting  # numpy: only for a run that needs it
+
+            if self.objective != "mlm" or not self.pack:
+                raise InvalidConfig("BigBird's sparse attention is for the masked LM on packed sequences.",
+                                    "Use objective mlm with pack: short texts would leave nothing for it to skip.")
+            check_block_setting(self.seq_len, self.block_size, self.random_blocks)
 
     @property
     def run_name(self) -> str:

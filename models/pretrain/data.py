@@ -11,6 +11,7 @@ from transformers import DataCollatorForLanguageModeling, DataCollatorForPermuta
 
 from models.pretrain.config import TrainConfig
 from models.pretrain.corpus import sentence_pairs
+from models.pretrain.sparse import SparsePattern, packed
 
 
 class Batches:
@@ -24,8 +25,11 @@ class Batches:
             pairs = sentence_pairs(texts, config.objective[-3:], config.seed)
             self.examples = [dict(tok(a, b, truncation=True, max_length=config.seq_len, return_token_type_ids=True),
                                   next_sentence_label=label) for a, b, label in pairs]
+        elif config.pack:
+            self.examples = packed(texts, tok, config.seq_len)
         else:
             self.examples = [dict(tok(t, truncation=True, max_length=config.seq_len)) for t in texts]
+        self.pattern = SparsePattern(config) if config.attention != "full" else None
         if config.objective == "plm":
             self.collator = DataCollatorForPermutationLanguageModeling(tok)
         else:
@@ -49,6 +53,8 @@ class Batches:
     def sample(self) -> dict[str, Any]:
         """The next batch: the global batch (every process draws the same one), sliced to this process's rows."""
         batch = self._global()
+        if self.pattern is not None:
+            batch["sparse_mask"] = self.pattern.draw(batch["input_ids"].shape[0])  # (B, heads, W, W)
         if self.world == 1:
             return batch
         n = self.c.batch // self.world

@@ -113,7 +113,11 @@ def kaplan_per_token(config: TrainConfig, context: int | None = None) -> float:
 
 def length_stats(config: TrainConfig) -> LengthStats:
     """The real tokens a run's batches hold, read from its own training texts with its tokenizer (cached per corpus,
-    vocabulary, sequence length, objective and seed)."""
+    vocabulary, sequence length, objective and seed). Packed sequences (``pack``) are all ``seq_len`` long and score
+    every pair, BigBird's arm too (its pattern is a mask on dense scores: :mod:`models.pretrain.sparse`)."""
+    if config.pack:
+        n = config.seq_len
+        return LengthStats(float(n), float(n), MASK_RATE * (n - 2) / n)
     return _length_stats(config.corpus, config.vocab, config.seq_len, config.objective, config.seed, config.corpus_lines)
 
 

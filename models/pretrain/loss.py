@@ -53,6 +53,10 @@ def loss_of(config: TrainConfig, model: Any, batch: dict[str, Any]) -> Any:
         replaced = (corrupted != original).long()
         d = disc(input_ids=corrupted, attention_mask=batch["attention_mask"], labels=replaced)
         return gen_loss + config.disc_weight * d.loss
+    if "sparse_mask" in batch:  # BigBird's arm: the lab's BERT under the sparse pattern (models.pretrain.sparse)
+        from models.pretrain.sparse import masked_lm_loss
+
+        return masked_lm_loss(model, batch, masked)
     if config.objective in ("mlm", "mlm+nsp", "mlm+sop") and "global_masked" not in batch:
         fast = _masked_logits(model, batch, masked)
         if fast is not None:
