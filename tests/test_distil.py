@@ -1,0 +1,153 @@
+"""Knowledge distillation (DistilBERT): the student cut from its teacher, the loss against a hand computation, the
+config's teacher rules, the distil preset's arms and compute, the queue's wait for a teacher, and the ratio verdicts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from core.errors import InvalidConfig, InvalidModelId
+from models.pretrain import Batches, TrainConfig, build_model, distil, read_corpus, tokenizer, train
+
+TEACHER = TrainConfig(objective="mlm", layers=2, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=6, lr=3e-3,
+                      corpus_lines=120, run="tiny-teacher")
+STUDENT = replace(TEACHER, objective="distil", layers=1, teacher="trained/tiny-teacher", run="tiny-student")
+
+
+@pytest.fixture
+def teacher_dir(empty_model_dir: Path) -> Path:
+    """A tiny masked-LM teacher saved where a lab run's checkpoint goes (trained/tiny-teacher), for the loader to load
+    back. Its weights are drawn wide (std 0.3, not BERT's 0.02) so that its predictions are peaked, not near uniform."""
+    tok = tokenizer()
+    torch.manual_seed(0)
+    teacher = build_model(TEACHER, len(tok), tok)
+    with torch.no_grad():
+        for p in teacher.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.3)
+    folder = empty_model_dir / "trained" / "tiny-teacher"
+    teacher.save_pretrained(folder, safe_serialization=True)
+    tok.save_pretrained(folder)
+    return empty_model_dir
+
+
+def _batch(config: TrainConfig) -> dict:
+    tok = tokenizer(config.vocab)
+    texts, _ = read_corpus(config)
+    return Batches(config, texts, tok).sample()
+
+
+def test_the_student_starts_as_the_teachers_embeddings_and_even_layers(teacher_dir: Path) -> None:
+    tok = tokenizer()
+    student = build_model(STUDENT, len(tok), tok)
+    teacher = distil.teacher_of(student)
+    assert len(student.bert.encoder.layer) == 1 and len(teacher.bert.encoder.layer) == 2
+    for key, value in student.state_dict().items():
+        if key.startswith("bert.encoder.layer.0."):
+            assert torch.equal(value, teacher.state_dict()[key]), key  # layer 0 ← the teacher's layer 0
+        elif key.startswith(("bert.embeddings.", "cls.")):
+            assert torch.equal(value, teacher.state_dict()[key]), key
+    odd = teacher.bert.encoder.layer[1].attention.self.query.weight
+    assert not torch.equal(student.bert.encoder.layer[0].attention.self.query.weight, odd)
+    # the teacher is neither trained nor saved with the student
+    assert not any(p is q for p in student.parameters() for q in teacher.parameters())
+    assert not any(k.startswith(distil._TEACHER) for k in student.state_dict())
+    assert not teacher.training and not any(p.requires_grad for p in teacher.parameters())
+
+
+def test_the_loss_matches_a_hand_computation_on_a_tiny_teacher(teacher_dir: Path) -> None:
+    tok = tokenizer()
+    student = build_model(STUDENT, len(tok), tok)
+    with torch.no_grad():  # move the student off its teacher, so the soft-target loss is not ~0
+        for p in student.bert.encoder.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    student.eval()
+    teacher = distil.teacher_of(student)
+    batch = _batch(STUDENT)
+    got = {k: float(v.detach()) for k, v in distil.distil_losses(student, batch).items()}
+
+    kwargs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+    with torch.no_grad():
+        s_out, t_out = student(**kwargs, output_hidden_states=True), teacher(**kwargs, output_hidden_states=True)
+    masked = (batch["labels"] != -100).numpy()
+    s = s_out.logits.double().numpy()[masked]  # (N, V): the full models' logits, the heads at every position
+    t = t_out.logits.double().numpy()[masked]
+    temp = distil.TEMPERATURE
+
+    def log_softmax(x: np.ndarray) -> np.ndarray:
+        x = x - x.max(-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+    p_t = np.exp(log_softmax(t / temp))
+    kl = (p_t * (np.log(p_t) - log_softmax(s / temp))).sum() / len(s) * temp**2
+    labels = batch["labels"].numpy()[masked]
+    mlm = -log_softmax(s)[np.arange(len(s)), labels].mean()
+    real = batch["attention_mask"].bool().numpy()
+    hs, ht = s_out.hidden_states[-1].double().numpy()[real], t_out.hidden_states[-1].double().numpy()[real]
+    cos = (1 - (hs * ht).sum(-1) / (np.linalg.norm(hs, axis=-1) * np.linalg.norm(ht, axis=-1))).mean()
+    assert kl > 1e-3  # not trivially zero
+    assert got["ce"] == pytest.approx(kl, rel=1e-4)
+    assert got["mlm"] == pytest.approx(mlm, rel=1e-4)
+    assert got["cos"] == pytest.approx(cos, rel=1e-3, abs=1e-6)
+    assert got["loss"] == pytest.approx(5.0 * kl + 2.0 * mlm + 1.0 * cos, rel=1e-4)
+
+
+def test_a_distilled_run_learns_saves_the_student_alone_and_times_both(teacher_dir: Path) -> None:
+    result = train(replace(STUDENT, steps=25))
+    assert not result.stopped and len(result.curve) == 25
+    first, last = np.mean([v for _, v in result.curve[:5]]), np.mean([v for _, v in result.curve[-5:]])
+    assert last < first
+    ev = result.evaluation
+    assert math.isfinite(ev["perplexity"]) and ev["probes"] and 0 <= ev["pos_probe_random_init"] <= 1
+    timing = ev["inference"]
+    assert len(timing["student_seconds"]) == len(timing["teacher_seconds"]) == 7 and timing["speedup"] > 0
+    saved = sorted(p.name for p in (teacher_dir / "trained" / "tiny-student").iterdir())
+    assert "model.safetensors" in saved
+    from models.loader import load
+
+    loaded = load("trained/tiny-student", "masked-lm")
+    assert loaded.model.config.num_hidden_layers == 1
+
+
+@pytest.mark.parametrize(("change", "error", "words"), [
+    ({"teacher": ""}, InvalidConfig, "needs a teacher"),
+    ({"objective": "mlm"}, InvalidConfig, "Only a distillation run"),
+    ({"teacher": "../etc/passwd"}, InvalidModelId, "not a valid model id"),
+    ({"teacher": "trained/../../x"}, InvalidModelId, "not a valid model id"),
+    ({"teacher": "/abs/path"}, InvalidModelId, "not a valid model id"),
+])
+def test_the_teacher_is_required_for_distil_refused_otherwise_and_checked_as_an_id(change: dict, error: type,
+                                                                                   words: str) -> None:
+    with pytest.raises(error, match=words):
+        replace(STUDENT, **change).validate()
+
+
+@pytest.mark.parametrize(("change", "words"), [({"layers": 2}, "every other one"), ({"ffn": 128}, "teacher's shape"),
+                                               ({"vocab": "bert"}, "another vocabulary")])
+def test_a_student_that_cannot_be_cut_from_its_teacher_is_refused(teacher_dir: Path, change: dict, words: str) -> None:
+    tok = tokenizer(change.get("vocab", "wordnet-8k"))
+    with pytest.raises(InvalidConfig, match=words):
+        build_model(replace(STUDENT, **change), len(tok), tok)
+
+
+def test_a_missing_teacher_is_refused_by_the_loader(empty_model_dir: Path) -> None:
+    from core.errors import ExplorerError
+
+    tok = tokenizer()
+    with pytest.raises(ExplorerError):
+        build_model(replace(STUDENT, teacher="trained/no-such-run"), len(tok), tok)
+
+
+def test_a_distillation_step_costs_the_students_training_plus_the_teachers_forward() -> None:
+    from models.pretrain import flops
+
+    stats = flops.LengthStats(20.0, 25.0, 2.7)
+    student = flops.per_token(STUDENT, stats)
+    as_mlm = flops.per_token(replace(STUDENT, objective="mlm", teacher=""), stats)
+    teacher_training = flops.per_token(replace(TEACHER), stats)  # 2 layers: 3 × its forward
+    assert student == pytest.approx(as_mlm + teacher_training / 3)
