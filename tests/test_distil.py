@@ -151,3 +151,53 @@ def test_a_distillation_step_costs_the_students_training_plus_the_teachers_forwa
     as_mlm = flops.per_token(replace(STUDENT, objective="mlm", teacher=""), stats)
     teacher_training = flops.per_token(replace(TEACHER), stats)  # 2 layers: 3 × its forward
     assert student == pytest.approx(as_mlm + teacher_training / 3)
+
+
+# ------------------------------------------------------------------------------------------ the preset and the queue
+
+BASE = TrainConfig(layers=2, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=40, corpus_lines=120)
+
+
+def test_the_preset_plans_teacher_student_and_scratch_student_at_equal_compute() -> None:
+    from services.lab.presets import plan_runs
+    from services.lab.sizing import size
+
+    planned = plan_runs("distil", BASE, "g", seeds=2)
+    assert [(p.name, p.config.objective, p.config.layers) for p in planned[:3]] == [
+        ("g-teacher-s0", "mlm", 2), ("g-distilled-s0", "distil", 1), ("g-scratch-s0", "mlm", 1)]
+    for p in planned:  # each student learns from its own seed's teacher
+        assert p.config.teacher == (f"trained/g-teacher-s{p.replicate}" if p.arm == "distilled" else "")
+    _, distilled, scratch = (p.config for p in planned[:3])
+    spent = size(distilled).flops_per_step * distilled.steps  # the teacher's forward passes included
+    per_step = size(scratch).flops_per_step
+    assert abs(spent - per_step * scratch.steps) <= per_step and scratch.steps > distilled.steps
+
+
+def _queue(engine=None) -> dict[str, int]:
+    from services.lab.run_queue import submit
+
+    ids = submit("distil", BASE, "kd", engine, start=False)
+    return dict(zip(("teacher", "distilled", "scratch"), ids, strict=True))
+
+
+def test_a_student_is_not_claimed_before_its_teacher_finishes() -> None:
+    from analysis.results_db import runs
+
+    ids = _queue()
+    assert runs.claim_next(10) == ids["teacher"]
+    assert runs.claim_next(10) == ids["scratch"]  # the student waits; the run after it may start
+    assert runs.claim_next(10) is None and runs.get_run(ids["distilled"])["status"] == "queued"
+    runs.finish_run(ids["teacher"], "finished", checkpoint="trained/kd-teacher")
+    assert runs.claim_next(10) == ids["distilled"]
+
+
+@pytest.mark.parametrize("ending", ["failed", "cancelled"])
+def test_a_teacher_that_does_not_finish_fails_its_student_with_the_reason(ending: str) -> None:
+    from analysis.results_db import runs
+
+    ids = _queue()
+    assert runs.claim_next(1) == ids["teacher"]
+    runs.finish_run(ids["teacher"], ending, message="stopped")
+    assert runs.claim_next(1) == ids["scratch"]
+    student = runs.get_run(ids["distilled"])
+    assert student["status"] == "failed" and "kd-teacher" in student["message"] and ending in student["message"]
