@@ -201,3 +201,65 @@ def test_a_teacher_that_does_not_finish_fails_its_student_with_the_reason(ending
     assert runs.claim_next(1) == ids["scratch"]
     student = runs.get_run(ids["distilled"])
     assert student["status"] == "failed" and "kd-teacher" in student["message"] and ending in student["message"]
+
+
+# ------------------------------------------------------------------------------------------ the ratio verdicts
+
+
+def test_the_ratio_interval_is_the_delta_method_over_paired_seeds_and_covers() -> None:
+    from scipy import stats
+
+    from analysis.verdicts.ratios import ratio_interval
+
+    a, b = [0.60, 0.66, 0.63], [0.70, 0.72, 0.69]
+    r = np.mean(a) / np.mean(b)
+    d = np.asarray(a) - r * np.asarray(b)
+    half = stats.t.ppf(0.975, 2) * d.std(ddof=1) / (math.sqrt(3) * np.mean(b))
+    assert ratio_interval(a, b) == pytest.approx((r, r - half, r + half))
+    assert all(math.isnan(x) for x in ratio_interval([0.5], [0.6])[1:])
+    rng = np.random.default_rng(0)  # coverage on simulated paired seeds: a shared seed effect and each arm's own noise
+    hits = 0
+    for _ in range(1000):
+        seed = rng.normal(0, 0.02, 5)
+        lo, hi = ratio_interval(0.63 + seed + rng.normal(0, 0.01, 5), 0.70 + seed + rng.normal(0, 0.01, 5))[1:]
+        hits += lo <= 0.9 <= hi
+    assert 0.92 <= hits / 1000 <= 0.98
+
+
+@pytest.mark.parametrize(("a", "b", "floor", "reference", "label"), [
+    ([0.69, 0.70, 0.71], [0.70, 0.70, 0.70], 0.97, 0.97, "cannot tell at this budget"),
+    ([0.50, 0.52, 0.51], [0.70, 0.71, 0.70], 0.97, 0.97, "disagrees"),
+    ([0.70, 0.71, 0.70], [0.70, 0.70, 0.70], 0.97, 0.97, "agrees"),
+    ([3.0, 3.1, 2.9], [1.0, 1.02, 0.98], 1.0, 668 / 410, "agrees on direction only"),
+    ([1.6, 1.7, 1.62], [1.0, 1.02, 0.98], 1.0, 668 / 410, "agrees"),
+])
+def test_a_ratio_claim_is_labelled_by_the_one_rule(a, b, floor, reference, label) -> None:
+    from analysis.verdicts.ratios import ratio_verdict
+
+    v = ratio_verdict(a, b, "ratio", floor, reference, "source")
+    assert v.label == label, v.sentence
+
+
+def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(lab_env: Path) -> None:
+    from analysis.results_db import runs
+    from services import ablations
+    from services.lab.run_queue import submit
+
+    suite = {"tasks": ["supersense"], "epochs": 1, "max_train": 40, "max_test": 30, "max_len": 32}
+    scores = {"teacher": [0.70, 0.72, 0.71], "distilled": [0.69, 0.70, 0.70], "scratch": [0.55, 0.56, 0.54]}
+    for rid in submit("distil", BASE, "kdr", seeds=3, downstream=suite, start=False):
+        run = runs.get_run(rid)
+        arm, rep = run["config"]["arm"], run["config"]["replicate"]
+        ev = {"downstream": {"supersense": {"accuracy": scores[arm][rep]}}}
+        if arm == "distilled":
+            ev["inference"] = {"student_seconds": [0.010, 0.011, 0.012], "teacher_seconds": [0.020 + 0.001 * rep] * 3}
+        runs.start_run(rid)
+        runs.finish_run(rid, "finished", evaluation=ev, tokens=1000, seconds=1.0)
+    by_key = {c["key"]: c for c in ablations.report("kdr")["claims"]}
+    retention = by_key["retention"]["verdict"]
+    assert retention["estimate"] == pytest.approx(np.mean(scores["distilled"]) / np.mean(scores["teacher"]))
+    assert retention["low"] < retention["estimate"] < retention["high"] and retention["reference"] == 0.97
+    assert by_key["downstream"]["verdict"]["label"] == "agrees"  # distilled beats scratch
+    speed = by_key["speedup"]["verdict"]
+    assert speed["estimate"] == pytest.approx(np.mean([0.020, 0.021, 0.022]) / 0.011)
+    assert speed["label"] in ("agrees", "agrees on direction only") and "Inference speed-up" in by_key["speedup"]["label"]
