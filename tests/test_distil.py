@@ -263,3 +263,30 @@ def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(l
     speed = by_key["speedup"]["verdict"]
     assert speed["estimate"] == pytest.approx(np.mean([0.020, 0.021, 0.022]) / 0.011)
     assert speed["label"] in ("agrees", "agrees on direction only") and "Inference speed-up" in by_key["speedup"]["label"]
+
+
+def test_the_lab_page_lists_and_starts_the_distil_preset(lab_env: Path) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from analysis.results_db import runs
+    from services import lab
+
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
+    for k, v in {"lb_preset": "distil", "lb_budget": "classroom", "lb_layers": "2", "lb_hidden": "32", "lb_ffn": "64",
+                 "lb_name": "kdpage"}.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("views/lab.py").run()
+    assert not at.exception, at.exception
+    assert lab.PRESETS["distil"].title in at.selectbox(key="lb_preset").options
+    planned = at.dataframe[0].value
+    assert len(planned) == 9  # 3 arms × the classroom budget's 3 seeds
+    [start] = [b for b in at.button if b.label.startswith("Start")]
+    start.click().run()
+    assert not at.exception, at.exception
+    frame = runs.list_runs(group="kdpage")
+    cfgs = {c["run"]: c for c in frame["config"]}
+    assert len(cfgs) == 9 and cfgs["kdpage-distilled-s1"]["teacher"] == "trained/kdpage-teacher-s1"
+    for rid in frame["id"]:
+        lab.cancel(int(rid))
