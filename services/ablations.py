@@ -348,12 +348,13 @@ def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> di
 
 def _ratio_value(run: dict[str, Any], measure: str, arm_a: bool) -> float | None:
     """One side of a ratio claim from one run: its downstream average (retention), or (speed-up, the distilled run's
-    own measurement of both encoders) the median inference time of the teacher (``arm_a``) or of the student."""
+    own measurement of both encoders) the fastest inference time of the teacher (``arm_a``) or of the student
+    (:func:`models.pretrain.distil.inference_timing`)."""
     if measure == "retention":
         return score_of(run, "downstream:average")
     timing = (run.get("evaluation") or {}).get("inference") or {}
     seconds = timing.get("teacher_seconds" if arm_a else "student_seconds") or []
-    return float(sorted(seconds)[len(seconds) // 2]) if seconds else None
+    return float(min(seconds)) if seconds else None
 
 
 def _ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:

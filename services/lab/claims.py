@@ -114,7 +114,9 @@ _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("el
             ("xlnet", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
             ("scaling", "thorough"): "Estimated: about 3 h 35 min on a 2-core CPU",
             ("isoflop", "thorough"): "Estimated: about 4 h 30 min on a 2-core CPU",
-            ("distil", "classroom"): "Estimated: about 7 min", ("distil", "thorough"): "Estimated: about 3 h on a 2-core CPU"}
+            # distil: ELECTRA's measured minutes × 1.35, the ratio of the two plans' FLOPs (planned_flops), with as many
+            # fine-tunes (9 runs + 3 controls vs 6 + 6; 15 + 5 vs 10 + 10)
+            ("distil", "classroom"): "Estimated: about 5 min", ("distil", "thorough"): "Estimated: about 50 min on a 2-core CPU"}
 BUDGETS: dict[str, dict[str, Budget]] = {
     **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
            "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
