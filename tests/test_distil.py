@@ -291,3 +291,16 @@ def test_the_lab_page_lists_and_starts_the_distil_preset(lab_env: Path) -> None:
     assert len(cfgs) == 9 and cfgs["kdpage-distilled-s1"]["teacher"] == "trained/kdpage-teacher-s1"
     for rid in frame["id"]:
         lab.cancel(int(rid))
+
+
+def test_the_memory_rule_counts_the_teachers_weights_and_forward() -> None:
+    from analysis.memory import inference_memory
+    from analysis.params import parameter_breakdown
+    from models.pretrain.config import hf_config
+    from services.lab.sizing import size
+
+    alone = size(replace(STUDENT, objective="mlm", teacher=""))
+    with_teacher = size(STUDENT)
+    teacher = inference_memory(parameter_breakdown(*hf_config(TEACHER)), STUDENT.batch, STUDENT.seq_len).total
+    assert with_teacher.memory_bytes == alone.memory_bytes + teacher
+    assert with_teacher.parameters == alone.parameters  # the student's own: the teacher is not trained
