@@ -241,14 +241,17 @@ def test_a_ratio_claim_is_labelled_by_the_one_rule(a, b, floor, reference, label
     assert v.label == label, v.sentence
 
 
-def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(lab_env: Path) -> None:
+SCORES = {"teacher": [0.70, 0.72, 0.71], "distilled": [0.69, 0.70, 0.70], "scratch": [0.55, 0.56, 0.54]}
+
+
+def _finished_experiment(group: str, scores: dict[str, list[float]] = SCORES) -> None:
+    """A distil experiment whose runs finished with the given downstream scores and (distilled) inference timings."""
     from analysis.results_db import runs
     from services import ablations
     from services.lab.run_queue import submit
 
     suite = {"tasks": ["supersense"], "epochs": 1, "max_train": 40, "max_test": 30, "max_len": 32}
-    scores = {"teacher": [0.70, 0.72, 0.71], "distilled": [0.69, 0.70, 0.70], "scratch": [0.55, 0.56, 0.54]}
-    for rid in submit("distil", BASE, "kdr", seeds=3, downstream=suite, start=False):
+    for rid in submit("distil", BASE, group, seeds=3, downstream=suite, start=False):
         run = runs.get_run(rid)
         arm, rep = run["config"]["arm"], run["config"]["replicate"]
         ev = {"downstream": {"supersense": {"accuracy": scores[arm][rep]}}}
@@ -256,6 +259,14 @@ def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(l
             ev["inference"] = {"student_seconds": [0.010, 0.011, 0.012], "teacher_seconds": [0.020 + 0.001 * rep] * 3}
         runs.start_run(rid)
         runs.finish_run(rid, "finished", evaluation=ev, tokens=1000, seconds=1.0)
+    ablations.settle(group)  # as the last worker does
+
+
+def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(lab_env: Path) -> None:
+    from services import ablations
+
+    scores = SCORES
+    _finished_experiment("kdr")
     by_key = {c["key"]: c for c in ablations.report("kdr")["claims"]}
     retention = by_key["retention"]["verdict"]
     assert retention["estimate"] == pytest.approx(np.mean(scores["distilled"]) / np.mean(scores["teacher"]))
@@ -304,3 +315,18 @@ def test_the_memory_rule_counts_the_teachers_weights_and_forward() -> None:
     teacher = inference_memory(parameter_breakdown(*hf_config(TEACHER)), STUDENT.batch, STUDENT.seq_len).total
     assert with_teacher.memory_bytes == alone.memory_bytes + teacher
     assert with_teacher.parameters == alone.parameters  # the student's own: the teacher is not trained
+
+
+def test_the_lab_page_shows_a_finished_distil_experiments_verdicts(lab_env: Path) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    _finished_experiment("kdshown")
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
+    at.query_params["lb_show"] = "kdshown"
+    at.run()
+    at.switch_page("views/lab.py").run()
+    assert not at.exception, at.exception
+    shown = " ".join(x.value for x in [*at.success, *at.warning, *at.info])
+    assert "student / teacher downstream average" in shown and "inference speed-up" in shown
+    assert any("Sanh et al. 2019, DistilBERT, Table 3" in m.value for m in at.markdown)
