@@ -3,7 +3,7 @@ optimisation step, and an atomic checkpoint save.
 
 Both labs train with the same pieces so that a speed-up or a fix reaches both (and so that a model that trains
 in one trains the same way in the other): ``accelerate`` for the device and mixed precision (bf16 on a GPU, fp32
-on a CPU), ``torch.optim.AdamW`` with transformers' linear or constant schedule with warm-up, clipping at 1.0.
+on a CPU), ``torch.optim.AdamW`` (or Lion) with transformers' linear or constant schedule with warm-up, clipping at 1.0.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from core.errors import TrainingFailed
+from core.errors import InvalidConfig, TrainingFailed
 
 
 def make_accelerator() -> Any:
@@ -29,26 +29,58 @@ def make_accelerator() -> Any:
 
 
 def optimizer_and_schedule(params: Iterable[Any], lr: float, steps: int, warmup: float = 0.06, schedule: str = "linear",
-                           weight_decay: float = 0.01) -> tuple[Any, Any]:
-    """AdamW (fused) and a schedule that warms up over ``warmup`` × ``steps`` steps, then decays linearly to 0 (BERT's
-    recipe) or stays constant."""
+                           weight_decay: float = 0.01, optimizer: str = "adamw",
+                           lr_factors: Sequence[float] | None = None) -> tuple[Any, Any]:
+    """AdamW (fused) or Lion, and a schedule that warms up over ``warmup`` × ``steps`` steps, then decays linearly to 0
+    (BERT's recipe) or stays constant; ``lr_factors`` (one multiplier per update) replaces the schedule (the
+    phases of :mod:`models.pretrain.phases`).
+
+    Lion is lion-pytorch's (Chen et al. 2023, arXiv 2302.06675, Program 1, β = (0.9, 0.99) as the paper's default):
+    update = sign(β1·m + (1−β1)·g), θ ← θ − lr·(update + λ·θ), m ← β2·m + (1−β2)·g; one state (m) per parameter.
+    """
     from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
     params = list(params)
-    # Fused: one kernel for all the parameters instead of a dozen ops per parameter, ~7% of the lab's step on a CPU
-    # (bench/mfu.py --candidates). make_accelerator puts a model on a CPU or a CUDA GPU, which both have the kernel;
-    # it wants floating-point parameters.
-    fused = all(torch.is_floating_point(p) for p in params) or None
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
+    if optimizer == "lion":
+        from lion_pytorch import Lion
+
+        opt = Lion(params, lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+    elif optimizer == "adamw":
+        # Fused: one kernel for all the parameters instead of a dozen ops per parameter, ~7% of the lab's step on a CPU
+        # (bench/mfu.py --candidates). make_accelerator puts a model on a CPU or a CUDA GPU, which both have the kernel;
+        # it wants floating-point parameters.
+        fused = all(torch.is_floating_point(p) for p in params) or None
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
+    else:
+        raise InvalidConfig(f"Unknown optimizer {optimizer!r}.", "Use adamw or lion.")
+    if lr_factors is not None:
+        factors = [float(f) for f in lr_factors]
+        scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda n: factors[min(n, len(factors) - 1)])
+        return opt, scheduler
     warm = int(warmup * steps)
-    scheduler = (get_linear_schedule_with_warmup(optimizer, warm, steps) if schedule == "linear"
-                 else get_constant_schedule_with_warmup(optimizer, warm))
-    return optimizer, scheduler
+    scheduler = (get_linear_schedule_with_warmup(opt, warm, steps) if schedule == "linear"
+                 else get_constant_schedule_with_warmup(opt, warm))
+    return opt, scheduler
+
+
+def optimizer_state_bytes(optimizer: Any) -> int:
+    """Bytes the optimizer's state tensors hold now (AdamW: two moments and a step count per tensor; Lion: one
+    momentum): measured, beside the memory calculator's prediction."""
+    inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps it
+    return sum(t.numel() * t.element_size() for s in inner.state.values() for t in s.values() if torch.is_tensor(t))
 
 
 def step(accelerator: Any, loss: Any, params: list[Any], optimizer: Any, scheduler: Any, clip: float = 1.0) -> None:
     """Backward, clip the gradient norm, step the optimizer and the schedule, clear the gradients."""
     accelerator.backward(loss)
+    accelerator.clip_grad_norm_(params, clip)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def step_accumulated(accelerator: Any, params: list[Any], optimizer: Any, scheduler: Any, clip: float = 1.0) -> None:
+    """:func:`step` after gradients were accumulated (each micro-batch's loss backpropagated, divided by their count)."""
     accelerator.clip_grad_norm_(params, clip)
     optimizer.step()
     scheduler.step()

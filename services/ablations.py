@@ -39,6 +39,10 @@ from services.lab.run_queue import FINETUNE
 from services.lab.run_queue import submit as submit_runs
 from services.lab.sizing import size
 
+#: Measures on which a lower value is better: a claim "a > b" on them means a's value is lower than b's (">=": not
+#: higher by more than the margin). The verdict is computed on the negated values; the report shows the raw ones.
+LOWER_IS_BETTER = frozenset({"held_out_loss"})
+
 
 def submit(preset: str, base: TrainConfig, group: str, budget: str = "classroom", engine: Any = None,
            start: bool = True, seeds: int | None = None) -> list[int]:
@@ -284,11 +288,40 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
     paired = len(common) == len(a) == len(b)
     ia, ib = [items[claim.a][k] for k in sorted(a)], [items[claim.b][k] for k in sorted(b)]
     given = all(x is not None for x in ia + ib)
-    v = verdicts.verdict([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], claim.op, claim.margin, paired=paired,
-                  items_a=ia if given else None, items_b=ib if given else None, family=family)
+    sign = -1.0 if measure in LOWER_IS_BETTER else 1.0  # a loss: decided on −loss, so "a beats b" is "a's loss is lower"
+    v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], claim.op, claim.margin,
+                         paired=paired, items_a=ia if given and sign > 0 else None,
+                         items_b=ib if given and sign > 0 else None, family=family)
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
+    if sign < 0:
+        out["verdict"].update(mean_a=-v.mean_a, mean_b=-v.mean_b, lower_is_better=True)
+        out["sentence"] = (f"Lower is better: the effect is {claim.b}'s mean {out['label'].lower()} minus {claim.a}'s "
+                           f"({v.mean_b * sign:.3f} − {v.mean_a * sign:.3f}; positive: {claim.a}'s is lower). {v.sentence}")
+    if facts := _arm_facts(finished, (claim.a, claim.b)):
+        out["arm_facts"] = facts
+        out["sentence"] += ". Per run: " + "; ".join(
+            f"{arm} {', '.join(f'{v:,.4g} {k}' if k != 'optimizer state MB' else f'{v:.2f} {k}' for k, v in f.items())}"
+            for arm, f in facts.items())
     return out
+
+
+def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Per arm, the mean over its runs of what the optimizer presets put beside a loss, where the two arms differ in
+    it: the parameter updates made (growing batch: the same tokens in fewer updates) and the optimizer state measured
+    at the end (Lion: one state per parameter against AdamW's two). Empty where no run recorded them or they agree."""
+    out: dict[str, dict[str, float]] = {arm: {} for arm in arms}
+    for key, name, scale in (("parameter_updates", "parameter updates", 1), ("optimizer_state_bytes", "optimizer state MB", 2**20)):
+        means = {}
+        for arm in arms:
+            evs = [r["evaluation"] or {} for r in finished if r["arm"] == arm]
+            values = [float(e[key]) / scale for e in evs if isinstance(e.get(key), int | float)]
+            if values and len(values) == len(evs):
+                means[arm] = sum(values) / len(values)
+        if len(means) == len(arms) and len({round(m, 6) for m in means.values()}) > 1:
+            for arm, m in means.items():
+                out[arm][name] = m
+    return out if any(out.values()) else {}
 
 
 def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
@@ -427,6 +460,8 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
             notes.append(f"{len(p['data_limited'])} run(s) data-limited (< {DATA_LIMITED_TOKENS_PER_PARAMETER} tokens/parameter)")
         if p.get("without_data_limited", {}).get("label"):
             notes.append(f"without them: {p['without_data_limited']['label']}")
+        if verdict.get("lower_is_better"):
+            notes.append(f"lower is better: effect = {p['claim']['b']}'s mean minus {p['claim']['a']}'s")
         if verdict.get("reason") and v["label"] != "agrees":
             notes.append(verdict["reason"])
         rows.append({"preset": PRESETS[preset].title if preset in PRESETS else preset, "verdict": v["label"],

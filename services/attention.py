@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import MAX_TEXT_CHARS, ExplorerError
-from models.attention import NOT_PLAIN, STAT_LABELS, AttentionResult, align, result_stats, rollout, stats_rows
+from models.attention import STAT_LABELS, AttentionResult, align, result_stats, rollout, stats_rows
+from models.neuron_view import NOT_PLAIN
 from services import requests as req
 from services.calls import Call, direct
 
@@ -83,8 +84,8 @@ def bertviz(result: AttentionResult, view: str, layer: int) -> str:
 
 
 def query_key(model: str, text: str, layer: int, head: int, *, call: Call = direct):
-    """bertviz's neuron view for one head: its queries, keys and their products (``models.attention.QueryKey``)."""
-    from models.attention import query_key as read
+    """bertviz's neuron view for one head: its queries, keys and their products (``models.neuron_view.QueryKey``)."""
+    from models.neuron_view import query_key as read
 
     text = req.text("The sentence", text, MAX_TEXT_CHARS, example=EXAMPLE)
     return call(read, req.model_id(model), text, req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000))

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from analysis.params import DEFAULTS, SAME_LAYOUT
+from analysis.param_layouts import SAME_LAYOUT
+from analysis.params import DEFAULTS
 from core.errors import UnsupportedArchitecture
 
 #: Form field -> (label, minimum, the LIMITS entry that is its maximum, config keys by priority, help).

@@ -233,7 +233,8 @@ def test_the_corpus_ships_with_its_licence() -> None:
                                       "google/electra-small-discriminator", "gpt2", "xlm-roberta-base",
                                       "bert-base-multilingual-cased"])
 def test_query_key_scores_reproduce_the_models_attention(model_id: str) -> None:
-    from models.attention import extract_attention, query_key
+    from models.attention import extract_attention
+    from models.neuron_view import query_key
 
     text = "the cat sat on the mat because it was tired ."
     r = extract_attention(model_id, text)
@@ -250,14 +251,14 @@ def test_query_key_scores_reproduce_the_models_attention(model_id: str) -> None:
 @pytest.mark.parametrize(("model_id", "words"), [("deberta-v3-base", "disentangled"), ("mpnet-base", "relative-position"),
                                                  ("xlnet-base-cased", "relative positions"), ("modernbert-base", "rotary")])
 def test_query_key_says_which_architectures_are_not_plain(model_id: str, words: str) -> None:
-    from models.attention import query_key
+    from models.neuron_view import query_key
 
     with pytest.raises(AttentionUnavailable, match=words):
         query_key(model_id, "the cat sat", 0, 0)
 
 
 def test_query_key_bounds() -> None:
-    from models.attention import query_key
+    from models.neuron_view import query_key
 
     with pytest.raises(AttentionUnavailable, match="layers 0–5"):
         query_key(MINILM, "the cat", 6, 0)

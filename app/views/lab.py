@@ -173,8 +173,9 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
                                     "Kaplan's 6N FLOPs": st.column_config.NumberColumn(format="%.2e"),
                                     "parameters (exact)": st.column_config.NumberColumn(format="localized")})
         st.caption(f"Parameters are counted by the calculator from the configuration (`analysis.params`, checked against "
-                   f"the models transformers builds); memory is the calculator's prediction for one fp32 AdamW step "
-                   f"(`analysis.memory`); this server allows {plan.memory_budget_mb:,} MB per run (BFE_LAB_MEMORY_MB). Tokens: "
+                   f"the models transformers builds); memory is the calculator's prediction for one fp32 step with the run's "
+                   f"optimizer (`analysis.memory`: AdamW keeps two states per parameter, Lion one); "
+                   f"this server allows {plan.memory_budget_mb:,} MB per run (BFE_LAB_MEMORY_MB). Tokens: "
                    f"the real ones (the texts' mean length × batch × steps, read from the corpus; a batch is padded to its "
                    f"longest text). FLOPs as the loop performs them (models.pretrain.flops): 3 × forward on the real tokens, "
                    f"each output layer only where the loss reads it; Kaplan et al. 2020's 6N per token beside it for reference.")

@@ -38,6 +38,10 @@ VOCABS: dict[str, str] = {
 VOCAB_SIZES = {"wordnet-8k": 8192, "bert": 30522}
 LAB_VOCAB = DATA / "corpus" / "wordpiece-8k" / "vocab.txt"
 EXAMPLES = CORPUS.parent / "wordnet_examples.txt.gz"
+#: The optimizers a run can use (``TrainConfig.optimizer``), as :mod:`analysis.memory` names them.
+OPTIMIZERS = {"adamw": "AdamW (two states per parameter)", "lion": "Lion (Chen et al. 2023: one state per parameter)"}
+PHASES = ("", "decay", "grow")
+MAX_PHASES, MAX_PHASE_FACTOR, MAX_ACCUMULATION = 6, 10, 256  # bounds: the last phase accumulates factor^(phases-1) batches
 LIMITS = {"layers": (1, 24), "hidden": (16, 1024), "heads": (1, 16), "ffn": (16, 4096), "seq_len": (16, 512),
           "batch": (1, 512), "steps": (1, 1_000_000)}
 
@@ -66,6 +70,14 @@ class TrainConfig:
     vocab: str = "wordnet-8k"  # or "bert"
     dropout: float = 0.1
     run: str = ""
+    optimizer: str = "adamw"  # or "lion" (Chen et al. 2023): one state per parameter instead of AdamW's two
+    weight_decay: float = 0.01  # decoupled (AdamW's and Lion's λ)
+    # Smith et al. 2017 ("Don't decay the learning rate, increase the batch size"): the run's tokens in
+    # ``phase_count`` equal parts; at each new part either the rate is divided by ``phase_factor`` ("decay") or the
+    # batch multiplied by it through gradient accumulation ("grow"). "" keeps the schedule above.
+    phases: str = ""  # "", "decay" or "grow"
+    phase_count: int = 3
+    phase_factor: int = 5
     teacher: str = ""  # distil only: the teacher's model id (trained/<run>, or bert-base-uncased)
 
     @classmethod
@@ -95,6 +107,20 @@ class TrainConfig:
             raise InvalidConfig(f"Masking is static or dynamic, not {self.masking!r}.")
         if not 10 <= self.corpus_lines <= 1_000_000:
             raise InvalidConfig("corpus_lines must be from 10 to 1,000,000.")
+        if self.optimizer not in OPTIMIZERS:
+            raise InvalidConfig(f"Unknown optimizer {self.optimizer!r}.", "Use one of: " + ", ".join(OPTIMIZERS) + ".")
+        if not (isinstance(self.weight_decay, int | float) and 0 <= self.weight_decay < 10):
+            raise InvalidConfig(f"Weight decay must be in [0, 10), not {self.weight_decay!r}.")
+        if self.phases not in PHASES:
+            raise InvalidConfig(f"Unknown phase schedule {self.phases!r}.", "Use one of: " + ", ".join(repr(p) for p in PHASES) + ".")
+        if self.phases:
+            check_whole_numbers(self, {"phase_count": (2, MAX_PHASES), "phase_factor": (2, MAX_PHASE_FACTOR)})
+            if self.phase_factor ** (self.phase_count - 1) > MAX_ACCUMULATION:
+                raise InvalidConfig(f"The last phase would accumulate {self.phase_factor}^{self.phase_count - 1} batches "
+                                    f"per update; at most {MAX_ACCUMULATION}.", "Use fewer phases or a smaller factor.")
+            if self.steps < self.phase_count * self.phase_factor ** (self.phase_count - 1):
+                raise InvalidConfig(f"{self.steps} steps cannot make {self.phase_count} phases with at least one update each "
+                                    f"at factor {self.phase_factor}.", "Train for more steps, or use fewer phases.")
         self._check_teacher()
         check_run_name(self.run_name)
         return self

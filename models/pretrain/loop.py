@@ -9,6 +9,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,15 @@ from models.pretrain.data import Batches
 from models.pretrain.evaluate import evaluate, over_training
 from models.pretrain.loss import loss_of
 from models.pretrain.model import build_model, main_model, parameter_count
-from models.training import atomic_save, make_accelerator, optimizer_and_schedule, step
+from models.pretrain.phases import update_plan
+from models.training import (
+    atomic_save,
+    make_accelerator,
+    optimizer_and_schedule,
+    optimizer_state_bytes,
+    step,
+    step_accumulated,
+)
 
 
 def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] | None = None,
@@ -48,7 +57,13 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     model = build_model(config, len(tok), tok)
     parts = model if isinstance(model, tuple) else (model,)
     params = list({id(p): p for m in parts for p in m.parameters()}.values())
-    optimizer, scheduler = optimizer_and_schedule(params, config.lr, config.steps, config.warmup, config.schedule)
+    plan = update_plan(config) if config.phases else None
+    optimizer, scheduler = optimizer_and_schedule(params, config.lr, config.steps, config.warmup, config.schedule,
+                                                  config.weight_decay, config.optimizer,
+                                                  [u.lr_factor for u in plan] if plan else None)
+    # With phases: per micro-batch, how many micro-batches its update averages, and the micro-batches that end one.
+    groups = [u.micro_batches for u in plan for _ in range(u.micro_batches)] if plan else []
+    ends = set(accumulate(u.micro_batches for u in plan)) if plan else set()
     prepared = accelerator.prepare(*parts, optimizer, scheduler)
     parts, optimizer, scheduler = tuple(prepared[: len(parts)]), prepared[-2], prepared[-1]
     params = list({id(p): p for m in parts for p in m.parameters()}.values())
@@ -65,6 +80,7 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     if 0 in keep:
         snapshots[0] = cpu_state(main_model(bare))
     start = time.perf_counter()
+    updates = 0
     for m in parts:
         m.train()
     for n in range(1, config.steps + 1):
@@ -77,7 +93,14 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
         if not math.isfinite(value):
             result.stopped = f"the loss became {value} at step {n}; the last good state (step {n - 1}) is kept"
             break
-        step(accelerator, loss, params, optimizer, scheduler)
+        if plan is None:
+            step(accelerator, loss, params, optimizer, scheduler)
+            updates += 1
+        else:  # gradient accumulation: the grow arm's larger batch in the memory of one micro-batch
+            accelerator.backward(loss / groups[n - 1])
+            if n in ends:
+                step_accumulated(accelerator, params, optimizer, scheduler)
+                updates += 1
         result.curve.append((n, value))
         result.tokens += (int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(batch["input_ids"].numel())) * world
         if n % max(1, config.steps // 20) == 0 or n == config.steps:
@@ -97,6 +120,9 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
         m.eval()
     if accelerator.is_main_process:
         result.evaluation = evaluate(config, bare if len(bare) > 1 else bare[0], tok, held_out)
+        # What the optimizer presets compare beside the loss: the updates made, the optimizer's state measured.
+        result.evaluation["parameter_updates"] = updates
+        result.evaluation["optimizer_state_bytes"] = optimizer_state_bytes(optimizer)
         if kept := {s: w for s, w in snapshots.items() if s < last_step}:
             result.evaluation["over_training"] = over_training(config, main_model(bare), tok, kept)
         if save and result.curve:

@@ -221,11 +221,9 @@ class Backend:
 
         ``batched``: whether attention goes through the batching endpoint; by default when its texts are short
         (:data:`BATCH_MAX_CHARS`), the benches force either way."""
-        from services.backend.handlers import BACKEND_ONLY
-        from services.runtime import route
+        from services.routing import served
 
-        where = route(fn) or next(((m, n) for m, names in BACKEND_ONLY.items() for n in names
-                                   if getattr(fn, "__name__", None) == n and getattr(fn, "__module__", "").startswith(m)), None)
+        where = served(fn)
         if where is None:
             raise ModelProcessFailed(f"{getattr(fn, '__qualname__', fn)!r} is not a function the model backend serves.")
         text = self.request_text(*where, args)  # before anything goes out
@@ -240,7 +238,7 @@ class Backend:
         except ValueError:
             raise BackendMismatch("The model backend's answer is not JSON.", "Run the same version of the app on both.") from None
         if "error" in envelope:
-            from services.runtime import unpack_error
+            from services.routing import unpack_error
 
             raise unpack_error(tuple(wire.decode(envelope["error"]))) from None
         return wire.decode(envelope.get("ok"))

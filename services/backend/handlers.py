@@ -39,6 +39,7 @@ from typing import Any
 from core.errors import BackendMismatch, BackendRefused, ExplorerError, InvalidConfig
 from core.version import app_version
 from services.backend import wire
+from services.routing import backend_serves, pack_error
 
 log = logging.getLogger("bert_family_explorer")
 
@@ -49,25 +50,14 @@ MAX_REQUEST_CHARS = 256 * 1024
 #: The most attention requests one batch takes from the queue (each batch is cut further by tokens and memory).
 MAX_BATCH = 32
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-#: Functions only the backend serves beside the model process's allow-list: what a front end without models asks
-#: about them (which catalog models are here, whether an id can be loaded here).
-BACKEND_ONLY: dict[str, frozenset[str]] = {
-    "models.loader": frozenset({"catalog_availability", "can_locate"}),
-    "models.inspection": frozenset({"inspect"}),
-    "models.locate": frozenset({"run_steps"}),
-    "services.lab.checkpoints": frozenset({"trained_models_here", "run_info_here"}),
-}
-
 _stats_lock = threading.Lock()
 _batch_sizes: Counter[int] = Counter()
 _calls: Counter[str] = Counter()
 
 
 def allowed(module: str, name: str) -> bool:
-    """Whether ``module.name`` is a function the backend serves."""
-    from services.runtime import ROUTED
-
-    return name in ROUTED.get(module, ()) or name in BACKEND_ONLY.get(module, ())
+    """Whether ``module.name`` is a function the backend serves (:func:`services.routing.backend_serves`)."""
+    return backend_serves(module, name)
 
 
 def _function(request: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -95,8 +85,6 @@ def _answer(value: Any) -> str:
 
 
 def _failure(err: BaseException) -> str:
-    from services.runtime import pack_error
-
     if not isinstance(err, ExplorerError):
         log.exception("backend: a call failed")
     module, name, args, attrs, text = pack_error(err)

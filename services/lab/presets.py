@@ -59,6 +59,30 @@ def _isoflop(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> lis
     return out
 
 
+#: Lion's settings against AdamW's (Chen et al. 2023, arXiv 2302.06675, Section 5): "a suitable learning rate for
+#: Lion is typically 3-10x smaller than that for AdamW", and λ "3-10x larger ... to maintain a similar strength"
+#: (lr·λ). The lab takes the low end, 3 for both: its runs are a few hundred steps, where a 10× smaller rate would
+#: leave Lion far from where AdamW gets; lr·λ stays AdamW's.
+LION_LR_DIVISOR = 3
+LION_WD_FACTOR = 3
+
+
+def _lion(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """Lion and AdamW at equal steps, Lion with the paper's smaller rate and larger weight decay."""
+    return [("lion", replace(base, optimizer="lion", lr=base.lr / LION_LR_DIVISOR, weight_decay=base.weight_decay * LION_WD_FACTOR)),
+            ("adamw", replace(base, optimizer="adamw"))]
+
+
+#: Smith et al. 2017 (ICLR 2018), Section 5.1: the rate divided, or the batch multiplied, by 5 at each step. The
+#: lab makes three phases of equal tokens (two steps): the grow arm's last phase accumulates 25 batches per update.
+GROW_PHASES, GROW_FACTOR = 3, 5
+
+
+def _grow(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """The same tokens two ways: a step-decaying rate at a constant batch, or a constant rate and a growing batch
+    (gradient accumulation: the memory of one batch). ``base.batch`` is the first phase's batch in both."""
+    phased = replace(base, schedule="constant", phase_count=GROW_PHASES, phase_factor=GROW_FACTOR)
+    return [("grow", replace(phased, phases="grow")), ("decay", replace(phased, phases="decay"))]
 #: A preset arm's teacher before the runs are named: ``trained/<arm>`` means "that arm's run of the same seed"
 #: (:func:`plan_runs` puts the run's name in). It is a valid model id, so the arm prices and validates as it will run.
 TEACHER_ARM = "teacher"
@@ -114,6 +138,23 @@ PRESETS: dict[str, Preset] = {
         "Hoffmann et al. 2022, Chinchilla, approach 2 (IsoFLOP profiles, Figure 3)",
         "For a fixed compute budget the loss is lowest at a middle size; the best size grows with the budget.",
         _isoflop),
+    "lion": Preset(
+        "Lion vs AdamW: one optimizer state instead of two",
+        "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms (Lion), arXiv 2302.06675, Program 1 and "
+        "Section 5 (hyperparameters)",
+        "Lion keeps only a momentum and moves every weight by ±lr (the sign of an interpolated momentum), so it needs "
+        "one optimizer state per parameter where AdamW needs two: half the optimizer memory (in fp32 here, 4 bytes "
+        "per parameter saved; the report gives each arm's measured state). The paper finds it matches or beats AdamW "
+        f"with a {LION_LR_DIVISOR}× smaller rate and a {LION_WD_FACTOR}× larger weight decay, which the lion arm uses.",
+        _lion),
+    "grow-batch": Preset(
+        "Growing batch instead of a decaying rate",
+        "Smith, Kindermans, Ying & Le 2017 (ICLR 2018), Don't Decay the Learning Rate, Increase the Batch Size, "
+        "abstract and Section 5.1",
+        f"Dividing the rate by {GROW_FACTOR} or multiplying the batch by {GROW_FACTOR} lowers SGD's noise alike, so "
+        "both arms see the same tokens and should reach the same loss; growing the batch does it in fewer parameter "
+        "updates (the report gives each arm's), which parallel hardware turns into time.",
+        _grow),
     "distil": Preset(
         "DistilBERT: a half-depth student distilled from its teacher",
         "Sanh et al. 2019, DistilBERT, Table 1 (GLUE dev macro score 75.2 vs BERT-base's 78.0, 66 M vs 110 M parameters: "

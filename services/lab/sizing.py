@@ -29,7 +29,7 @@ class Size:
 
     parameters: int  # every trained tensor (ELECTRA: generator + discriminator, shared embeddings once)
     non_embedding: int  # Kaplan et al. (2020)'s N: 2·d·L·(2·d_attn + d_ff), what scaling laws count
-    memory_bytes: int  # one training step, fp32 AdamW (analysis.memory.training_memory)
+    memory_bytes: int  # one training step, fp32, the run's optimizer (analysis.memory.training_memory)
     flops_per_token: float  # training FLOPs per real token as the loop performs them (models.pretrain.flops)
     kaplan_flops_per_token: float  # Kaplan et al. 2020's 6N + attention per token, for reference
     tokens_per_step: float  # real tokens in a batch: its texts' mean length × batch (the padded batch × length is more)
@@ -46,12 +46,13 @@ def size(config: TrainConfig) -> Size:
     Raises:
         InvalidConfig: a configuration the calculator cannot build; InvalidData: a corpus that cannot be read.
     """
-    from analysis.memory import TrainingSetup, training_memory
+    from analysis.memory import OPTIMIZERS, TrainingSetup, training_memory
     from analysis.params import parameter_breakdown
     from models.pretrain import flops
 
     config.validate()
-    setup = TrainingSetup(precision="fp32", optimizer="adamw")
+    setup = TrainingSetup(precision="fp32", optimizer=config.optimizer)  # Lion keeps one state per parameter, AdamW two
+    per_parameter = 4 + 4 + 4 * OPTIMIZERS[config.optimizer].states  # fp32 weight, gradient, states
     cfg, head = hf_config(config)
     main = parameter_breakdown(cfg, head)
     params = main.total
@@ -62,7 +63,7 @@ def size(config: TrainConfig) -> Size:
         gen = parameter_breakdown(gcfg, ghead)
         shared = sum(t.numel for t in gen.tensors if t.group == "embeddings" and t.part != "embedding projection")
         params += gen.total - shared
-        memory += training_memory(gen, config.batch, config.seq_len, setup).total - 16 * shared
+        memory += training_memory(gen, config.batch, config.seq_len, setup).total - per_parameter * shared
         g = flops.shapes(config)["generator"]
         non_embedding += 2 * g.hidden * g.layers * (2 * g.hidden + g.ffn)
     if config.objective == "distil":  # the teacher runs beside the student: its weights and one forward's activations

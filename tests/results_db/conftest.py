@@ -1,0 +1,32 @@
+"""The results database's tests: a fresh, seeded database on each engine (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import results_db as db
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request, tmp_path: Path):
+    """A fresh, seeded database on each backend."""
+    db.dispose_engines()
+    if request.param == "sqlite":
+        eng = db.get_engine(f"sqlite:///{tmp_path / 'r.db'}")
+    else:
+        eng = db.get_engine(request.getfixturevalue("pg_url"))
+        db.drop_tables(eng)
+    db.ensure_seeded(eng)
+    yield eng
+    db.dispose_engines()
+
+
+def value(df: pd.DataFrame, **where) -> float:
+    rows = df
+    for k, v in where.items():
+        rows = rows[rows[k] == v]
+    assert len(rows) == 1, (where, rows[["model", "variant", "task", "metric", "split", "source", "table"]])
+    return float(rows["value"].iloc[0])
