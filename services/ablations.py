@@ -29,6 +29,7 @@ from services.lab.claims import (
     DATA_LIMITED_TOKENS_PER_PARAMETER,
     DOWNSTREAM_LABELS,
     INTRINSIC_LABELS,
+    RATIO_MEASURES,
     Claim,
     apply_budget,
     budget_of,
@@ -221,6 +222,9 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
         if claim.measure in ("scaling", "isoflop"):
             out["claims"].append(_trend_claim(claim, finished, state))
             continue
+        if claim.measure in RATIO_MEASURES:
+            out["claims"].append(_ratio_claim(claim, finished, state))
+            continue
         for measure, primary in _measures(claim, suite):
             out["claims"].append(_arm_claim(claim, measure, finished, state, primary, 1 if primary else max(family, 1)))
     deleted = 0
@@ -372,6 +376,50 @@ def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> di
         else:
             out["without_data_limited"] = without.to_dict()
             out["sentence"] += f"; without them: {without.sentence[0].lower()}{without.sentence[1:]}"
+    return out
+
+
+def _ratio_value(run: dict[str, Any], measure: str, arm_a: bool) -> float | None:
+    """One side of a ratio claim from one run: its downstream average (retention), or (speed-up, the distilled run's
+    own measurement of both encoders) the fastest inference time of the teacher (``arm_a``) or of the student
+    (:func:`models.pretrain.distil.inference_timing`)."""
+    if measure == "retention":
+        return score_of(run, "downstream:average")
+    timing = (run.get("evaluation") or {}).get("inference") or {}
+    seconds = timing.get("teacher_seconds" if arm_a else "student_seconds") or []
+    return float(min(seconds)) if seconds else None
+
+
+def _ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
+    """A ratio of two arms per seed (:func:`analysis.verdicts.ratios.ratio_verdict`): retention, arm ``a``'s downstream
+    average over arm ``b``'s; speed-up, the teacher's inference time over the student's, both timed by arm ``a``'s run."""
+    from analysis.verdicts.ratios import ratio_verdict
+
+    quantity, reference = RATIO_MEASURES[claim.measure]
+    by_arm = {(r["arm"], r["replicate"]): r for r in finished}
+    pairs = []
+    for (arm, rep), run in sorted(by_arm.items(), key=lambda kv: kv[0][1]):
+        if arm != claim.a:
+            continue
+        if claim.measure == "speedup":
+            top, bottom = _ratio_value(run, claim.measure, True), _ratio_value(run, claim.measure, False)
+        else:
+            other = by_arm.get((claim.b, rep))
+            top, bottom = _ratio_value(run, claim.measure, True), _ratio_value(other, claim.measure, False) if other else None
+        if top is not None and bottom:
+            pairs.append((rep, top, bottom))
+    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "label": quantity.capitalize(),
+                           "primary": True, "points": pairs, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
+    if state != "complete":
+        out["why_none"] = ("the experiment is still running" if state == "running" else
+                           "some runs did not finish (partial results, no verdict)")
+        return out
+    if not pairs:
+        out["why_none"] = f"no seed has both sides of the ratio ({claim.a}, {claim.b})"
+        return out
+    v = ratio_verdict([p[1] for p in pairs], [p[2] for p in pairs], quantity, claim.margin, reference, claim.source)
+    out["verdict"] = v.to_dict()
+    out["sentence"] = v.sentence
     return out
 
 

@@ -17,7 +17,7 @@ from models.pretrain import OBJECTIVES, Batches, TrainConfig, TrainingFailed, re
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=120)
 
 
-@pytest.mark.parametrize("objective", list(OBJECTIVES))
+@pytest.mark.parametrize("objective", [o for o in OBJECTIVES if o != "distil"])  # distil: tests/test_distil.py (needs a teacher)
 def test_every_objective_learns(objective: str) -> None:
     r = train(replace(TINY, objective=objective), save=False)
     first = sum(loss for _, loss in r.curve[:5]) / 5

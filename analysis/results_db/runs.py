@@ -183,7 +183,8 @@ def request_cancel(run_id: int, engine: Engine | None = None) -> str:
 
 def claim_next(limit: int, engine: Engine | None = None) -> int | None:
     """The oldest queued run of any replica, marked running here, when fewer than ``limit`` run on this host (its
-    slots); else None.
+    slots); else None. A run whose teacher run (:func:`_teacher_state`) is still queued or training is passed over,
+    and one whose teacher ended without finishing is failed with the reason.
 
     The claim is a compare-and-set: on PostgreSQL the row is locked with ``FOR UPDATE SKIP LOCKED`` (a replica
     claiming at the same moment skips it and takes the next), on SQLite writers take turns; either way a run is
@@ -198,15 +199,44 @@ def claim_next(limit: int, engine: Engine | None = None) -> int | None:
                                                                                 TrainingRun.host == host))
         if running >= limit:
             return None
-        run = s.scalars(select(TrainingRun).where(TrainingRun.status == RunStatus.QUEUED).order_by(TrainingRun.id).limit(1)
-                        .with_for_update(skip_locked=True)).first()
-        if run is None:
-            return None
-        run.status, run.started_at, run.lease_at, run.host = RunStatus.RUNNING, _now(), _lease_clock(s), host
-        run.pid = os.getpid()  # the claimer's, until set_pid
-        return run.id
+        queued = s.scalars(select(TrainingRun).where(TrainingRun.status == RunStatus.QUEUED).order_by(TrainingRun.id)
+                           .limit(CLAIM_SCAN).with_for_update(skip_locked=True))
+        for run in queued:
+            state, why = _teacher_state(s, run)
+            if state == "wait":
+                continue  # its teacher is queued or training: the next run may start meanwhile
+            if state == "failed":
+                run.status, run.message, run.finished_at = RunStatus.FAILED, why, _now()
+                continue
+            run.status, run.started_at, run.lease_at, run.host = RunStatus.RUNNING, _now(), _lease_clock(s), host
+            run.pid = os.getpid()  # the claimer's, until set_pid
+            return run.id
+        return None
 
     return write(engine, claim)
+
+
+#: Queued runs a claim looks through for one whose teacher is ready (the lab queues at most 40 per host).
+CLAIM_SCAN = 200
+
+
+def _teacher_state(s: Any, run: TrainingRun) -> tuple[str, str]:
+    """Whether a queued run may start as far as its teacher goes: ``ready`` (it names none, or a lab run that finished,
+    or a checkpoint that is no run of this queue: the loader says whether it exists), ``wait`` (its teacher run is
+    queued or running), ``failed`` with why (its teacher run ended without finishing: a distilled student needs the
+    teacher's checkpoint before its first step). A knowledge-distillation run's config names its teacher
+    (``teacher: trained/<run>``)."""
+    teacher = str(json.loads(run.config or "{}").get("teacher") or "")
+    if not teacher.startswith("trained/"):
+        return "ready", ""
+    name = teacher.split("/", 1)[1].split("@", 1)[0]
+    status = s.scalar(select(TrainingRun.status).where(TrainingRun.name == name))
+    if status is None or status == RunStatus.FINISHED:
+        return "ready", ""
+    if status in ACTIVE:
+        return "wait", ""
+    return "failed", (f"Its teacher run {name!r} ended {status} without a finished checkpoint; a student distilled from "
+                      "it cannot start. Start the experiment again.")
 
 
 def set_pid(run_id: int, pid: int, engine: Engine | None = None) -> None:

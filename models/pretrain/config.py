@@ -21,6 +21,7 @@ OBJECTIVES: dict[str, str] = {
     "electra": "replaced-token detection with a small generator (ELECTRA)",
     "plm": "permutation LM (XLNet)",
     "clm": "left-to-right LM (GPT-2)",
+    "distil": "knowledge distillation from a masked-LM teacher (DistilBERT)",
 }
 DATA = Path(__file__).resolve().parents[2] / "data"
 CORPUS = DATA / "corpus" / "wordnet_glosses.txt.gz"
@@ -86,6 +87,7 @@ class TrainConfig:
     #: texts concatenated into sequences of exactly ``seq_len`` tokens ([CLS] … [SEP]; RoBERTa's FULL-SENTENCES),
     #: the only way to long sequences from WordNet's short glosses
     pack: bool = False
+    teacher: str = ""  # distil only: the teacher's model id (trained/<run>, or bert-base-uncased)
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> TrainConfig:
@@ -129,6 +131,7 @@ class TrainConfig:
                 raise InvalidConfig(f"{self.steps} steps cannot make {self.phase_count} phases with at least one update each "
                                     f"at factor {self.phase_factor}.", "Train for more steps, or use fewer phases.")
         self._validate_attention()
+        self._check_teacher()
         check_run_name(self.run_name)
         return self
 
@@ -146,6 +149,19 @@ class TrainConfig:
                 raise InvalidConfig("BigBird's sparse attention is for the masked LM on packed sequences.",
                                     "Use objective mlm with pack: short texts would leave nothing for it to skip.")
             check_block_setting(self.seq_len, self.block_size, self.random_blocks)
+
+    def _check_teacher(self) -> None:
+        """A distillation run names its teacher by a model id the loader accepts; no other objective has one."""
+        if self.objective != "distil":
+            if self.teacher:
+                raise InvalidConfig(f"Only a distillation run has a teacher ({self.objective} was given {self.teacher!r}).")
+            return
+        if not self.teacher:
+            raise InvalidConfig("A distillation run needs a teacher.",
+                                "Name a masked-LM checkpoint: a lab run (trained/<run>) or bert-base-uncased.")
+        from models.locate import validate_model_id  # torch-free: the id rules every model load applies
+
+        validate_model_id(self.teacher)
 
     @property
     def run_name(self) -> str:
@@ -176,10 +192,10 @@ def hf_config(config: TrainConfig, part: str = "main") -> tuple[dict[str, Any], 
     calculator (no torch), and what :func:`build_model` builds. ``part``: ``main`` or, for ELECTRA, ``generator``."""
     c, vocab = config, VOCAB_SIZES[config.vocab]
     positions = max(512, c.seq_len)
-    if c.objective in ("mlm", "mlm+nsp", "mlm+sop"):
+    if c.objective in ("mlm", "mlm+nsp", "mlm+sop", "distil"):  # distil: the student
         return ({"model_type": "bert", "hidden_size": c.hidden, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
                  "intermediate_size": c.ffn, "vocab_size": vocab, "max_position_embeddings": positions, "type_vocab_size": 2},
-                "masked-lm" if c.objective == "mlm" else "pretraining")
+                "masked-lm" if c.objective in ("mlm", "distil") else "pretraining")
     if c.objective == "electra":
         disc = {"model_type": "electra", "embedding_size": c.hidden, "hidden_size": c.hidden, "num_hidden_layers": c.layers,
                 "num_attention_heads": c.heads, "intermediate_size": c.ffn, "vocab_size": vocab,

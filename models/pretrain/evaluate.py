@@ -40,6 +40,11 @@ def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str]) -> 
     if config.objective in ("mlm", "mlm+nsp", "mlm+sop"):
         out["perplexity"] = math.exp(min(out["held_out_loss"] if config.objective == "mlm" else _mlm_only(config, model, batches), 50))
         out["probes"] = probes(model, tok)
+    if config.objective == "distil":
+        from models.pretrain.distil import held_out_parts
+
+        out.update(held_out_parts(model, [_on_device(model, batches.sample()) for _ in range(4)]))
+        out["probes"] = probes(model, tok)
     if config.objective in ("mlm+nsp", "mlm+sop"):
         for kind in ("nsp", "sop"):
             pairs = sentence_pairs(held_out, kind, 999)
@@ -139,7 +144,9 @@ def pos_probe(config: TrainConfig, model: Any, tok: Any) -> dict[str, Any]:
     rows = pos_examples(seed=config.seed)
     cut = len(rows) - 200
     torch.manual_seed(config.seed + 1)
-    untrained = main_model(build_model(config, len(tok), tok)).to(model.device).eval()
+    # A distilled student's control is its shape at random weights, not a student cut from the teacher again.
+    shape = replace(config, objective="mlm", teacher="") if config.objective == "distil" else config
+    untrained = main_model(build_model(shape, len(tok), tok)).to(model.device).eval()
     out = {}
     for name, m in (("pos_probe_accuracy", model), ("pos_probe_random_init", untrained)):
         right = _probe_right(m, tok, rows, cut, config.seq_len)

@@ -81,9 +81,9 @@ def step_flops(config: TrainConfig, tokens: float, pairs: float, masked: float, 
     main = enc["main"]
     h = main.hidden
     forward = main.encoder(tokens, pairs)
-    if config.objective in ("mlm", "mlm+nsp", "mlm+sop"):
+    if config.objective in ("mlm", "mlm+nsp", "mlm+sop", "distil"):
         forward += masked * 2 * (h * h + h * v)  # the MLM head's transform and decoder, at the masked positions
-        if config.objective != "mlm":
+        if config.objective in ("mlm+nsp", "mlm+sop"):
             forward += sequences * 2 * (h * h + 2 * h)  # pooler and the two-way NSP/SOP logit
     elif config.objective == "electra":
         g = enc["generator"]
@@ -92,7 +92,16 @@ def step_flops(config: TrainConfig, tokens: float, pairs: float, masked: float, 
         forward += tokens * 2 * (h * h + h)  # the discriminator's head: one logit at every position
     else:  # plm, clm: every position predicts a token
         forward += tokens * 2 * h * v
+    if config.objective == "distil":  # the teacher's forward pass on the same batch: no backward, so once, not 3×
+        return 3 * forward + teacher_shape(config).encoder(tokens, pairs) + masked * 2 * (h * h + h * v)
     return 3 * forward
+
+
+def teacher_shape(config: TrainConfig) -> Shape:
+    """A distillation run's teacher as the plan prices it: the student's width and twice its layers (the student keeps
+    every other layer; a teacher of 2L − 1 layers, which also gives L, is counted one layer high). The checkpoint is
+    not read here: a preset's teacher is not trained yet when its students are planned."""
+    return Shape(config.hidden, config.ffn, 2 * config.layers, config.hidden)
 
 
 def per_token(config: TrainConfig, stats: LengthStats) -> float:

@@ -41,6 +41,10 @@ def _masked_logits(model: Any, batch: dict[str, Any], masked: Any) -> tuple[Any,
 def loss_of(config: TrainConfig, model: Any, batch: dict[str, Any]) -> Any:
     ce = torch.nn.functional.cross_entropy
     masked = batch["labels"] != -100 if "labels" in batch else None
+    if config.objective == "distil":
+        from models.pretrain.distil import distil_losses
+
+        return distil_losses(model, batch)["loss"]
     if config.objective == "electra":
         gen, disc = model
         logits, _ = _masked_logits(gen, batch, masked)  # ELECTRA trains in one process: never wrapped

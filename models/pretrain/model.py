@@ -34,6 +34,10 @@ def build_model(config: TrainConfig, vocab: int, tok: Any) -> Any:
         cfg = transformers.AutoConfig.for_model(model_type, **{**keys, **extra})
         return getattr(transformers, MODEL_CLASSES[model_type, head])(cfg)
 
+    if config.objective == "distil":
+        from models.pretrain.distil import build_student
+
+        return build_student(config, lambda: make("main"), tok)
     if config.objective != "electra":
         return make("main")
     disc, gen = make("main"), make("generator")

@@ -87,7 +87,24 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               "Zaheer et al. 2020, BigBird, Table 1 (building blocks at 512 tokens) and Figure 1 (the pattern)",
               "sparse", "full", ">=", 0.05),
     ),
+    "distil": (
+        Claim("retention", "retention", "The distilled student keeps 97% of its teacher's downstream score (GLUE macro "
+              "75.2 vs 78.0).", "Sanh et al. 2019, DistilBERT, Table 1 (GLUE dev; '97% of the performance')",
+              "distilled", "teacher", ">", 0.97),
+        Claim("downstream", "downstream", "Distilled from the teacher, the student beats the same student trained from "
+              "scratch at equal compute.", "Sanh et al. 2019, DistilBERT, Table 4 (ablation: the soft targets and the "
+              "teacher's initialisation each add GLUE points; equal compute is this lab's control)", "distilled", "scratch"),
+        Claim("speedup", "speedup", "The student runs inference 60% faster than its teacher (410 s vs 668 s).",
+              "Sanh et al. 2019, DistilBERT, Table 3 (inference time of a full pass of GLUE STS-B on CPU)",
+              "distilled", "teacher", ">", 1.0),
+    ),
 }
+#: A ratio claim's measure → (what the ratio is, the paper's value shown beside it); the floor the claim is decided
+#: against is the claim's ``margin``. Retention: the student's over the teacher's downstream average (floor and value
+#: the paper's 97%); speed-up: the teacher's over the student's inference time per batch (floor 1: faster at all;
+#: value the paper's 668 s / 410 s = 1.63).
+RATIO_MEASURES = {"retention": ("student / teacher downstream average", 0.97),
+                  "speedup": ("inference speed-up, teacher time / student time per batch", 668 / 410)}
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,10 @@ _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("el
             # the bigbird preset's pace measured on this 2-core machine shared with three other jobs (5.7 GFLOP/s at
             # 512 tokens × batch 8): an unloaded machine should be faster
             ("bigbird", "classroom"): "Estimated: about 12 min on a 2-core CPU",
-            ("bigbird", "thorough"): "Estimated: about 5 h on a 2-core CPU"}
+            ("bigbird", "thorough"): "Estimated: about 5 h on a 2-core CPU",
+            # distil: ELECTRA's measured minutes × 1.35, the ratio of the two plans' FLOPs (planned_flops), with as many
+            # fine-tunes (9 runs + 3 controls vs 6 + 6; 15 + 5 vs 10 + 10)
+            ("distil", "classroom"): "Estimated: about 5 min", ("distil", "thorough"): "Estimated: about 50 min on a 2-core CPU"}
 BUDGETS: dict[str, dict[str, Budget]] = {
     **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
            "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
@@ -146,6 +166,8 @@ BUDGETS: dict[str, dict[str, Budget]] = {
     # Long packed sequences: every step costs 4–8 × a default step's tokens, so fewer steps and a small batch.
     "bigbird": {"classroom": Budget("classroom", 2, 120, 8, 256, None, minutes=_MINUTES["bigbird", "classroom"]),
                 "thorough": Budget("thorough", 5, 500, 8, 512, None, minutes=_MINUTES["bigbird", "thorough"])},
+    "distil": {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES["distil", "classroom"]),
+               "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES["distil", "thorough"])},
 }
 
 

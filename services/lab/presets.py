@@ -95,6 +95,21 @@ def _bigbird(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     sparse = replace(full, attention="bigbird", block_size=max(1, base.seq_len // BIGBIRD_BLOCKS),
                      random_blocks=BIGBIRD_RANDOM_BLOCKS)
     return [("sparse", sparse), ("full", full)]
+#: A preset arm's teacher before the runs are named: ``trained/<arm>`` means "that arm's run of the same seed"
+#: (:func:`plan_runs` puts the run's name in). It is a valid model id, so the arm prices and validates as it will run.
+TEACHER_ARM = "teacher"
+
+
+def _distillation(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """DistilBERT in miniature: a masked LM of the base size (the teacher), a student of half its layers distilled from
+    it, and the same student trained from scratch for the steps the distilled run's FLOPs buy it (the teacher's forward
+    passes counted in the distilled arm: :func:`models.pretrain.flops.step_flops`)."""
+    teacher = replace(base, objective="mlm", teacher="")
+    layers = (base.layers + 1) // 2  # every other layer (models.pretrain.distil.student_layers)
+    distilled = replace(base, objective="distil", layers=layers, teacher=f"trained/{TEACHER_ARM}")
+    scratch = replace(base, objective="mlm", layers=layers, teacher="")
+    steps = max(1, round(base.steps * size(distilled).flops_per_step / size(scratch).flops_per_step))
+    return [(TEACHER_ARM, teacher), ("distilled", distilled), ("scratch", replace(scratch, steps=min(steps, MAX_STEPS)))]
 
 
 PRESETS: dict[str, Preset] = {
@@ -161,6 +176,14 @@ PRESETS: dict[str, Preset] = {
         "sparse arm scores 27% of the (query, key) pairs: 0.27 × full attention's QKᵀ/AV FLOPs and score memory at 256 "
         "and 512 tokens (analysis.sparse_attention.attention_cost), though the CPU computes them densely under a mask.",
         _bigbird),
+    "distil": Preset(
+        "DistilBERT: a half-depth student distilled from its teacher",
+        "Sanh et al. 2019, DistilBERT, Table 1 (GLUE dev macro score 75.2 vs BERT-base's 78.0, 66 M vs 110 M parameters: "
+        "'97% of the performance') and Table 3 (inference 410 s vs 668 s: 60% faster)",
+        "A student with half the teacher's layers, started from every other teacher layer and trained on its soft "
+        "targets, keeps most of the teacher's downstream score, runs faster, and beats the same student trained "
+        "from scratch at equal compute.",
+        _distillation),
 }
 
 
@@ -198,10 +221,15 @@ def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
     else:
         arms = PRESETS[preset].runs(base)
     out = []
+    labels = {label for label, _ in arms}
     for i in range(seeds):
+        names = {label: (group if preset == "single" else f"{group}-{label}") + (f"-s{i}" if seeds > 1 else "")
+                 for label, _ in arms}
         for label, cfg in arms:
-            name = (group if preset == "single" else f"{group}-{label}") + (f"-s{i}" if seeds > 1 else "")
-            out.append(Planned(name, label, i, replace(cfg, run=name, seed=base.seed + i).validate()))
+            arm_teacher = cfg.teacher.removeprefix("trained/") if cfg.teacher.startswith("trained/") else ""
+            if arm_teacher in labels:  # a preset's student learns from its teacher arm's run of the same seed
+                cfg = replace(cfg, teacher=f"trained/{names[arm_teacher]}")
+            out.append(Planned(names[label], label, i, replace(cfg, run=names[label], seed=base.seed + i).validate()))
     return out
 
 

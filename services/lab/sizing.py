@@ -66,6 +66,13 @@ def size(config: TrainConfig) -> Size:
         memory += training_memory(gen, config.batch, config.seq_len, setup).total - per_parameter * shared
         g = flops.shapes(config)["generator"]
         non_embedding += 2 * g.hidden * g.layers * (2 * g.hidden + g.ffn)
+    if config.objective == "distil":  # the teacher runs beside the student: its weights and one forward's activations
+        from dataclasses import replace
+
+        from analysis.memory import inference_memory
+
+        tcfg, thead = hf_config(replace(config, objective="mlm", teacher="", layers=flops.teacher_shape(config).layers))
+        memory += inference_memory(parameter_breakdown(tcfg, thead), config.batch, config.seq_len).total
     stats = flops.length_stats(config)
     return Size(params, non_embedding, memory, flops.per_token(config, stats), flops.kaplan_per_token(config),
                 stats.tokens_per_sequence * config.batch)

@@ -1,0 +1,68 @@
+"""Verdicts on a ratio of two arms measured on the same seeds: DistilBERT's "the student keeps 97% of the teacher's
+score" and "runs 60% faster" (Sanh et al. 2019, Tables 1 and 3).
+
+The ratio of the means R = ā / b̄ over S paired seeds, with a t interval from the delta method: the seed-level
+residuals d_s = a_s − R·b_s have mean zero at the true ratio, and Var(R̂) ≈ s²_d / (S·b̄²), so
+
+    R̂ ± t_{S−1, 0.975} · s_d / (√S · |b̄|).
+
+Why the delta method and not Fieller's theorem: Fieller's interval is exact for normal means but becomes unbounded
+(or two disjoint rays) when the denominator's mean is not clearly away from zero; here the denominator is a teacher's
+accuracy well above chance or an inference time, many standard errors from zero, where the two intervals agree to
+the first order and the delta method's is always finite. Pairing by seed (a student and the teacher it learned from
+share the seed) is what makes d_s one observation per seed. As with :func:`analysis.verdicts.verdict` without
+per-item scores, the interval covers the seeds' noise on the test items the seeds drew: an interval for those items.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+from analysis.verdicts.labels import AGREES, AGREES_ON_DIRECTION, LEVEL, MIN_SEEDS, NO_VERDICT, label_for
+from analysis.verdicts.trends import TrendVerdict
+from core.errors import InvalidData
+
+METHOD = "ratio of means over paired seeds, delta-method t interval"
+
+
+def ratio_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
+    """(ā / b̄, low, high) over paired seeds (``a[s]`` and ``b[s]`` from seed s); low and high are NaN with fewer than
+    2 seeds, and equal to the ratio when the residuals do not vary.
+
+    Raises:
+        InvalidData: unpaired, non-finite, or a denominator whose mean is zero.
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or not len(x) or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise InvalidData("A ratio needs two equally long lists of finite scores, one pair per seed.")
+    if y.mean() == 0:
+        raise InvalidData("The denominator's mean is zero: the ratio is undefined.")
+    ratio = float(x.mean() / y.mean())
+    if len(x) < MIN_SEEDS:
+        return ratio, float("nan"), float("nan")
+    residuals = x - ratio * y  # (S,)
+    se = float(residuals.std(ddof=1)) / (math.sqrt(len(x)) * abs(float(y.mean())))
+    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1)) * se
+    return ratio, ratio - half, ratio + half
+
+
+def ratio_verdict(a: Sequence[float], b: Sequence[float], quantity: str, floor: float, reference: float,
+                  source: str) -> TrendVerdict:
+    """A ratio claim decided by the one labelling rule (:func:`label_for`): **agrees** when the interval lies wholly
+    above ``floor``, **disagrees** when wholly below, else **cannot tell**. Where the paper's value ``reference``
+    differs from the floor (a speed-up: faster at all is the floor, the paper's 1.63× the value) an interval above
+    the floor that leaves the value out **agrees on direction only**. Fewer than 2 seeds: no verdict."""
+    estimate, low, high = ratio_interval(a, b)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return TrendVerdict(NO_VERDICT, quantity, estimate, low, high, reference, source, False, len(a), METHOD,
+                            f"a verdict needs at least {MIN_SEEDS} seeds with both arms measured ({len(a)} had).")
+    inside = low <= reference <= high
+    label, reason = label_for(">", 0.0, low - floor, high - floor), ""
+    if label == AGREES and reference != floor and not inside:
+        label = AGREES_ON_DIRECTION
+        reason = f"above {floor:g}, as claimed, but the paper's {reference:.3g} lies outside the interval"
+    return TrendVerdict(label, quantity, estimate, low, high, reference, source, inside, len(a), METHOD, reason)
