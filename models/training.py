@@ -37,8 +37,9 @@ def optimizer_and_schedule(params: Iterable[Any], lr: float, steps: int, warmup:
     params = list(params)
     # Fused: one kernel for all the parameters instead of a dozen ops per parameter, ~7% of the lab's step on a CPU
     # (bench/mfu.py --candidates). make_accelerator puts a model on a CPU or a CUDA GPU, which both have the kernel;
-    # it wants floating-point parameters.
-    fused = all(torch.is_floating_point(p) for p in params) or None
+    # it wants floating-point parameters. ``params`` may be parameter groups (dicts with their own lr, as μP's are).
+    flat = [q for p in params for q in (p["params"] if isinstance(p, dict) else [p])]
+    fused = all(torch.is_floating_point(p) for p in flat) or None
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
     warm = int(warmup * steps)
     scheduler = (get_linear_schedule_with_warmup(optimizer, warm, steps) if schedule == "linear"

@@ -48,7 +48,13 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     model = build_model(config, len(tok), tok)
     parts = model if isinstance(model, tuple) else (model,)
     params = list({id(p): p for m in parts for p in m.parameters()}.values())
-    optimizer, scheduler = optimizer_and_schedule(params, config.lr, config.steps, config.warmup, config.schedule)
+    if config.parametrisation == "mup":  # per-layer learning rates (Tensor Programs V, Table 3)
+        from models.pretrain.mup import param_groups
+
+        groups: list[Any] = param_groups(parts, config)
+    else:
+        groups = params
+    optimizer, scheduler = optimizer_and_schedule(groups, config.lr, config.steps, config.warmup, config.schedule)
     prepared = accelerator.prepare(*parts, optimizer, scheduler)
     parts, optimizer, scheduler = tuple(prepared[: len(parts)]), prepared[-2], prepared[-1]
     params = list({id(p): p for m in parts for p in m.parameters()}.values())
