@@ -13,7 +13,8 @@ from models.pretrain.config import TrainConfig
 DOWNSTREAM_LABELS = {"supersense": "supersense accuracy ({classes} classes)", "wic": "WiC accuracy (2 classes)",
                      "average": "average accuracy over the suite's tasks"}
 INTRINSIC_LABELS = {"sop_accuracy": "SOP accuracy (held-out pairs)", "nsp_accuracy": "NSP accuracy (held-out pairs)",
-                    "held_out_loss": "Held-out loss", "scaling": "Scaling exponent", "isoflop": "Compute-optimal size"}
+                    "held_out_loss": "Held-out loss", "scaling": "Scaling exponent", "isoflop": "Compute-optimal size",
+                    "mutransfer": "Best learning rate across widths (held-out loss)"}
 CHANCE = {"sop_accuracy": 0.5, "nsp_accuracy": 0.5, "probe:pos": 0.25}
 DATA_LIMITED_TOKENS_PER_PARAMETER = 20  # Hoffmann et al. 2022 (Chinchilla): about 20 tokens per parameter is compute-optimal
 
@@ -63,6 +64,11 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
         Claim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
               "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),
     ),
+    "mutransfer": (
+        Claim("mutransfer", "mutransfer", "Under μP the best learning rate at the narrowest width is within one grid step "
+              "of the best at the widest; under the standard parametrisation it is not.",
+              "Yang et al. 2022, Tensor Programs V, Figure 1 and Figure 3 (the optimum stays put under μP, shifts under SP)"),
+    ),
 }
 
 
@@ -96,7 +102,9 @@ _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("el
             ("roberta", "thorough"): "Estimated: about 3 h 20 min on a 2-core CPU",
             ("xlnet", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
             ("scaling", "thorough"): "Estimated: about 3 h 35 min on a 2-core CPU",
-            ("isoflop", "thorough"): "Estimated: about 4 h 30 min on a 2-core CPU"}
+            ("isoflop", "thorough"): "Estimated: about 4 h 30 min on a 2-core CPU",
+            ("mutransfer", "classroom"): "Estimated: about 10 min (the calculator's FLOPs at 13 GFLOP/s, the pace the scaling presets' estimates imply)",
+            ("mutransfer", "thorough"): "Estimated: about 9 h 10 min on a 2-core CPU"}
 BUDGETS: dict[str, dict[str, Budget]] = {
     **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
            "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
@@ -105,6 +113,11 @@ BUDGETS: dict[str, dict[str, Budget]] = {
                 "thorough": Budget("thorough", 3, 4000, 64, 64, None, (32, 64, 128, 256), _MINUTES["scaling", "thorough"])},
     "isoflop": {"classroom": Budget("classroom", 2, 200, 32, 64, None, (16, 32, 64), _MINUTES["isoflop", "classroom"]),
                 "thorough": Budget("thorough", 3, 1500, 64, 64, None, (32, 64, 128, 256), _MINUTES["isoflop", "thorough"])},
+    # 5 learning rates × (SP at every width + μP at every width but its base, where it is SP): 15 runs per seed in
+    # the classroom (2 widths), 35 thorough (4 widths).
+    "mutransfer": {"classroom": Budget("classroom", 2, 250, 32, 64, None, (32, 128), _MINUTES["mutransfer", "classroom"]),
+                   "thorough": Budget("thorough", 3, 2000, 32, 64, None, (32, 64, 128, 256),
+                                      _MINUTES["mutransfer", "thorough"])},
 }
 
 

@@ -59,6 +59,29 @@ def _isoflop(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> lis
     return out
 
 
+#: μTransfer's learning-rate grid: log2 rates, two octaves (a factor of 4) apart, from 2^-13 to 2^-5 (Adam).
+MUTRANSFER_LOG2_RATES = (-13, -11, -9, -7, -5)
+MUTRANSFER_WIDTHS = (32, 64, 128)
+#: A μP run at its base width is the SP run of that width (same model, same rates): it is planned once, as SP, and
+#: the report counts it under both (:func:`services.lab.mutransfer.points`).
+
+
+def _mutransfer(base: TrainConfig, widths: tuple[int, ...] = MUTRANSFER_WIDTHS,
+                log2_rates: tuple[int, ...] = MUTRANSFER_LOG2_RATES) -> list[tuple[str, TrainConfig]]:
+    """Tensor Programs V's Figure 1 in miniature: each parametrisation (SP, μP) × each width (the FFN 4×, the heads
+    kept as the scaling preset keeps them) × each learning rate of the grid, one masked LM per cell, all at the base
+    run's steps, batch and length; the base run's own rate is not used. μP's base width is the narrowest width, so
+    there the two parametrisations are the same model, trained once (as SP)."""
+    out = []
+    for p in ("sp", "mup"):
+        for name, cfg in _scaling(replace(base, objective="mlm"), widths):
+            if p == "mup" and cfg.hidden == min(widths):
+                continue
+            for k in log2_rates:
+                out.append((f"{p}-{name}-lr2e{k}", replace(cfg, lr=2.0 ** k, parametrisation=p, mup_base_width=min(widths))))
+    return out
+
+
 PRESETS: dict[str, Preset] = {
     "single": Preset("One run of the chosen objective", "", "", lambda b: [(b.objective.replace("+", "-"), b)]),
     "roberta": Preset(
@@ -97,6 +120,13 @@ PRESETS: dict[str, Preset] = {
         "Hoffmann et al. 2022, Chinchilla, approach 2 (IsoFLOP profiles, Figure 3)",
         "For a fixed compute budget the loss is lowest at a middle size; the best size grows with the budget.",
         _isoflop),
+    "mutransfer": Preset(
+        "μTransfer: learning rate × width, SP vs μP",
+        "Yang et al. 2022, Tensor Programs V, Figure 1 (training loss against log2 learning rate per width, SP vs μP) "
+        "and Figure 3 (transformers)",
+        "Under the standard parametrisation the best learning rate shifts as the model widens; under μP it stays put, "
+        "so it can be tuned on a narrow model and carried to a wide one.",
+        _mutransfer),
 }
 
 
@@ -127,10 +157,12 @@ def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
         raise InvalidConfig(f"Steps must be from 1 to {MAX_STEPS:,} here, not {base.steps:,}.",
                             "Longer runs: python -m models.pretrain from a shell.")
     base.validate()
-    if widths is not None and preset in ("scaling", "isoflop"):
-        if not (3 <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)):
-            raise InvalidConfig("A scaling preset needs 3 to 6 widths from 16 to 1,024.")
-        arms = (_scaling(base, widths) if preset == "scaling" else _isoflop(base, widths))
+    if widths is not None and preset in ("scaling", "isoflop", "mutransfer"):
+        least = 2 if preset == "mutransfer" else 3  # μTransfer compares the narrowest with the widest
+        if not (least <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)
+                and len(set(widths)) == len(widths)):
+            raise InvalidConfig(f"This preset needs {least} to 6 different widths from 16 to 1,024.")
+        arms = {"scaling": _scaling, "isoflop": _isoflop, "mutransfer": _mutransfer}[preset](base, widths)
     else:
         arms = PRESETS[preset].runs(base)
     out = []
