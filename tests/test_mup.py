@@ -33,9 +33,11 @@ def _model(cfg: TrainConfig, seed: int = 0):
     import torch
 
     from models.pretrain.model import build_model
+    from models.pretrain.mup import apply_mup
 
     torch.manual_seed(seed)
-    return build_model(replace(cfg, dropout=0.0), 128, SimpleNamespace(pad_token_id=0))
+    model = build_model(replace(cfg, dropout=0.0), 128, SimpleNamespace(pad_token_id=0))
+    return apply_mup(model, cfg) if cfg.parametrisation == "mup" else model
 
 
 def test_mup_at_its_base_width_is_sp_and_wider_follows_table_3() -> None:

@@ -46,6 +46,10 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     tok = tokenizer(config.vocab)
     train_texts, held_out = read_corpus(config)
     model = build_model(config, len(tok), tok)
+    if config.parametrisation == "mup":  # validate() allows μP for BERT's masked-LM objectives only
+        from models.pretrain.mup import apply_mup
+
+        apply_mup(model, config)
     parts = model if isinstance(model, tuple) else (model,)
     params = list({id(p): p for m in parts for p in m.parameters()}.values())
     if config.parametrisation == "mup":  # per-layer learning rates (Tensor Programs V, Table 3)

@@ -35,12 +35,7 @@ def build_model(config: TrainConfig, vocab: int, tok: Any) -> Any:
         return getattr(transformers, MODEL_CLASSES[model_type, head])(cfg)
 
     if config.objective != "electra":
-        model = make("main")
-        if config.parametrisation == "mup":  # validate() allows μP for BERT's masked-LM objectives only
-            from models.pretrain.mup import apply_mup
-
-            apply_mup(model, config)
-        return model
+        return make("main")
     disc, gen = make("main"), make("generator")
     gen.electra.embeddings = disc.electra.embeddings  # ELECTRA §3.2: the generator and discriminator share embeddings
     gen.generator_lm_head.weight = disc.electra.embeddings.word_embeddings.weight

@@ -28,6 +28,8 @@ dimensions scale with the width.
 
 The multipliers (readout, attention) live in the module: a checkpoint reloaded with ``from_pretrained`` is a plain
 SP model and needs :func:`apply_mup` again (the run's stored config says ``parametrisation``).
+:func:`models.pretrain.model.build_model` builds the SP model; the loop applies μP to it (so that this module may
+use ``build_model`` without a circle).
 """
 
 from __future__ import annotations
@@ -156,6 +158,8 @@ def coord_check(widths: Sequence[int], parametrisation: str, lr: float = 1e-2, s
         torch.manual_seed(seed)
         random.seed(seed)
         model = build_model(cfg, vocab, SimpleNamespace(pad_token_id=0))
+        if parametrisation == "mup":
+            apply_mup(model, cfg)
         model.train()
         groups = param_groups([model], cfg, 0.0) if parametrisation == "mup" else [{"params": list(model.parameters())}]
         optimizer = torch.optim.AdamW(groups, lr=lr, weight_decay=0.0)
