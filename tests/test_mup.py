@@ -104,7 +104,7 @@ def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() 
     planned = lab.plan_runs("mutransfer", replace(TINY, steps=10), "mt", seeds=2, widths=(32, 64, 128))
     rates = {2.0 ** k for k in MUTRANSFER_LOG2_RATES}
     cells = {(p.config.parametrisation, p.config.hidden, p.config.lr, p.replicate) for p in planned}
-    assert len(cells) == len(planned) == 2 * 5 * (3 + 2)  # μP's base width is the SP run of that width
+    assert len(cells) == len(planned) == 2 * 6 * (3 + 2)  # μP's base width is the SP run of that width
     assert {p.config.lr for p in planned} == rates and {p.config.mup_base_width for p in planned} == {32}
     assert not any(p.config.parametrisation == "mup" and p.config.hidden == 32 for p in planned)
     assert all(p.config.objective == "mlm" for p in planned) and len({p.name for p in planned}) == len(planned)
@@ -113,7 +113,7 @@ def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() 
     with pytest.raises(InvalidConfig):
         lab.plan_runs("mutransfer", TINY, "mt", widths=(32, 32))
     n, flops = ablations.planned_flops("mutransfer", TrainConfig(), "classroom")
-    assert n == 30 and flops > 0
+    assert n == 36 and flops > 0
     for budget in ("classroom", "thorough"):  # an experiment fits the queue
         assert ablations.planned_flops("mutransfer", TrainConfig(), budget)[0] <= lab.MAX_QUEUED
         assert ablations.budget_of("mutransfer", budget).minutes.startswith("Estimated")
@@ -164,7 +164,7 @@ def test_a_mutransfer_experiment_is_decided_from_its_runs_and_drawn_as_the_slide
     ids = lab.submit("mutransfer", replace(TINY, steps=10), "mt", seeds=2, widths=(32, 128), start=False)
     for rid in ids:
         cfg = R.get_run(rid)["config"]
-        i = round(math.log2(cfg["lr"]) + 13) // 2  # the rate's index on the grid
+        i = round(math.log2(cfg["lr"])) + 12  # the rate's index on the grid
         best = 2 - 2 * (cfg["hidden"] == 128) * (cfg["parametrisation"] == "sp")  # SP: the wider, the smaller its best rate
         R.start_run(rid)
         R.finish_run(rid, "finished", evaluation={"held_out_loss": 4 + 0.1 * (i - best) ** 2 + 0.001 * cfg["replicate"]},
@@ -173,11 +173,11 @@ def test_a_mutransfer_experiment_is_decided_from_its_runs_and_drawn_as_the_slide
     [claim] = ablations.report("mt")["claims"]
     assert claim["verdict"]["label"] == L.AGREES, claim.get("sentence")
     assert claim["verdict"]["shift"] == {"sp": -2, "mup": 0}
-    assert len(claim["points"]) == len(ids) + 2 * 5  # the base-width SP runs count for μP too
+    assert len(claim["points"]) == len(ids) + 2 * 6  # the base-width SP runs count for μP too
     fig = transfer_figure(claim)
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     assert len(lines) == 2 * 2 and {t.name for t in lines} == {"width 32", "width 128"}
     sp128 = next(t for t in lines if t.name == "width 128" and t.xaxis == "x")
-    assert list(sp128.x) == [-13, -11, -9, -7, -5] and min(zip(sp128.y, sp128.x, strict=True))[1] == -13
+    assert list(sp128.x) == [-12, -11, -10, -9, -8, -7] and min(zip(sp128.y, sp128.x, strict=True))[1] == -12
     [row] = ablations.results_so_far()
     assert row["verdict"] == L.AGREES and "Tensor Programs V" in row["source"]

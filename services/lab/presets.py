@@ -59,8 +59,10 @@ def _isoflop(base: TrainConfig, widths: tuple[int, ...] = SCALING_WIDTHS) -> lis
     return out
 
 
-#: μTransfer's learning-rate grid: log2 rates, two octaves (a factor of 4) apart, from 2^-13 to 2^-5 (Adam).
-MUTRANSFER_LOG2_RATES = (-13, -11, -9, -7, -5)
+#: μTransfer's learning-rate grid: log2 rates a factor of 2 apart, 2^-12 to 2^-7 (Adam). A factor of 2, not 4: under
+#: SP Adam's best rate falls about as 1/width, so from width 32 to 128 it moves about two octaves, which a grid of
+#: factor-4 steps would call one step (measured here: 2^-9 at width 32, 2^-11 at 128 after 250 steps; docs/lab.md).
+MUTRANSFER_LOG2_RATES = (-12, -11, -10, -9, -8, -7)
 MUTRANSFER_WIDTHS = (32, 64, 128)
 #: A μP run at its base width is the SP run of that width (same model, same rates): it is planned once, as SP, and
 #: the report counts it under both (:func:`services.lab.mutransfer.points`).
