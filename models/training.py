@@ -41,6 +41,8 @@ def optimizer_and_schedule(params: Iterable[Any], lr: float, steps: int, warmup:
     from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
     params = list(params)
+    # ``params`` may be parameter groups (dicts with their own lr, as μP's are).
+    flat = [q for p in params for q in (p["params"] if isinstance(p, dict) else [p])]
     if optimizer == "lion":
         from lion_pytorch import Lion
 
@@ -49,7 +51,7 @@ def optimizer_and_schedule(params: Iterable[Any], lr: float, steps: int, warmup:
         # Fused: one kernel for all the parameters instead of a dozen ops per parameter, ~7% of the lab's step on a CPU
         # (bench/mfu.py --candidates). make_accelerator puts a model on a CPU or a CUDA GPU, which both have the kernel;
         # it wants floating-point parameters.
-        fused = all(torch.is_floating_point(p) for p in params) or None
+        fused = all(torch.is_floating_point(p) for p in flat) or None
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
     else:
         raise InvalidConfig(f"Unknown optimizer {optimizer!r}.", "Use adamw or lion.")

@@ -219,6 +219,11 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     family = sum(1 for c in claims if c.measure not in ("scaling", "isoflop") for _, primary in _measures(c, suite) if not primary)
     out["family"] = family
     for claim in claims:
+        if claim.measure == "mutransfer":
+            from services.lab.mutransfer import transfer_claim
+
+            out["claims"].append(transfer_claim(claim, finished, state))
+            continue
         if claim.measure in ("scaling", "isoflop"):
             out["claims"].append(_trend_claim(claim, finished, state))
             continue

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import verdict_plots
+from analysis import mutransfer_plots, verdict_plots
 from app import ui
 from core.errors import ExplorerError
 from services import ablations, lab
@@ -268,8 +268,13 @@ def claim_view(i: int, c: dict, group: str) -> None:
         VERDICT_BOXES.get(v["label"], st.info)(c["sentence"], icon=VERDICT_ICONS.get(v["label"]))
     elif c.get("why_none"):
         st.caption(f"No verdict yet: {c['why_none']}.")
-    trend = c["measure"] in ("scaling", "isoflop")
-    if (c.get("points") if trend else c.get("scores")):
+    trend = c["measure"] in ("scaling", "isoflop", "mutransfer")
+    if c["measure"] == "mutransfer" and c.get("points"):
+        ui.chart(mutransfer_plots.transfer_figure(c), f"lb_verdict_{i}", title=f"{claim['statement']} ({group})",
+                 caption=(c.get("sentence") or "No verdict yet.") + " Lines: mean held-out loss over seeds; faint points: "
+                         "one seed each; stars: each width's best learning rate. A diverged run leaves a gap.",
+                 sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
+    elif (c.get("points") if trend else c.get("scores")):
         fig = verdict_plots.trend_figure(c) if trend else verdict_plots.arms_figure(c)
         ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})",
                  caption=(c.get("sentence") or "No verdict yet.") + " Bars: mean over seeds with its 95% t interval; "

@@ -44,6 +44,10 @@ PHASES = ("", "decay", "grow")
 MAX_PHASES, MAX_PHASE_FACTOR, MAX_ACCUMULATION = 6, 10, 256  # bounds: the last phase accumulates factor^(phases-1) batches
 LIMITS = {"layers": (1, 24), "hidden": (16, 1024), "heads": (1, 16), "ffn": (16, 4096), "seq_len": (16, 512),
           "batch": (1, 512), "steps": (1, 1_000_000)}
+#: name -> what it is (Yang et al. 2022, Tensor Programs V, Table 3)
+PARAMETRISATIONS = {"sp": "standard parametrisation (BERT's initialisation, one learning rate)",
+                    "mup": "maximal-update parametrisation (μP): the best learning rate carries over across widths"}
+MUP_OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,11 @@ class TrainConfig:
     #: the only way to long sequences from WordNet's short glosses
     pack: bool = False
     teacher: str = ""  # distil only: the teacher's model id (trained/<run>, or bert-base-uncased)
+    # Tensor Programs V (Yang et al. 2022): "sp", the standard parametrisation every other run uses, or "mup", the
+    # maximal-update parametrisation (models.pretrain.mup), whose best learning rate carries over across widths; its
+    # multipliers are relative to a model of ``mup_base_width`` (where μP and SP coincide).
+    parametrisation: str = "sp"
+    mup_base_width: int = 32
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> TrainConfig:
@@ -132,6 +141,15 @@ class TrainConfig:
                                     f"at factor {self.phase_factor}.", "Train for more steps, or use fewer phases.")
         self._validate_attention()
         self._check_teacher()
+        if self.parametrisation not in PARAMETRISATIONS:
+            raise InvalidConfig(f"Unknown parametrisation {self.parametrisation!r}.",
+                                "Use one of: " + ", ".join(PARAMETRISATIONS) + ".")
+        if self.parametrisation == "mup" and self.objective not in MUP_OBJECTIVES:
+            raise InvalidConfig(f"μP is implemented for BERT's masked-LM objectives, not {self.objective!r}.",
+                                "Use one of: " + ", ".join(MUP_OBJECTIVES) + ".")
+        lo, hi = LIMITS["hidden"]
+        if isinstance(self.mup_base_width, bool) or not isinstance(self.mup_base_width, int) or not lo <= self.mup_base_width <= hi:
+            raise InvalidConfig(f"mup_base_width must be a whole number from {lo} to {hi}, not {self.mup_base_width!r}.")
         check_run_name(self.run_name)
         return self
 

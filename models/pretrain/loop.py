@@ -55,10 +55,20 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     tok = tokenizer(config.vocab)
     train_texts, held_out = read_corpus(config)
     model = build_model(config, len(tok), tok)
+    if config.parametrisation == "mup":  # validate() allows μP for BERT's masked-LM objectives only
+        from models.pretrain.mup import apply_mup
+
+        apply_mup(model, config)
     parts = model if isinstance(model, tuple) else (model,)
     params = list({id(p): p for m in parts for p in m.parameters()}.values())
+    if config.parametrisation == "mup":  # per-layer learning rates (Tensor Programs V, Table 3)
+        from models.pretrain.mup import param_groups
+
+        trainable: list[Any] = param_groups(parts, config)
+    else:
+        trainable = params
     plan = update_plan(config) if config.phases else None
-    optimizer, scheduler = optimizer_and_schedule(params, config.lr, config.steps, config.warmup, config.schedule,
+    optimizer, scheduler = optimizer_and_schedule(trainable, config.lr, config.steps, config.warmup, config.schedule,
                                                   config.weight_decay, config.optimizer,
                                                   [u.lr_factor for u in plan] if plan else None)
     # With phases: per micro-batch, how many micro-batches its update averages, and the micro-batches that end one.

@@ -13,7 +13,8 @@ from models.pretrain.config import TrainConfig
 DOWNSTREAM_LABELS = {"supersense": "supersense accuracy ({classes} classes)", "wic": "WiC accuracy (2 classes)",
                      "average": "average accuracy over the suite's tasks"}
 INTRINSIC_LABELS = {"sop_accuracy": "SOP accuracy (held-out pairs)", "nsp_accuracy": "NSP accuracy (held-out pairs)",
-                    "held_out_loss": "Held-out loss", "scaling": "Scaling exponent", "isoflop": "Compute-optimal size"}
+                    "held_out_loss": "Held-out loss", "scaling": "Scaling exponent", "isoflop": "Compute-optimal size",
+                    "mutransfer": "Best learning rate across widths (held-out loss)"}
 CHANCE = {"sop_accuracy": 0.5, "nsp_accuracy": 0.5, "probe:pos": 0.25}
 DATA_LIMITED_TOKENS_PER_PARAMETER = 20  # Hoffmann et al. 2022 (Chinchilla): about 20 tokens per parameter is compute-optimal
 
@@ -98,6 +99,11 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               "Sanh et al. 2019, DistilBERT, Table 3 (inference time of a full pass of GLUE STS-B on CPU)",
               "distilled", "teacher", ">", 1.0),
     ),
+    "mutransfer": (
+        Claim("mutransfer", "mutransfer", "Under μP the best learning rate at the narrowest width is within one grid step "
+              "(a factor of 2) of the best at the widest; under the standard parametrisation it is not.",
+              "Yang et al. 2022, Tensor Programs V, Figure 1 and Figure 3 (the optimum stays put under μP, shifts under SP)"),
+    ),
 }
 #: A ratio claim's measure → (what the ratio is, the paper's value shown beside it); the floor the claim is decided
 #: against is the claim's ``margin``. Retention: the student's over the teacher's downstream average (floor and value
@@ -149,7 +155,9 @@ _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("el
             ("bigbird", "thorough"): "Estimated: about 5 h on a 2-core CPU",
             # distil: ELECTRA's measured minutes × 1.35, the ratio of the two plans' FLOPs (planned_flops), with as many
             # fine-tunes (9 runs + 3 controls vs 6 + 6; 15 + 5 vs 10 + 10)
-            ("distil", "classroom"): "Estimated: about 5 min", ("distil", "thorough"): "Estimated: about 50 min on a 2-core CPU"}
+            ("distil", "classroom"): "Estimated: about 5 min", ("distil", "thorough"): "Estimated: about 50 min on a 2-core CPU",
+            ("mutransfer", "classroom"): "Estimated: about 12 min (the calculator's FLOPs at 13 GFLOP/s, the pace the scaling presets' estimates imply)",
+            ("mutransfer", "thorough"): "Estimated: about 5 h 20 min on a 2-core CPU"}
 BUDGETS: dict[str, dict[str, Budget]] = {
     **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
            "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
@@ -168,6 +176,12 @@ BUDGETS: dict[str, dict[str, Budget]] = {
                 "thorough": Budget("thorough", 5, 500, 8, 512, None, minutes=_MINUTES["bigbird", "thorough"])},
     "distil": {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES["distil", "classroom"]),
                "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES["distil", "thorough"])},
+    # 6 learning rates × (SP at every width + μP at every width but its base, where it is SP) × 2 seeds: 36 runs, within
+    # the queue's 40 per experiment (services.lab.run_queue.MAX_QUEUED), which is why thorough widens the gap between
+    # the two widths (32 to 256) and trains longer rather than adding widths, rates or seeds.
+    "mutransfer": {"classroom": Budget("classroom", 2, 250, 32, 64, None, (32, 128), _MINUTES["mutransfer", "classroom"]),
+                   "thorough": Budget("thorough", 2, 2000, 32, 64, None, (32, 256),
+                                      _MINUTES["mutransfer", "thorough"])},
 }
 
 

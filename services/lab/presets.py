@@ -83,6 +83,8 @@ def _grow(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     (gradient accumulation: the memory of one batch). ``base.batch`` is the first phase's batch in both."""
     phased = replace(base, schedule="constant", phase_count=GROW_PHASES, phase_factor=GROW_FACTOR)
     return [("grow", replace(phased, phases="grow")), ("decay", replace(phased, phases="decay"))]
+
+
 BIGBIRD_BLOCKS = 32  # the bigbird preset cuts a sequence into 32 blocks: each query then scores about 7/32 of the keys
 BIGBIRD_RANDOM_BLOCKS = 2
 
@@ -95,6 +97,8 @@ def _bigbird(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     sparse = replace(full, attention="bigbird", block_size=max(1, base.seq_len // BIGBIRD_BLOCKS),
                      random_blocks=BIGBIRD_RANDOM_BLOCKS)
     return [("sparse", sparse), ("full", full)]
+
+
 #: A preset arm's teacher before the runs are named: ``trained/<arm>`` means "that arm's run of the same seed"
 #: (:func:`plan_runs` puts the run's name in). It is a valid model id, so the arm prices and validates as it will run.
 TEACHER_ARM = "teacher"
@@ -110,6 +114,31 @@ def _distillation(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     scratch = replace(base, objective="mlm", layers=layers, teacher="")
     steps = max(1, round(base.steps * size(distilled).flops_per_step / size(scratch).flops_per_step))
     return [(TEACHER_ARM, teacher), ("distilled", distilled), ("scratch", replace(scratch, steps=min(steps, MAX_STEPS)))]
+
+
+#: μTransfer's learning-rate grid: log2 rates a factor of 2 apart, 2^-12 to 2^-7 (Adam). A factor of 2, not 4: under
+#: SP Adam's best rate falls about as 1/width, so from width 32 to 128 it moves about two octaves, which a grid of
+#: factor-4 steps would call one step (measured here: 2^-9 at width 32, 2^-11 at 128 after 250 steps; docs/lab.md).
+MUTRANSFER_LOG2_RATES = (-12, -11, -10, -9, -8, -7)
+MUTRANSFER_WIDTHS = (32, 64, 128)
+#: A μP run at its base width is the SP run of that width (same model, same rates): it is planned once, as SP, and
+#: the report counts it under both (:func:`services.lab.mutransfer.points`).
+
+
+def _mutransfer(base: TrainConfig, widths: tuple[int, ...] = MUTRANSFER_WIDTHS,
+                log2_rates: tuple[int, ...] = MUTRANSFER_LOG2_RATES) -> list[tuple[str, TrainConfig]]:
+    """Tensor Programs V's Figure 1 in miniature: each parametrisation (SP, μP) × each width (the FFN 4×, the heads
+    kept as the scaling preset keeps them) × each learning rate of the grid, one masked LM per cell, all at the base
+    run's steps, batch and length; the base run's own rate is not used. μP's base width is the narrowest width, so
+    there the two parametrisations are the same model, trained once (as SP)."""
+    out = []
+    for p in ("sp", "mup"):
+        for name, cfg in _scaling(replace(base, objective="mlm"), widths):
+            if p == "mup" and cfg.hidden == min(widths):
+                continue
+            for k in log2_rates:
+                out.append((f"{p}-{name}-lr2e{k}", replace(cfg, lr=2.0 ** k, parametrisation=p, mup_base_width=min(widths))))
+    return out
 
 
 PRESETS: dict[str, Preset] = {
@@ -184,6 +213,13 @@ PRESETS: dict[str, Preset] = {
         "targets, keeps most of the teacher's downstream score, runs faster, and beats the same student trained "
         "from scratch at equal compute.",
         _distillation),
+    "mutransfer": Preset(
+        "μTransfer: learning rate × width, SP vs μP",
+        "Yang et al. 2022, Tensor Programs V, Figure 1 (training loss against log2 learning rate per width, SP vs μP) "
+        "and Figure 3 (transformers)",
+        "Under the standard parametrisation the best learning rate shifts as the model widens; under μP it stays put, "
+        "so it can be tuned on a narrow model and carried to a wide one.",
+        _mutransfer),
 }
 
 
@@ -214,10 +250,12 @@ def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
         raise InvalidConfig(f"Steps must be from 1 to {MAX_STEPS:,} here, not {base.steps:,}.",
                             "Longer runs: python -m models.pretrain from a shell.")
     base.validate()
-    if widths is not None and preset in ("scaling", "isoflop"):
-        if not (3 <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)):
-            raise InvalidConfig("A scaling preset needs 3 to 6 widths from 16 to 1,024.")
-        arms = (_scaling(base, widths) if preset == "scaling" else _isoflop(base, widths))
+    if widths is not None and preset in ("scaling", "isoflop", "mutransfer"):
+        least = 2 if preset == "mutransfer" else 3  # μTransfer compares the narrowest with the widest
+        if not (least <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)
+                and len(set(widths)) == len(widths)):
+            raise InvalidConfig(f"This preset needs {least} to 6 different widths from 16 to 1,024.")
+        arms = {"scaling": _scaling, "isoflop": _isoflop, "mutransfer": _mutransfer}[preset](base, widths)
     else:
         arms = PRESETS[preset].runs(base)
     out = []

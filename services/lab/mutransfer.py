@@ -1,0 +1,49 @@
+"""The μTransfer preset's report: its runs read as Tensor Programs V's grid (parametrisation, seed, width, learning
+rate, held-out loss) and the claim decided by :func:`analysis.verdicts.transfer.transfer_verdict`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Any
+
+from core.errors import ExplorerError
+from services.lab.claims import Claim
+
+
+def points(finished: list[dict[str, Any]]) -> list[tuple[str, int, int, float, float]]:
+    """(parametrisation, seed, width, rate, held-out loss) per finished run; a run without a finite held-out loss
+    (it diverged) has an infinite one. An SP run at μP's base width counts under both parametrisations: there μP
+    is SP, and the preset trains that model once (:func:`services.lab.presets._mutransfer`)."""
+    out = []
+    for r in finished:
+        cfg = r["config"] or {}
+        loss = (r["evaluation"] or {}).get("held_out_loss")
+        loss = float(loss) if isinstance(loss, int | float) and math.isfinite(loss) else math.inf
+        p, width, rate = cfg.get("parametrisation", "sp"), int(cfg.get("hidden", 0)), float(cfg.get("lr", 0))
+        out.append((p, int(r["replicate"]), width, rate, loss))
+        if p == "sp" and width == int(cfg.get("mup_base_width", 0)):
+            out.append(("mup", int(r["replicate"]), width, rate, loss))
+    return sorted(out)
+
+
+def transfer_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
+    """One report entry (the shape :func:`services.ablations.report`'s claims have) for the μTransfer claim."""
+    from analysis.verdicts.transfer import transfer_verdict
+
+    pts = points(finished)
+    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "label":
+                           "Best learning rate across widths (held-out loss)", "primary": True,
+                           "points": [list(p) for p in pts], "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
+    if state != "complete":
+        out["why_none"] = ("the experiment is still running" if state == "running" else
+                           "some runs did not finish (partial results, no verdict)")
+        return out
+    try:
+        v = transfer_verdict(pts)
+    except ExplorerError as err:
+        out["why_none"] = str(err)
+        return out
+    out["verdict"] = v.to_dict()
+    out["sentence"] = v.sentence
+    return out

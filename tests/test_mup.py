@@ -1,0 +1,183 @@
+"""μP for the lab's BERT (Tensor Programs V): its rules, its coordinate check, the μTransfer preset's plan, its
+verdict on synthetic grids and from stored runs, and the slide's figure redrawn."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from analysis.verdicts import labels as L
+from analysis.verdicts.transfer import transfer_verdict
+from core.errors import InvalidConfig, InvalidData
+from models.pretrain.config import TrainConfig
+
+TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=3, lr=3e-3, corpus_lines=200)
+
+
+def test_the_parametrisation_is_validated_and_sp_stays_the_default() -> None:
+    assert TrainConfig().parametrisation == "sp"
+    with pytest.raises(InvalidConfig, match="parametrisation"):
+        replace(TINY, parametrisation="ntk").validate()
+    with pytest.raises(InvalidConfig, match="μP"):
+        replace(TINY, objective="electra", parametrisation="mup").validate()
+    with pytest.raises(InvalidConfig, match="mup_base_width"):
+        replace(TINY, parametrisation="mup", mup_base_width=8).validate()
+    replace(TINY, objective="mlm+sop", parametrisation="mup").validate()
+
+
+def _model(cfg: TrainConfig, seed: int = 0):
+    import torch
+
+    from models.pretrain.model import build_model
+    from models.pretrain.mup import apply_mup
+
+    torch.manual_seed(seed)
+    model = build_model(replace(cfg, dropout=0.0), 128, SimpleNamespace(pad_token_id=0))
+    return apply_mup(model, cfg) if cfg.parametrisation == "mup" else model
+
+
+def test_mup_at_its_base_width_is_sp_and_wider_follows_table_3() -> None:
+    import torch
+
+    from models.pretrain import mup
+
+    ids = torch.randint(1, 128, (2, 8), generator=torch.Generator().manual_seed(1))
+    sp, same = _model(TINY).eval(), _model(replace(TINY, parametrisation="mup", mup_base_width=32)).eval()
+    assert torch.allclose(sp(input_ids=ids).logits, same(input_ids=ids).logits, atol=1e-6)
+
+    wide = replace(TINY, hidden=128, ffn=256, parametrisation="mup", mup_base_width=32)  # m = 4
+    m_sp, m_mup = _model(replace(wide, parametrisation="sp")), _model(wide)
+    q_sp = m_sp.bert.encoder.layer[0].attention.self.query.weight
+    q_mup = m_mup.bert.encoder.layer[0].attention.self.query.weight
+    assert torch.allclose(q_mup, q_sp / 2)  # std ÷ √m, the same draw
+    assert torch.equal(m_mup.bert.embeddings.word_embeddings.weight, m_sp.bert.embeddings.word_embeddings.weight)
+    attn = m_mup.bert.encoder.layer[0].attention.self
+    assert attn.scaling == pytest.approx(math.sqrt(16) / 64)  # 1/d × √d_base, not 1/√64
+    with torch.no_grad():  # the 1/d scale is the one attention uses: changing it changes the output
+        before = m_mup.eval()(input_ids=ids).logits.clone()
+        attn.scaling = 64 ** -0.5
+        assert not torch.allclose(before, m_mup(input_ids=ids).logits)
+    assert m_mup.cls.predictions.decoder.weight is m_mup.bert.embeddings.word_embeddings.weight  # still tied
+    groups = mup.param_groups([m_mup], wide, weight_decay=0.01)
+    kinds = mup.classify(m_mup, wide)
+    hidden = {id(p) for n, p in m_mup.named_parameters() if kinds[n] == "hidden"}
+    assert {id(p) for p in groups[0]["params"]} == hidden and len(hidden) == 7  # Q, K, V, attn out, FFN ×2, MLM transform
+    assert groups[0]["lr"] == pytest.approx(3e-3 / 4) and groups[0]["weight_decay"] == pytest.approx(0.04)
+    assert groups[1]["lr"] == 3e-3 and sum(len(g["params"]) for g in groups) == len(list(m_mup.parameters()))
+    with pytest.raises(InvalidConfig):
+        mup.apply_mup(SimpleNamespace(config=SimpleNamespace(model_type="gpt2")), wide)
+
+
+def test_coordinate_check_mup_stays_flat_across_widths_sp_grows() -> None:
+    """Yang et al. 2022, Figure 5's check: after 3 Adam steps at one rate, every recorded layer's mean |activation| at
+    width 256 is within 2× of width 32's under μP; under SP at least one layer is more than 4× larger."""
+    from models.pretrain.mup import coord_check, width_ratios
+
+    widths = (32, 64, 128, 256)
+    mup = width_ratios(coord_check(widths, "mup", lr=1e-2, steps=3))
+    sp = width_ratios(coord_check(widths, "sp", lr=1e-2, steps=3))
+    assert set(mup) >= {"embeddings", "layer0.attention", "layer1.ffn_out", "logits"}
+    assert all(0.5 <= r <= 2 for r in mup.values()), mup
+    assert max(sp.values()) > 4, sp
+    with pytest.raises(InvalidConfig):
+        coord_check((32,), "mup", steps=50)
+
+
+def test_a_mup_run_trains_through_the_loop_and_equals_sp_at_its_base_width() -> None:
+    from models.pretrain import train
+
+    sp = train(replace(TINY, run="mup-sp"), save=False)
+    base = train(replace(TINY, run="mup-base", parametrisation="mup", mup_base_width=32), save=False)
+    wider = train(replace(TINY, run="mup-wide", parametrisation="mup", mup_base_width=16), save=False)
+    assert [v for _, v in base.curve] == pytest.approx([v for _, v in sp.curve], abs=1e-5)
+    assert all(math.isfinite(v) for _, v in wider.curve) and wider.curve[-1][1] != pytest.approx(sp.curve[-1][1], abs=1e-5)
+
+
+def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() -> None:
+    from services import ablations, lab
+    from services.lab.presets import MUTRANSFER_LOG2_RATES
+
+    planned = lab.plan_runs("mutransfer", replace(TINY, steps=10), "mt", seeds=2, widths=(32, 64, 128))
+    rates = {2.0 ** k for k in MUTRANSFER_LOG2_RATES}
+    cells = {(p.config.parametrisation, p.config.hidden, p.config.lr, p.replicate) for p in planned}
+    assert len(cells) == len(planned) == 2 * 6 * (3 + 2)  # μP's base width is the SP run of that width
+    assert {p.config.lr for p in planned} == rates and {p.config.mup_base_width for p in planned} == {32}
+    assert not any(p.config.parametrisation == "mup" and p.config.hidden == 32 for p in planned)
+    assert all(p.config.objective == "mlm" for p in planned) and len({p.name for p in planned}) == len(planned)
+    with pytest.raises(InvalidConfig):
+        lab.plan_runs("mutransfer", TINY, "mt", widths=(32,))
+    with pytest.raises(InvalidConfig):
+        lab.plan_runs("mutransfer", TINY, "mt", widths=(32, 32))
+    n, flops = ablations.planned_flops("mutransfer", TrainConfig(), "classroom")
+    assert n == 36 and flops > 0
+    for budget in ("classroom", "thorough"):  # an experiment fits the queue
+        assert ablations.planned_flops("mutransfer", TrainConfig(), budget)[0] <= lab.MAX_QUEUED
+        assert ablations.budget_of("mutransfer", budget).minutes.startswith("Estimated")
+
+
+def _grid(shift_mup: dict[int, int], shift_sp: dict[int, int], seeds: int = 2, widths=(32, 128),
+          centre: int = 2) -> list[tuple]:
+    """Losses that are a parabola in the rate index, centred per width at ``centre`` + the width's shift."""
+    rates = [2.0 ** k for k in (-13, -11, -9, -7, -5)]
+    pts = []
+    for p, shifts in (("mup", shift_mup), ("sp", shift_sp)):
+        for s in range(seeds):
+            for w in widths:
+                best = centre + shifts.get(s, shifts.get(-1, 0)) * (w == widths[-1])
+                for i, r in enumerate(rates):
+                    pts.append((p, s, w, r, 3.0 + 0.1 * (i - best) ** 2 + 0.001 * s + 0.01 * i))
+    return pts
+
+
+def test_the_transfer_verdict_reads_the_best_rate_per_width_and_seed() -> None:
+    v = transfer_verdict(_grid({-1: 0}, {-1: -2}))
+    assert v.label == L.AGREES and v.shift == {"sp": -2, "mup": 0} and v.seed_shifts["sp"] == [-2, -2]
+    assert v.best["sp"][128] == 2.0 ** -13 and "μP: best rate 2^-9 at width 32" in v.sentence
+    assert transfer_verdict(_grid({-1: -2}, {-1: -2})).label == L.DISAGREES  # μP moves too
+    assert transfer_verdict(_grid({-1: 0}, {-1: 0})).label == L.DISAGREES  # SP does not move
+    mixed = transfer_verdict(_grid({-1: 0}, {0: -2, 1: 0}))
+    assert mixed.label == L.CANNOT_TELL and "seeds" in mixed.reason
+    up = transfer_verdict(_grid({-1: 0}, {-1: 2}))  # SP's wide optimum at the top edge, two steps up: an edge only widens it
+    assert up.label == L.AGREES and up.edges == ()
+    top = transfer_verdict(_grid({-1: 0}, {-1: -2}, centre=4))  # μP's optimum at the top edge: its shift is not known
+    assert top.label == L.CANNOT_TELL and "mup" in top.edges and "edge" in top.reason
+    diverged = [(p, s, w, r, math.inf if (p == "sp" and w == 128 and r > 2 ** -12) else v)
+                for p, s, w, r, v in _grid({-1: 0}, {-1: 0})]
+    assert transfer_verdict(diverged).best["sp"][128] == 2.0 ** -13  # a diverged run is never the best
+    one = transfer_verdict(_grid({-1: 0}, {-1: -2}, seeds=1))
+    assert one.label == L.NO_VERDICT and "2 seeds" in one.sentence
+    with pytest.raises(InvalidData):
+        transfer_verdict([("ntk", 0, 32, 1e-3, 3.0)])
+    with pytest.raises(InvalidData):
+        transfer_verdict([("sp", 0, 32, 1e-3, 3.0), ("sp", 0, 64, 1e-3, 3.0)])
+
+
+def test_a_mutransfer_experiment_is_decided_from_its_runs_and_drawn_as_the_slide(lab_env: Path) -> None:
+    from analysis.mutransfer_plots import transfer_figure
+    from analysis.results_db import runs as R
+    from services import ablations, lab
+
+    ids = lab.submit("mutransfer", replace(TINY, steps=10), "mt", seeds=2, widths=(32, 128), start=False)
+    for rid in ids:
+        cfg = R.get_run(rid)["config"]
+        i = round(math.log2(cfg["lr"])) + 12  # the rate's index on the grid
+        best = 2 - 2 * (cfg["hidden"] == 128) * (cfg["parametrisation"] == "sp")  # SP: the wider, the smaller its best rate
+        R.start_run(rid)
+        R.finish_run(rid, "finished", evaluation={"held_out_loss": 4 + 0.1 * (i - best) ** 2 + 0.001 * cfg["replicate"]},
+                     tokens=1000, seconds=1.0)
+    ablations.settle("mt")
+    [claim] = ablations.report("mt")["claims"]
+    assert claim["verdict"]["label"] == L.AGREES, claim.get("sentence")
+    assert claim["verdict"]["shift"] == {"sp": -2, "mup": 0}
+    assert len(claim["points"]) == len(ids) + 2 * 6  # the base-width SP runs count for μP too
+    fig = transfer_figure(claim)
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert len(lines) == 2 * 2 and {t.name for t in lines} == {"width 32", "width 128"}
+    sp128 = next(t for t in lines if t.name == "width 128" and t.xaxis == "x")
+    assert list(sp128.x) == [-12, -11, -10, -9, -8, -7] and min(zip(sp128.y, sp128.x, strict=True))[1] == -12
+    [row] = ablations.results_so_far()
+    assert row["verdict"] == L.AGREES and "Tensor Programs V" in row["source"]
