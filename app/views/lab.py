@@ -16,7 +16,7 @@ from services.lab import ACTIVE, RunStatus
 DEFAULTS = {"lb_preset": "albert", "lb_objective": "mlm", "lb_masking": "dynamic", "lb_layers": 2, "lb_hidden": 128,
             "lb_heads": 2, "lb_ffn": 512, "lb_seq": 64, "lb_batch": 64, "lb_steps": 1200, "lb_lr": 1e-3, "lb_seed": 0,
             "lb_vocab": "wordnet-8k", "lb_corpus": "wordnet", "lb_name": "", "lb_show": "", "lb_budget": "classroom", "lb_seeds": 3}
-ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(lab.OBJECTIVES), "lb_masking": ["static", "dynamic"],
+ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(lab.SINGLE_RUN_OBJECTIVES), "lb_masking": ["static", "dynamic"],
            "lb_layers": (1, 12), "lb_hidden": (16, 512), "lb_heads": (1, 16), "lb_ffn": (16, 2048), "lb_seq": (16, 256),
            "lb_batch": (1, 128), "lb_steps": (1, lab.MAX_STEPS), "lb_lr": (1e-6, 0.5), "lb_seed": (0, 10**6),
            "lb_vocab": list(lab.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
@@ -101,7 +101,8 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     single = state["lb_preset"] == "single"
     c = st.columns([3, 2, 3, 3] if single else [1, 1])  # a preset sets objective and masking: no empty first column
     if single:
-        c[0].selectbox("Objective", list(lab.OBJECTIVES), key="lb_objective", format_func=lab.OBJECTIVES.get)
+        c[0].selectbox("Objective", list(lab.SINGLE_RUN_OBJECTIVES), key="lb_objective", format_func=lab.OBJECTIVES.get,
+                       help="Distillation needs a teacher: the DistilBERT experiment trains one and distils from it.")
         c[1].segmented_control("Masking", ["dynamic", "static"], key="lb_masking",
                                help="Static: each text keeps the mask drawn the first time (BERT). Dynamic: a new mask every time "
                                     "(RoBERTa).")

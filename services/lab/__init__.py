@@ -75,6 +75,10 @@ from services.lab.supervisor import serve_worker, stop_supervisor, supervise
 from services.lab.training import work
 from services.lab.uploads import check_corpus, save_corpus, save_task_file
 
+#: What the form's single run may train: distillation needs a teacher run first, which the DistilBERT preset trains
+#: and names itself (from a shell: ``python -m models.pretrain --objective distil --teacher trained/<run>``).
+SINGLE_RUN_OBJECTIVES = {k: v for k, v in OBJECTIVES.items() if k != "distil"}
+
 __all__ = [
     "ACTIVE",
     "BUILT_IN_TASKS",
@@ -92,6 +96,7 @@ __all__ = [
     "PRESETS",
     "ROOT",
     "SCALING_WIDTHS",
+    "SINGLE_RUN_OBJECTIVES",
     "VOCABS",
     "WORKER_THREADS",
     "FineTuneSize",
