@@ -85,3 +85,32 @@ def trend_figure(claim: dict[str, Any]) -> go.Figure:
     fig.update_layout(template="plotly_white", title=title, height=360, xaxis_type="log", yaxis_type="log",
                       xaxis_title=x_title, yaxis_title="held-out loss", margin={"t": 50})
     return fig
+
+
+def ratio_figure(claim: dict[str, Any]) -> go.Figure:
+    """A ratio claim (retention, speed-up): each seed's ratio as a point, the verdict's estimate with its interval
+    (the delta method over paired seeds), the floor the claim is decided against and the paper's value."""
+    import plotly.graph_objects as go
+
+    reps = [int(rep) for rep, _, _ in claim["points"]]
+    ratios = [top / bottom for _, top, bottom in claim["points"]]
+    fig = go.Figure()
+    fig.add_scatter(x=[f"seed {r}" for r in reps], y=ratios, mode="markers", name="one seed",
+                    marker={"color": SEEDS, "size": 9, "symbol": "circle-open"}, hovertemplate="%{x}: %{y:.3f}<extra></extra>")
+    verdict = claim.get("verdict") or {}
+    if verdict and math.isfinite(verdict.get("low", float("nan"))):
+        est = verdict["estimate"]
+        fig.add_bar(x=["all seeds"], y=[est], marker_color=ARM, opacity=0.55, name="ratio of means (95% interval)",
+                    error_y={"type": "data", "symmetric": False, "array": [verdict["high"] - est],
+                             "arrayminus": [est - verdict["low"]], "thickness": 2, "width": 8},
+                    hovertemplate="ratio of means: %{y:.3f}<extra></extra>")
+    floor = claim["claim"].get("margin")
+    if floor is not None:
+        fig.add_hline(y=floor, line={"color": CHANCE, "dash": "dash"}, annotation_text=f"claim's floor {floor:g}")
+    if verdict.get("reference") is not None and verdict["reference"] != floor:
+        fig.add_hline(y=verdict["reference"], line={"color": CONTROL, "dash": "dot"},
+                      annotation_text=f"paper {verdict['reference']:.3g}", annotation_position="bottom right")
+    title = claim.get("label", "") + (f" — {verdict['label']}" if verdict else "")
+    fig.update_layout(template="plotly_white", title=title, height=360, yaxis_title=claim.get("label", "ratio"),
+                      legend={"orientation": "h", "y": -0.2}, margin={"t": 50, "b": 40}, bargap=0.6)
+    return fig

@@ -276,6 +276,19 @@ def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(l
     assert speed["estimate"] == pytest.approx(np.mean([0.020, 0.021, 0.022]) / 0.010)  # the fastest of each
     assert speed["label"] in ("agrees", "agrees on direction only") and "Inference speed-up" in by_key["speedup"]["label"]
 
+    # The chart the page and the pack draw: each seed's ratio, the verdict's estimate and interval, floor and paper.
+    from analysis.verdict_plots import ratio_figure
+
+    fig = ratio_figure(by_key["retention"])
+    seeds, bar = fig.data[0], fig.data[1]
+    expected = [d / t for d, t in zip(scores["distilled"], scores["teacher"], strict=True)]
+    assert list(seeds.y) == pytest.approx(expected)
+    assert bar.y[0] == pytest.approx(retention["estimate"])
+    assert bar.error_y.array[0] == pytest.approx(retention["high"] - retention["estimate"])
+    assert [shape.y0 for shape in fig.layout.shapes] == [0.97]  # the floor; the paper's value is the floor here
+    speed_fig = ratio_figure(by_key["speedup"])
+    assert sorted(round(shape.y0, 3) for shape in speed_fig.layout.shapes) == [1.0, round(668 / 410, 3)]
+
 
 def test_the_lab_page_lists_and_starts_the_distil_preset(lab_env: Path) -> None:
     from streamlit.testing.v1 import AppTest
@@ -320,6 +333,8 @@ def test_the_memory_rule_counts_the_teachers_weights_and_forward() -> None:
 def test_the_lab_page_shows_a_finished_distil_experiments_verdicts(lab_env: Path) -> None:
     from streamlit.testing.v1 import AppTest
 
+    from services import ablations
+
     _finished_experiment("kdshown")
     root = Path(__file__).resolve().parent.parent
     at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
@@ -330,3 +345,5 @@ def test_the_lab_page_shows_a_finished_distil_experiments_verdicts(lab_env: Path
     shown = " ".join(x.value for x in [*at.success, *at.warning, *at.info])
     assert "student / teacher downstream average" in shown and "inference speed-up" in shown
     assert any("Sanh et al. 2019, DistilBERT, Table 3" in m.value for m in at.markdown)
+    charts = at.get("plotly_chart")
+    assert len(charts) == len([c for c in ablations.report("kdshown")["claims"] if c.get("points") or c.get("scores")]), len(charts)

@@ -269,18 +269,25 @@ def claim_view(i: int, c: dict, group: str) -> None:
         VERDICT_BOXES.get(v["label"], st.info)(c["sentence"], icon=VERDICT_ICONS.get(v["label"]))
     elif c.get("why_none"):
         st.caption(f"No verdict yet: {c['why_none']}.")
-    trend = c["measure"] in ("scaling", "isoflop", "mutransfer")
-    if c["measure"] == "mutransfer" and c.get("points"):
-        ui.chart(mutransfer_plots.transfer_figure(c), f"lb_verdict_{i}", title=f"{claim['statement']} ({group})",
-                 caption=(c.get("sentence") or "No verdict yet.") + " Lines: mean held-out loss over seeds; faint points: "
-                         "one seed each; stars: each width's best learning rate. A diverged run leaves a gap.",
+    drawn = claim_figure(c)
+    if drawn:
+        fig, how = drawn
+        ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})", caption=(c.get("sentence") or "No verdict yet.") + how,
                  sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
-    elif (c.get("points") if trend else c.get("scores")):
-        fig = verdict_plots.trend_figure(c) if trend else verdict_plots.arms_figure(c)
-        ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})",
-                 caption=(c.get("sentence") or "No verdict yet.") + " Bars: mean over seeds with its 95% t interval; "
-                         "circles: one seed each; grey: the same architecture from random initialisation.",
-                 sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
+
+
+def claim_figure(c: dict) -> tuple | None:
+    """The chart of a claim's measure and how to read it, or None before there is anything to draw."""
+    if c["measure"] == "mutransfer":
+        return (mutransfer_plots.transfer_figure(c), " Lines: mean held-out loss over seeds; faint points: one seed each; "
+                "stars: each width's best learning rate. A diverged run leaves a gap.") if c.get("points") else None
+    if c["measure"] in ablations.RATIO_MEASURES:
+        return (verdict_plots.ratio_figure(c), " Circles: one seed's ratio; bar: the ratio of the means with its 95% interval "
+                "(delta method over paired seeds); dashed: the claim's floor; dotted: the paper's value.") if c.get("points") else None
+    if c["measure"] in ("scaling", "isoflop"):
+        return (verdict_plots.trend_figure(c), " One line per seed.") if c.get("points") else None
+    return (verdict_plots.arms_figure(c), " Bars: mean over seeds with its 95% t interval; circles: one seed each; grey: the "
+            "same architecture from random initialisation.") if c.get("scores") else None
 
 
 def claim_notes(c: dict, budget: str) -> None:
