@@ -163,6 +163,8 @@ def test_the_preset_plans_teacher_student_and_scratch_student_at_equal_compute()
     from services.lab.presets import plan_runs
     from services.lab.sizing import size
 
+    with pytest.raises(InvalidConfig, match="one-layer teacher"):  # its "student" would be the teacher again
+        plan_runs("distil", replace(BASE, layers=1), "g")
     planned = plan_runs("distil", BASE, "g", seeds=2)
     assert [(p.name, p.config.objective, p.config.layers) for p in planned[:3]] == [
         ("g-teacher-s0", "mlm", 2), ("g-distilled-s0", "distil", 1), ("g-scratch-s0", "mlm", 1)]
@@ -189,6 +191,22 @@ def test_a_student_is_not_claimed_before_its_teacher_finishes() -> None:
     assert runs.claim_next(10) == ids["scratch"]  # the student waits; the run after it may start
     assert runs.claim_next(10) is None and runs.get_run(ids["distilled"])["status"] == "queued"
     runs.finish_run(ids["teacher"], "finished", checkpoint="trained/kd-teacher")
+    assert runs.claim_next(10) == ids["distilled"]
+
+
+def test_a_student_is_claimed_where_its_teacher_was_trained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The teacher's checkpoint is in the model folder of the host that trained it: another host passes the student
+    over (and may take other runs), that host claims it."""
+    from analysis.results_db import runs
+
+    ids = _queue()
+    monkeypatch.setattr(runs, "host_name", lambda: "gpu-box")
+    assert runs.claim_next(10) == ids["teacher"]
+    runs.finish_run(ids["teacher"], "finished", checkpoint="trained/kd-teacher")
+    monkeypatch.setattr(runs, "host_name", lambda: "web-replica")
+    assert runs.claim_next(10) == ids["scratch"]  # not the student: its teacher is on gpu-box
+    assert runs.claim_next(10) is None and runs.get_run(ids["distilled"])["status"] == "queued"
+    monkeypatch.setattr(runs, "host_name", lambda: "gpu-box")
     assert runs.claim_next(10) == ids["distilled"]
 
 

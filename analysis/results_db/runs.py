@@ -202,7 +202,7 @@ def claim_next(limit: int, engine: Engine | None = None) -> int | None:
         queued = s.scalars(select(TrainingRun).where(TrainingRun.status == RunStatus.QUEUED).order_by(TrainingRun.id)
                            .limit(CLAIM_SCAN).with_for_update(skip_locked=True))
         for run in queued:
-            state, why = _teacher_state(s, run)
+            state, why = _teacher_state(s, run, host)
             if state == "wait":
                 continue  # its teacher is queued or training: the next run may start meanwhile
             if state == "failed":
@@ -220,19 +220,23 @@ def claim_next(limit: int, engine: Engine | None = None) -> int | None:
 CLAIM_SCAN = 200
 
 
-def _teacher_state(s: Any, run: TrainingRun) -> tuple[str, str]:
-    """Whether a queued run may start as far as its teacher goes: ``ready`` (it names none, or a lab run that finished,
-    or a checkpoint that is no run of this queue: the loader says whether it exists), ``wait`` (its teacher run is
-    queued or running), ``failed`` with why (its teacher run ended without finishing: a distilled student needs the
+def _teacher_state(s: Any, run: TrainingRun, host: str) -> tuple[str, str]:
+    """Whether a queued run may start on ``host`` as far as its teacher goes: ``ready`` (it names none, or a lab run
+    that finished on this host, or a checkpoint that is no run of this queue: the loader says whether it exists),
+    ``wait`` (its teacher run is queued or running, or finished on another host: the checkpoint is in that host's model
+    folder, so that host claims the student), ``failed`` with why (its teacher run ended without finishing: a distilled student needs the
     teacher's checkpoint before its first step). A knowledge-distillation run's config names its teacher
     (``teacher: trained/<run>``)."""
     teacher = str(json.loads(run.config or "{}").get("teacher") or "")
     if not teacher.startswith("trained/"):
         return "ready", ""
     name = teacher.split("/", 1)[1].split("@", 1)[0]
-    status = s.scalar(select(TrainingRun.status).where(TrainingRun.name == name))
-    if status is None or status == RunStatus.FINISHED:
+    row = s.execute(select(TrainingRun.status, TrainingRun.host).where(TrainingRun.name == name)).first()
+    if row is None:
         return "ready", ""
+    status, where = row
+    if status == RunStatus.FINISHED:
+        return ("ready", "") if not where or where == host else ("wait", "")
     if status in ACTIVE:
         return "wait", ""
     return "failed", (f"Its teacher run {name!r} ended {status} without a finished checkpoint; a student distilled from "

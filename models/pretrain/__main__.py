@@ -15,7 +15,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.pretrain", description=__doc__.split("\n\n")[0])
     defaults = TrainConfig()
     for name, value in asdict(defaults).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+        flag = f"--{name.replace('_', '-')}"
+        if isinstance(value, bool):  # type=bool would read "--pack False" as True (any non-empty string)
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=value)
+        else:
+            parser.add_argument(flag, type=type(value), default=value)
     args = parser.parse_args(argv)
     config = TrainConfig(**{k: getattr(args, k) for k in asdict(defaults)})
     try:

@@ -64,7 +64,7 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     if config.parametrisation == "mup":  # per-layer learning rates (Tensor Programs V, Table 3)
         from models.pretrain.mup import param_groups
 
-        trainable: list[Any] = param_groups(parts, config)
+        trainable: list[Any] = param_groups(parts, config, config.weight_decay)  # the run's λ, × m on hidden weights
     else:
         trainable = params
     plan = update_plan(config) if config.phases else None

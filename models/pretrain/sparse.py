@@ -11,9 +11,12 @@ What the mask does not give is the saving: the scores are computed densely and t
 arm learns what BigBird's pattern allows while the CPU spends full attention's work. The pattern's cost is counted
 by :func:`analysis.sparse_attention.attention_cost`.
 
-The pattern is transformers' (:func:`analysis.sparse_attention.block_layout`): each head its own random blocks,
-drawn again for every batch (as transformers does in training, from the run's seed here so a run repeats), the same
-for every layer and every row of the batch.
+The pattern is transformers' layout (:func:`analysis.sparse_attention.block_layout`): each head its own random
+blocks, drawn again for every batch from the run's seed (so a run repeats), the same for every layer and every row of
+the batch, and kept when the held-out loss is measured. That differs from transformers' own training: its
+``BigBirdLayer`` reseeds numpy with the layer's index on each training forward, so its random blocks are fixed across
+batches and differ per layer, and it uses none in eval mode. The lab's redraw exposes each head to more of the
+sequence over a run; a per-layer pattern would need a mask per layer.
 """
 
 from __future__ import annotations

@@ -108,6 +108,9 @@ def _distillation(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     """DistilBERT in miniature: a masked LM of the base size (the teacher), a student of half its layers distilled from
     it, and the same student trained from scratch for the steps the distilled run's FLOPs buy it (the teacher's forward
     passes counted in the distilled arm: :func:`models.pretrain.flops.step_flops`)."""
+    if base.layers < 2:
+        raise InvalidConfig("Distillation halves the teacher's layers: a one-layer teacher leaves a student that is its copy.",
+                            "Give the teacher at least 2 layers.")
     teacher = replace(base, objective="mlm", teacher="")
     layers = (base.layers + 1) // 2  # every other layer (models.pretrain.distil.student_layers)
     distilled = replace(base, objective="distil", layers=layers, teacher=f"trained/{TEACHER_ARM}")
@@ -120,24 +123,28 @@ def _distillation(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
 #: SP Adam's best rate falls about as 1/width, so from width 32 to 128 it moves about two octaves, which a grid of
 #: factor-4 steps would call one step (measured here: 2^-9 at width 32, 2^-11 at 128 after 250 steps; docs/lab.md).
 MUTRANSFER_LOG2_RATES = (-12, -11, -10, -9, -8, -7)
-MUTRANSFER_WIDTHS = (32, 64, 128)
+MUTRANSFER_WIDTHS = (32, 128)  # a custom budget's: 18 runs per seed, so 2 seeds fit the queue's 40
 #: A μP run at its base width is the SP run of that width (same model, same rates): it is planned once, as SP, and
 #: the report counts it under both (:func:`services.lab.mutransfer.points`).
 
 
 def _mutransfer(base: TrainConfig, widths: tuple[int, ...] = MUTRANSFER_WIDTHS,
                 log2_rates: tuple[int, ...] = MUTRANSFER_LOG2_RATES) -> list[tuple[str, TrainConfig]]:
-    """Tensor Programs V's Figure 1 in miniature: each parametrisation (SP, μP) × each width (the FFN 4×, the heads
-    kept as the scaling preset keeps them) × each learning rate of the grid, one masked LM per cell, all at the base
+    """Tensor Programs V's Figure 1 in miniature: each parametrisation (SP, μP) × each width (the FFN 4×, one head count
+    at every width) × each learning rate of the grid, one masked LM per cell, all at the base
     run's steps, batch and length; the base run's own rate is not used. μP's base width is the narrowest width, so
     there the two parametrisations are the same model, trained once (as SP)."""
     out = []
+    # One head count at every width (the narrowest width's): μP's wide model must reduce to the base-width SP run
+    # it is compared with, and its attention scale is computed from the head size at the base width.
+    heads = min(base.heads, min(widths) // 16) or 1
     for p in ("sp", "mup"):
         for name, cfg in _scaling(replace(base, objective="mlm"), widths):
             if p == "mup" and cfg.hidden == min(widths):
                 continue
             for k in log2_rates:
-                out.append((f"{p}-{name}-lr2e{k}", replace(cfg, lr=2.0 ** k, parametrisation=p, mup_base_width=min(widths))))
+                out.append((f"{p}-{name}-lr2e{k}", replace(cfg, heads=heads, lr=2.0 ** k, parametrisation=p,
+                                                            mup_base_width=min(widths))))
     return out
 
 
