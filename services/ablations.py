@@ -169,6 +169,16 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
     return rows
 
 
+#: Presets whose grids reach rates at which a run diverges by design (the top of μTransfer's rate grid under SP): a run
+#: the loop stopped on a NaN or infinite loss is a result there (an infinite held-out loss), not a missing run.
+DIVERGENCE_IS_A_RESULT = frozenset({"mutransfer"})
+
+
+def _diverged(run: dict[str, Any]) -> bool:
+    """Whether a run failed because its loss became NaN or infinite (:func:`models.pretrain.loop.train` stops it)."""
+    return run["status"] == RunStatus.FAILED and str(run.get("message") or "").startswith("The loss became")
+
+
 def report(group: str, engine: Any = None) -> dict[str, Any]:
     """One experiment: its state (``running``, ``partial``, ``complete``, ``gone``), per run and per arm what was
     spent, and per claim the per-seed scores, the verdict and each arm's effect over random initialisation.
@@ -199,7 +209,8 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     seeds = int(cfg0.get("seeds") or 1)
     claims = CLAIMS.get(preset, ())
     active = [r for r in rows if r["status"] in ACTIVE]
-    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in (RunStatus.FINISHED, *ACTIVE)]
+    done = [r for r in rows if r["status"] == RunStatus.FINISHED or (preset in DIVERGENCE_IS_A_RESULT and _diverged(r))]
+    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in done]
     state = "running" if active else ("partial" if missing else "complete")
     out: dict[str, Any] = {"group": group, "preset": preset, "state": state, "seeds": seeds, "budget": cfg0.get("budget", ""),
                            "suite": suite, "missing": missing, "runs": rows, "waiting": len(active)}
@@ -214,7 +225,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
         a["pretrain_seconds"] += float(r["seconds"] or 0)
         a["downstream_seconds"] += r["downstream_seconds"]
     out["arms"] = arms
-    finished = [r for r in rows if r["status"] == RunStatus.FINISHED]
+    finished = done  # with the diverged runs of a preset whose grid expects them (an infinite loss there)
     out["claims"] = []
     family = sum(1 for c in claims if c.measure not in ("scaling", "isoflop") for _, primary in _measures(c, suite) if not primary)
     out["family"] = family

@@ -181,3 +181,31 @@ def test_a_mutransfer_experiment_is_decided_from_its_runs_and_drawn_as_the_slide
     assert list(sp128.x) == [-12, -11, -10, -9, -8, -7] and min(zip(sp128.y, sp128.x, strict=True))[1] == -12
     [row] = ablations.results_so_far()
     assert row["verdict"] == L.AGREES and "Tensor Programs V" in row["source"]
+
+
+def test_a_diverged_run_is_a_result_of_the_mutransfer_grid_not_a_missing_run(lab_env: Path) -> None:
+    """SP at the top of the rate grid may diverge: the loop stops it as failed ("The loss became nan ..."), and the
+    verdict reads it as an infinite loss instead of calling the experiment partial; any other failure still is."""
+    from analysis.results_db import runs as R
+    from services import ablations, lab
+
+    ids = lab.submit("mutransfer", replace(TINY, steps=10), "mtd", seeds=2, widths=(32, 128), start=False)
+    for rid in ids:
+        cfg = R.get_run(rid)["config"]
+        i = round(math.log2(cfg["lr"])) + 12
+        best = 2 - 2 * (cfg["hidden"] == 128) * (cfg["parametrisation"] == "sp")
+        R.start_run(rid)
+        if cfg["parametrisation"] == "sp" and cfg["hidden"] == 128 and i == 5:  # the top rate: diverged
+            R.finish_run(rid, "failed", message="The loss became nan at step 4; the last good state (step 3) is kept.",
+                         evaluation={}, tokens=500, seconds=1.0)
+        else:
+            R.finish_run(rid, "finished", evaluation={"held_out_loss": 4 + 0.1 * (i - best) ** 2}, tokens=1000, seconds=1.0)
+    report = ablations.report("mtd")
+    [claim] = report["claims"]
+    assert report["state"] == "complete" and not report["missing"]
+    assert claim["verdict"]["label"] == L.AGREES, claim.get("sentence")
+    assert sum(1 for p in claim["points"] if math.isinf(p[4])) == 2  # one diverged run per seed
+    # any other failure is still a missing run
+    assert not ablations._diverged({"status": "failed", "message": "Training stopped with an internal error (OSError)."})
+    assert not ablations._diverged({"status": "cancelled", "message": "The loss became nan"})
+
