@@ -72,7 +72,7 @@ def _parsed(request: str) -> dict:
 def _model_free(request: str) -> bool:
     """Whether ``request`` asks one of the backend's own questions about the model folder (which catalog models are
     here, a checkpoint's description, a lab run's steps): no model runs, so no GPU is taken (nor quota spent)."""
-    from services.backend.handlers import BACKEND_ONLY
+    from services.routing import BACKEND_ONLY
 
     parsed = _parsed(request) if isinstance(request, str) else {}
     module, name = parsed.get("module"), parsed.get("name")

@@ -216,7 +216,7 @@ class Backend:
         return text
 
     def call(self, fn: Any, *args: Any, batched: bool | None = None) -> Any:
-        """``fn(*args)`` on the backend: one of the model process's allow-list (:data:`services.runtime.ROUTED`) or the
+        """``fn(*args)`` on the backend: one of the model process's allow-list (:data:`services.routing.ROUTED`) or the
         backend's own (catalog checks). Errors ``fn`` raised come back as themselves (our ``core.errors`` classes).
 
         ``batched``: whether attention goes through the batching endpoint; by default when its texts are short

@@ -9,7 +9,7 @@ would bring a cluster runtime for one process, and cannot run on ZeroGPU.
 
 Three endpoints, all through Gradio's queue (``/gradio_api/...``):
 
-- ``call``: one model function of the allow-list (:data:`services.runtime.ROUTED`, the model process's: read-only
+- ``call``: one model function of the allow-list (:data:`services.routing.ROUTED`, the model process's: read-only
   functions of model ids and plain values). A request is JSON text (:mod:`services.backend.wire`, never pickle):
   ``{"v": [app version, wire version], "module": ..., "name": ..., "args": [...]}``.
 - ``attention``: ``models.attention.extract_attention`` requests, batched: what waits in the queue when the model is
