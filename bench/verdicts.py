@@ -112,7 +112,9 @@ def seeds_only(claim: dict) -> str:
         return ""
     common = sorted(set(a) & set(b))
     paired = len(common) == len(a) == len(b)
-    v = verdicts.verdict([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], spec["op"], spec["margin"], paired=paired)
+    sign = -1.0 if claim.get("measure") in ablations.LOWER_IS_BETTER else 1.0  # decided on negated losses, as the report
+    v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], spec["op"], spec["margin"],
+                         paired=paired)
     return f"{v.label}, {v.effect:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
 
 
