@@ -76,6 +76,38 @@ def test_three_replicas_claiming_five_each_at_once_take_every_run_exactly_once(b
     assert hosts <= {"replica-0", "replica-1", "replica-2"} and len(hosts) >= 2  # more than one replica took part
 
 
+@pytest.mark.slow
+def test_a_claim_in_progress_holds_only_the_row_it_takes(pg_url: str, monkeypatch) -> None:
+    """While one replica's claim is between its scan and its commit, another replica claims the next run: the scan
+    must not lock every queued row (a CI run under load saw a replica find all 15 locked and claim none)."""
+    import threading
+
+    from analysis.results_db import runs
+
+    monkeypatch.setenv("DATABASE_URL", fresh_pg(pg_url))
+    first, second = _queue(2, "paused")
+    inside, release = threading.Event(), threading.Event()
+    state = runs._teacher_state
+
+    def paused(s, run, host):  # the first claim stops here, its transaction open, until the second has claimed
+        if not inside.is_set():
+            inside.set()
+            assert release.wait(30)
+        return state(s, run, host)
+
+    monkeypatch.setattr(runs, "_teacher_state", paused)
+    took: list[int | None] = []
+    slow = threading.Thread(target=lambda: took.append(runs.claim_next(5)))
+    slow.start()
+    assert inside.wait(30)
+    try:
+        assert runs.claim_next(5) == second  # the row the paused claim holds is skipped, the next one is free
+    finally:
+        release.set()
+        slow.join(30)
+    assert took == [first]
+
+
 def test_a_stale_lease_is_taken_by_any_replica_and_the_slow_worker_stops_without_overwriting(monkeypatch, tmp_path) -> None:
     from analysis.results_db import engine as E
     from analysis.results_db import runs

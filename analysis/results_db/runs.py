@@ -199,9 +199,15 @@ def claim_next(limit: int, engine: Engine | None = None) -> int | None:
                                                                                 TrainingRun.host == host))
         if running >= limit:
             return None
-        queued = s.scalars(select(TrainingRun).where(TrainingRun.status == RunStatus.QUEUED).order_by(TrainingRun.id)
-                           .limit(CLAIM_SCAN).with_for_update(skip_locked=True))
-        for run in queued:
+        # The scan reads ids unlocked and locks one row at a time: locking the whole scan (FOR UPDATE ... LIMIT 200)
+        # would hold every queued row, and a replica claiming at the same moment would skip them all and find none.
+        queued = s.scalars(select(TrainingRun.id).where(TrainingRun.status == RunStatus.QUEUED).order_by(TrainingRun.id)
+                           .limit(CLAIM_SCAN)).all()
+        for run_id in queued:
+            run = s.scalars(select(TrainingRun).where(TrainingRun.id == run_id, TrainingRun.status == RunStatus.QUEUED)
+                            .with_for_update(skip_locked=True)).first()
+            if run is None:
+                continue  # another replica holds or took it
             state, why = _teacher_state(s, run, host)
             if state == "wait":
                 continue  # its teacher is queued or training: the next run may start meanwhile
