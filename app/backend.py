@@ -2,7 +2,10 @@
 
 The front end (``python -m app.serve`` with ``BFE_BACKEND=http://host:port``) sends the pages' model calls here. This
 module is the Gradio server around the handlers of :mod:`services.backend.handlers` (why Gradio: see there): three
-endpoints (``call``, ``attention`` batched, ``info``), the token check, and the command line.
+endpoints (``call``, ``attention`` batched, ``info``), the token check, and the command line. A model call's answer
+is two outputs: its JSON text and a file with its large arrays' raw ``.npy`` bytes (Gradio's own file output: the
+front end downloads it from ``/gradio_api/file=``, behind the same token), written into Gradio's cache folder, where
+Gradio serves it without copying; files older than :data:`BLOB_TTL_S` are removed as new ones are written.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import json
 import logging
 import os
 import sys
+import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from core.errors import InvalidConfig
@@ -23,6 +29,7 @@ from services.backend.handlers import (
     MAX_REQUEST_CHARS,
     TOKEN_ENV,
     TOKEN_HEADER,
+    Answer,
     attention_batch,
     call,
     info,
@@ -54,6 +61,31 @@ class TokenCheck:
         await self.app(scope, receive, send)
 
 
+#: Seconds an answer's array file is kept for its caller to download (a caller fetches it at once; a page that
+#: stopped waiting never does).
+BLOB_TTL_S = 300.0
+BLOB_FOLDER = "bfe-answers"
+
+
+def blob_file(cache: str | Path, blob: bytes, now: float | None = None) -> str | None:
+    """``blob`` written as a new file in ``cache``/:data:`BLOB_FOLDER` (None when it is empty); removes the folder's
+    files older than :data:`BLOB_TTL_S` first, so the folder holds at most what a few minutes of answers wrote."""
+    if not blob:
+        return None
+    folder = Path(cache) / BLOB_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    cutoff = (time.time() if now is None else now) - BLOB_TTL_S
+    for old in folder.iterdir():
+        try:
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:  # removed by another request meanwhile
+            pass
+    path = folder / f"{uuid.uuid4().hex}.npyblob"
+    path.write_bytes(blob)
+    return str(path)
+
+
 def build(gpu: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None, concurrency: int = 1) -> Any:
     """The backend's Gradio app. ``gpu`` wraps the functions that run models (``spaces.GPU`` on ZeroGPU: each call
     holds a GPU slice while it runs); ``concurrency``: how many ``call`` requests run at once (batches run one at a
@@ -63,13 +95,19 @@ def build(gpu: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
     wrap = gpu or (lambda fn: fn)
     served_call, served_batch = wrap(call), wrap(attention_batch)
 
-    def call_endpoint(request: str) -> str:
-        """One model call (JSON text in and out; see services.backend.wire)."""
-        return served_call(request)
+    def outputs(answer: Answer) -> tuple[str, str | None]:
+        text, blob = answer
+        return text, blob_file(blob_out.GRADIO_CACHE, blob)
 
-    def attention_endpoint(requests: list[str]) -> list[list[str]]:
-        """Attention requests, batched across callers (JSON text in and out)."""
-        return served_batch(requests)
+    def call_endpoint(request: str) -> tuple[str, str | None]:
+        """One model call: JSON text in; JSON text and the file of its arrays out (see services.backend.wire)."""
+        return outputs(served_call(request))
+
+    def attention_endpoint(requests: list[str]) -> list[list[Any]]:
+        """Attention requests, batched across callers: as ``call``, one answer each (Gradio's batch form: a list
+        per output)."""
+        answers = [outputs(a) for a in served_batch(requests)]
+        return [[text for text, _ in answers], [path for _, path in answers]]
 
     def info_endpoint() -> str:
         """Versions, device, model cache and batch sizes (JSON text)."""
@@ -78,10 +116,12 @@ def build(gpu: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
     with gr.Blocks(title="BERT Family Explorer: model backend", analytics_enabled=False) as demo:
         gr.Markdown("# BERT Family Explorer: model backend\nServes the Streamlit app's model calls (`BFE_BACKEND`). "
                     "It has no pages of its own; see docs/deploy.md.")
-        gr.api(call_endpoint, api_name="call", concurrency_limit=concurrency, api_visibility="undocumented")
-        # Batching needs an event (gr.api's functions take one request each): hidden boxes carry the texts.
-        batch_in, batch_out = gr.Textbox(visible=False), gr.Textbox(visible=False)
-        batch_in.submit(attention_endpoint, batch_in, batch_out, api_name="attention", batch=True,
+        # Events on hidden components, not gr.api: a file output needs a component (and batching an event).
+        call_in, batch_in, text_out = gr.Textbox(visible=False), gr.Textbox(visible=False), gr.Textbox(visible=False)
+        blob_out = gr.File(visible=False)
+        call_in.submit(call_endpoint, call_in, [text_out, blob_out], api_name="call", concurrency_limit=concurrency,
+                       api_visibility="undocumented")
+        batch_in.submit(attention_endpoint, batch_in, [text_out, blob_out], api_name="attention", batch=True,
                         max_batch_size=MAX_BATCH, concurrency_limit=1, api_visibility="undocumented")
         gr.api(info_endpoint, api_name="info", queue=False, api_visibility="undocumented")
     return demo

@@ -125,9 +125,10 @@ def pages(repeats: int, tokens: int) -> None:
             order = list(urls.items()) if r % 2 == 0 else list(urls.items())[::-1]
             for k, u in order:
                 warm[k].append(asyncio.run(visit(u, text(r * 10 + (k == "model backend"), tokens))))
-        before = (backend.sent_chars, backend.received_chars)
+        before = (backend.sent_chars, backend.received_chars, backend.received_blob_bytes)
         result = backend.call(extract_attention, model, text(5000, tokens), None, tokens)
-        sent, got = backend.sent_chars - before[0], backend.received_chars - before[1]
+        sent, got, blob = (backend.sent_chars - before[0], backend.received_chars - before[1],
+                           backend.received_blob_bytes - before[2])
         print(f"attention page, {model}, {result.weights.shape[-1]} tokens, {repeats} warm visits each (new sentence each)")
         for k in urls:
             print(f"  {k:22s} first visit {first[k]:.3f} s   warm median {statistics.median(warm[k]):.3f} s "
@@ -135,8 +136,8 @@ def pages(repeats: int, tokens: int) -> None:
         ratio_first = first["model backend"] / first["local model process"]
         ratio_warm = statistics.median(warm["model backend"]) / statistics.median(warm["local model process"])
         print(f"  backend / local: first visit {ratio_first:.2f}x, warm {ratio_warm:.2f}x (goal <= 1.2x)")
-        print(f"  one attention call over the network: request {sent:,} B, answer {got:,} B "
-              f"(weights {result.weights.nbytes:,} B as float32; base64 .npy in JSON)")
+        print(f"  one attention call over the network: request {sent:,} B, answer {got:,} B, of which {blob:,} B the "
+              f"file of raw .npy arrays (weights {result.weights.nbytes:,} B as float32)")
     finally:
         for p in (backend_proc, local, remote):
             p.terminate()

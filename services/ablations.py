@@ -314,12 +314,48 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
         out["verdict"].update(mean_a=-v.mean_a, mean_b=-v.mean_b, lower_is_better=True)
         out["sentence"] = (f"Lower is better: the effect is {claim.b}'s mean {out['label'].lower()} minus {claim.a}'s "
                            f"({v.mean_b * sign:.3f} − {v.mean_a * sign:.3f}; positive: {claim.a}'s is lower). {v.sentence}")
+    if measure == "held_out_loss":
+        _unigram_reference(out, claim, finished)
     if facts := _arm_facts(finished, (claim.a, claim.b)):
         out["arm_facts"] = facts
         out["sentence"] += ". Per run: " + "; ".join(
             f"{arm} {', '.join(f'{v:,.4g} {k}' if k != 'optimizer state MB' else f'{v:.2f} {k}' for k, v in f.items())}"
             for arm, f in facts.items())
     return out
+
+
+def _unigram_reference(out: dict[str, Any], claim: Claim, finished: list[dict[str, Any]]) -> None:
+    """Beside a held-out-loss verdict, the loss of the corpus's token counts on the same masked tokens (each run's
+    ``unigram_loss``): an arm above it has not yet learnt which tokens are frequent. For a claim about a part that
+    acts through context (``Claim.context``: attention), the verdict is decided only where the reference arm ``b`` is
+    measurably below it over seeds (:func:`analysis.verdicts.ratios.gain_interval`): two models that both predict
+    from token counts alone have the same loss whatever their attention, and "matches" would say nothing. Passing it is
+    necessary, not sufficient: 10% of the masked positions keep their token (BERT's 80/10/10), which a model can copy
+    without attending anywhere."""
+    from analysis.verdicts.labels import CANNOT_TELL
+    from analysis.verdicts.ratios import gain_interval
+
+    loss = {r["replicate"]: (r["evaluation"] or {}).get("held_out_loss") for r in finished if r["arm"] == claim.b}
+    uni = {r["replicate"]: (r["evaluation"] or {}).get("unigram_loss") for r in finished if r["arm"] == claim.b}
+    seeds = sorted(k for k in loss if isinstance(loss[k], int | float) and isinstance(uni.get(k), int | float))
+    if seeds:
+        out["unigram_loss"] = sum(uni[k] for k in seeds) / len(seeds)
+        out["sentence"] += (f". The corpus's token counts alone score {out['unigram_loss']:.3f} on the same masked tokens "
+                            f"(an arm above that has not yet learnt which tokens are frequent)")
+    if not getattr(claim, "context", False) or not out.get("verdict"):
+        return
+    why = ""
+    if len(seeds) < len(loss) or not seeds:
+        why = f"{claim.b}'s runs measured no unigram reference (trained before it was recorded)"
+    else:
+        gain, low, high = gain_interval([uni[k] for k in seeds], [loss[k] for k in seeds])
+        if not low > 0:
+            why = (f"{claim.b}'s loss is not measurably below the corpus's token counts (by {gain:+.3f}, 95% interval "
+                   f"{low:+.3f} to {high:+.3f}): neither arm predicts from context yet, so their attention cannot differ; "
+                   "a larger budget per run may tell")
+    if why:
+        out["verdict"].update(label=CANNOT_TELL, reason=why)
+        out["sentence"] = f"Cannot tell at this budget: {why}. Measured: {out['sentence']}"
 
 
 def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[str, dict[str, float]]:
@@ -413,7 +449,7 @@ def _ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> di
 
     quantity, reference = RATIO_MEASURES[claim.measure]
     by_arm = {(r["arm"], r["replicate"]): r for r in finished}
-    pairs = []
+    pairs, baseline = [], []
     for (arm, rep), run in sorted(by_arm.items(), key=lambda kv: kv[0][1]):
         if arm != claim.a:
             continue
@@ -422,6 +458,8 @@ def _ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> di
         else:
             other = by_arm.get((claim.b, rep))
             top, bottom = _ratio_value(run, claim.measure, True), _ratio_value(other, claim.measure, False) if other else None
+            if other is not None and top is not None and bottom:  # the teacher's random-init control on its seed
+                baseline.append(score_of(other, "downstream:average", control=True))
         if top is not None and bottom:
             pairs.append((rep, top, bottom))
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "label": quantity.capitalize(),
@@ -433,7 +471,13 @@ def _ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> di
     if not pairs:
         out["why_none"] = f"no seed has both sides of the ratio ({claim.a}, {claim.b})"
         return out
-    v = ratio_verdict([p[1] for p in pairs], [p[2] for p in pairs], quantity, claim.margin, reference, claim.source)
+    # a score ratio is decided only where the teacher is measurably above random initialisation (ratios.py)
+    controls = baseline if claim.measure == "retention" and baseline and None not in baseline else None
+    if claim.measure == "retention" and controls is None:
+        out["why_none"] = f"the teacher's runs ({claim.b}) measured no random-init control to show they learnt anything"
+        return out
+    v = ratio_verdict([p[1] for p in pairs], [p[2] for p in pairs], quantity, claim.margin, reference, claim.source,
+                      baseline=controls)
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
     return out

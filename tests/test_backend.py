@@ -151,12 +151,14 @@ def request(module: str, name: str, *args: Any, v: Any = None) -> str:
     return json.dumps(raw)
 
 
-def handler_error(answer: str) -> BaseException:
+def handler_error(answer: tuple[str, bytes]) -> BaseException:
     """The exception an error envelope of the handlers carries, rebuilt as the client rebuilds it."""
     from services.runtime import unpack_error
 
-    envelope = json.loads(answer)
-    assert set(envelope) == {"error"}, answer[:300]
+    text, blob = answer
+    assert blob == b""  # an error carries no arrays
+    envelope = json.loads(text)
+    assert set(envelope) == {"error"}, text[:300]
     return unpack_error(tuple(wire.decode(envelope["error"])))
 
 
@@ -286,6 +288,35 @@ def test_the_wire_round_trips_results_arrays_containers_and_frames() -> None:
     assert got["top"].iloc[1] == ["z", "q"]
 
 
+def test_large_arrays_travel_as_raw_bytes_beside_the_text_and_hostile_references_are_refused(tmp_path) -> None:
+    big = np.random.default_rng(1).random((2, 3, 128, 64), dtype=np.float32)  # 196 KB (98 KB as bf16): over BLOB_MIN_BYTES
+    bf16 = (big.view(np.uint32) & 0xFFFF0000).view(np.float32)  # bfloat16 values: travel as their upper halves
+    value = {"big": big, "bf": bf16, "small": np.arange(4), "r": _attention_like()}
+    text, blob = wire.dumps_split(value)
+    assert len(text) < 2_000 and len(blob) > big.nbytes + bf16.nbytes // 2  # the arrays are not in the text
+    assert '"$nd":[' in text and '"$bf":[' in text and "small" in text
+    back = wire.decode(json.loads(text), blob)
+    assert np.array_equal(back["big"], big) and np.array_equal(back["bf"], bf16) and back["bf"].dtype == np.float32
+    assert np.array_equal(back["small"], np.arange(4))
+    same_attention(back["r"], _attention_like())
+    assert wire.dumps_split({"n": 1}) == (wire.dumps({"n": 1}), b"")  # no large arrays: no blob
+    hostile = [[0, len(blob) + 1], [len(blob), 1], [-1, 10], [0.5, 10], [True, 10], [0], [0, 1, 2], "abc", [0, 10]]
+    for ref in hostile:
+        with pytest.raises(BackendRefused):
+            wire.decode({"$nd": ref}, blob)
+    with pytest.raises(BackendRefused):  # a reference in a message without a blob
+        wire.decode(json.loads(text))
+
+    from app.backend import BLOB_FOLDER, BLOB_TTL_S, blob_file
+
+    assert blob_file(tmp_path, b"") is None
+    first = blob_file(tmp_path, blob, now=1_000_000.0)
+    assert open(first, "rb").read() == blob and first.endswith(".npyblob")
+    os.utime(first, (1_000_000.0, 1_000_000.0))
+    second = blob_file(tmp_path, b"x", now=1_000_000.0 + BLOB_TTL_S + 1)  # the old answer is removed as a new one is written
+    assert not os.path.exists(first) and os.listdir(tmp_path / BLOB_FOLDER) == [os.path.basename(second)]
+
+
 def test_object_arrays_travel_item_by_item_never_as_pickle() -> None:
     one = np.array(["a", 1, None, (2, 3)], dtype=object)
     text = wire.dumps(one)
@@ -390,6 +421,12 @@ def test_calls_through_the_backend_equal_the_library_here(backend: SimpleNamespa
     texts = ["the cat sat .", "a boy plays in the snow ."]
     same(remote.call(hidden_states, "roberta-base", texts), hidden_states("roberta-base", texts))
     assert remote.sent_chars > 0 and remote.received_chars > remote.sent_chars
+    long_text = "the cat sat on the mat , and a boy plays in the snow . " * 8  # its weights: over BLOB_MIN_BYTES
+    for batched in (True, False):
+        blob_before = remote.received_blob_bytes
+        same_attention(remote.call(extract_attention, "bert-base-uncased", long_text, batched=batched),
+                       extract_attention("bert-base-uncased", long_text))
+        assert remote.received_blob_bytes - blob_before > wire.BLOB_MIN_BYTES  # the weights came as the answer's file
     # an error of the library comes back as itself, with its hint
     with pytest.raises(InvalidText) as err:
         remote.call(extract_attention, "bert-base-uncased", "   ")
@@ -539,7 +576,7 @@ def test_another_version_is_a_mismatch(backend: SimpleNamespace, monkeypatch: py
         raw = json.loads(request("models.attention", "extract_attention", "bert-base-uncased", TEXT))
         raw["v"], raw["args"] = v, [{"$new-marker": 1}]
         assert isinstance(handler_error(handlers.call(json.dumps(raw))), BackendMismatch), v
-        assert isinstance(handler_error(handlers.attention_batch([json.dumps(raw)])[0][0]), BackendMismatch), v
+        assert isinstance(handler_error(handlers.attention_batch([json.dumps(raw)])[0]), BackendMismatch), v
 
 
 def test_a_public_backend_without_a_token_does_not_start() -> None:
@@ -569,7 +606,7 @@ def test_functions_outside_the_allow_list_are_refused_by_the_handler_and_by_the_
                          ("models.attention", "_forward_padded")):
         text = request(module, name, "echo hacked")
         assert isinstance(handler_error(handlers.call(text)), BackendRefused), (module, name)
-        assert isinstance(handler_error(handlers.attention_batch([text])[0][0]), BackendRefused), (module, name)
+        assert isinstance(handler_error(handlers.attention_batch([text])[0]), BackendRefused), (module, name)
     for bad in ("not json", "[]", "{}", json.dumps({"v": [], "module": "os", "name": "system", "args": [], "x": 1})):
         assert isinstance(handler_error(handlers.call(bad)), BackendRefused)
     remote = Backend(backend.url, TOKEN)
@@ -590,7 +627,7 @@ def test_a_model_id_with_a_path_trick_is_refused_before_any_work(backend: Simple
                      request("models.objectives", "fill_mask", mid, "the [MASK] .")):
             assert isinstance(handler_error(handlers.call(text)), InvalidModelId), mid
         assert isinstance(handler_error(handlers.attention_batch([request("models.attention", "extract_attention", mid,
-                                                                          TEXT)])[0][0]), InvalidModelId)
+                                                                          TEXT)])[0]), InvalidModelId)
         assert dict(handlers._calls) == before and not default_cache().info().entries
     remote = Backend(backend.url, TOKEN)
     loaded, before = remote.info(fresh=True).models_loaded, calls_on(backend)
@@ -615,7 +652,7 @@ def test_a_request_over_the_bounds_is_refused_before_it_is_sent_and_by_the_handl
     assert backend_client.MAX_REQUEST_CHARS == handlers.MAX_REQUEST_CHARS
     over = request("models.attention", "extract_attention", "bert-base-uncased", "x")[:-1] + " " * handlers.MAX_REQUEST_CHARS + "}"
     assert isinstance(handler_error(handlers.call(over)), BackendRefused)
-    assert isinstance(handler_error(handlers.attention_batch([over])[0][0]), BackendRefused)
+    assert isinstance(handler_error(handlers.attention_batch([over])[0]), BackendRefused)
     assert isinstance(handler_error(handlers.call(request("models.attention", "extract_attention", "bert-base-uncased",
                                                           *["x"] * 13))), BackendRefused)  # too many arguments
     # the HTTP body is bounded too (Gradio's max_body_size), before any JSON is parsed

@@ -157,12 +157,12 @@ def test_model_calls_ask_for_the_gpu_and_the_model_folders_questions_do_not(spac
             return json.dumps({"v": [app_version(), wire.WIRE_VERSION], "module": module, "name": name,
                                "args": wire.encode(args)})
         served_call, served_batch = space.on_gpu(call), space.on_gpu(attention_batch)
-        print(json.loads(served_call(request("models.loader", "catalog_availability", [])))["ok"] is not None)
+        print(json.loads(served_call(request("models.loader", "catalog_availability", []))[0])["ok"] is not None)
         served_call(request("models.interventions", "head_importance", ["nope/../x"]))
         served_call(request("models.objectives", "fill_mask", ["nope/../x", "a [MASK]"]))
         served_batch([request("models.attention", "extract_attention", ["nope/../x", "a"])])
         for hostile in ('{"module": ["x"], "name": {"y": 1}}', "not json", "[1, 2]"):
-            assert "error" in json.loads(served_call(hostile))
+            assert "error" in json.loads(served_call(hostile)[0])
     """)
     env = _env(tmp_path, SPACES_LOG=str(log), BFE_ZEROGPU_SECONDS="15", BFE_ZEROGPU_LONG_SECONDS="90")
     env["PYTHONPATH"] += os.pathsep + str(tmp_path / "fake")

@@ -259,11 +259,34 @@ def test_a_ratio_claim_is_labelled_by_the_one_rule(a, b, floor, reference, label
     assert v.label == label, v.sentence
 
 
+def test_a_score_ratio_is_decided_only_where_the_teacher_beats_its_random_initialisation(lab_env: Path) -> None:
+    """Student and teacher both at chance have a ratio near 1: "keeps 100%" of nothing. The retention claim then
+    cannot tell, and says why (a classroom run of this preset on this CPU did exactly that: teacher 0.12, random init
+    0.13, ratio 1.04)."""
+    from analysis.verdicts.ratios import gain_interval, ratio_verdict
+    from services import ablations
+
+    a, b = [0.69, 0.70, 0.70], [0.70, 0.70, 0.71]
+    assert ratio_verdict(a, b, "ratio", 0.97, 0.97, "s", baseline=[0.30, 0.31, 0.30]).label == "agrees"
+    at_chance = ratio_verdict(a, b, "ratio", 0.97, 0.97, "s", baseline=[0.70, 0.69, 0.72])
+    assert at_chance.label == "cannot tell at this budget" and "random initialisation" in at_chance.sentence
+    gain, low, high = gain_interval([0.5, 0.6, 0.7], [0.4, 0.4, 0.4])
+    assert gain == pytest.approx(0.2) and low < 0.2 < high  # t(2) · 0.1/√3 = 0.248 each side: not above zero
+    assert gain_interval([0.5], [0.4])[1] != gain_interval([0.5], [0.4])[1]  # one seed: no interval (NaN)
+
+    chance = {"teacher": [0.31, 0.30, 0.33], "distilled": [0.32, 0.31, 0.33], "scratch": [0.30, 0.32, 0.31]}
+    _finished_experiment("kdc", chance, chance=0.31)
+    retention = {c["key"]: c for c in ablations.report("kdc")["claims"]}["retention"]
+    assert retention["verdict"]["label"] == "cannot tell at this budget"
+    assert "does not score measurably above its random initialisation" in retention["sentence"]
+
+
 SCORES = {"teacher": [0.70, 0.72, 0.71], "distilled": [0.69, 0.70, 0.70], "scratch": [0.55, 0.56, 0.54]}
 
 
-def _finished_experiment(group: str, scores: dict[str, list[float]] = SCORES) -> None:
-    """A distil experiment whose runs finished with the given downstream scores and (distilled) inference timings."""
+def _finished_experiment(group: str, scores: dict[str, list[float]] = SCORES, chance: float = 0.30) -> None:
+    """A distil experiment whose runs finished with the given downstream scores, each run's random-init control at
+    ``chance + 0.01 × seed``, and (distilled) inference timings."""
     from analysis.results_db import runs
     from services import ablations
     from services.lab.run_queue import submit
@@ -272,7 +295,7 @@ def _finished_experiment(group: str, scores: dict[str, list[float]] = SCORES) ->
     for rid in submit("distil", BASE, group, seeds=3, downstream=suite, start=False):
         run = runs.get_run(rid)
         arm, rep = run["config"]["arm"], run["config"]["replicate"]
-        ev = {"downstream": {"supersense": {"accuracy": scores[arm][rep]}}}
+        ev = {"downstream": {"supersense": {"accuracy": scores[arm][rep], "random_accuracy": chance + 0.01 * rep}}}
         if arm == "distilled":
             ev["inference"] = {"student_seconds": [0.010, 0.011, 0.012], "teacher_seconds": [0.020 + 0.001 * rep] * 3}
         runs.start_run(rid)

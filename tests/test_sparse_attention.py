@@ -279,3 +279,47 @@ def test_lab_page_plans_the_bigbird_preset(lab_env):
     planned = at.dataframe[0].value
     assert len(planned) == 4 and any(r.endswith("-sparse-s1") for r in planned["run"])
     assert "about 12 min" in markdown(at)
+
+
+# ------------------------------------------------------------------------------------------ the verdict's guard
+
+
+def _bigbird_runs(full: list[float], sparse: list[float], unigram: list[float] | None) -> list[dict]:
+    return [{"arm": arm, "replicate": i, "kind": "bert", "id": 10 * k + i,
+             "evaluation": {"held_out_loss": v, **({"unigram_loss": unigram[i]} if unigram else {})}}
+            for k, (arm, values) in enumerate({"sparse": sparse, "full": full}.items()) for i, v in enumerate(values)]
+
+
+def test_sparse_matches_full_is_decided_only_once_full_attention_beats_the_token_counts():
+    """Two models that both predict from token counts alone have equal losses whatever their attention: the classroom
+    run on this CPU had both arms at 7.03 against the counts' 6.81. "Matches" is then no finding: cannot tell."""
+    from services import ablations
+    from services.lab.claims import CLAIMS
+
+    claim = CLAIMS["bigbird"][0]
+    assert claim.context
+
+    def decide(runs):
+        return ablations._arm_claim(claim, "held_out_loss", runs, "complete")
+
+    learnt = decide(_bigbird_runs([5.00, 5.10, 5.05], [5.01, 5.12, 5.05], [6.80, 6.81, 6.79]))
+    assert learnt["verdict"]["label"] == "agrees" and learnt["unigram_loss"] == pytest.approx(6.80)
+    assert "token counts alone score 6.800" in learnt["sentence"]
+    at_counts = decide(_bigbird_runs([7.03, 7.01, 7.04], [7.03, 7.02, 7.04], [6.80, 6.81, 6.79]))
+    assert at_counts["verdict"]["label"] == "cannot tell at this budget"
+    assert at_counts["sentence"].startswith("Cannot tell at this budget: full's loss is not measurably below")
+    unrecorded = decide(_bigbird_runs([5.00, 5.10, 5.05], [5.01, 5.12, 5.05], None))
+    assert unrecorded["verdict"]["label"] == "cannot tell at this budget" and "no unigram reference" in unrecorded["sentence"]
+    # a claim not about context (Lion's) keeps its verdict, with the reference beside it
+    lion = ablations._arm_claim(CLAIMS["lion"][0], "held_out_loss", [
+        {**r, "arm": {"sparse": "lion", "full": "adamw"}[r["arm"]]}
+        for r in _bigbird_runs([7.03, 7.01, 7.04], [7.03, 7.02, 7.04], [6.80, 6.81, 6.79])], "complete")
+    assert lion["verdict"]["label"] == "agrees" and "token counts alone score" in lion["sentence"]
+
+
+def test_unigram_log_probs_count_the_training_tokens_and_give_specials_nothing():
+    from models.pretrain.evaluate import unigram_log_probs
+
+    lp = unigram_log_probs([{"input_ids": [0, 2, 2, 3]}, {"input_ids": [0, 2]}], 5, [0])
+    # counts + 1: token 1 → 1, 2 → 4, 3 → 2, 4 → 1 (0 is special: no mass); total 8
+    assert np.exp(lp[1:]) == pytest.approx([1 / 8, 4 / 8, 2 / 8, 1 / 8]) and lp[0] == -np.inf

@@ -8,8 +8,14 @@ residuals d_s = a_s − R·b_s have mean zero at the true ratio, and Var(R̂) �
 
 Why the delta method and not Fieller's theorem: Fieller's interval is exact for normal means but becomes unbounded
 (or two disjoint rays) when the denominator's mean is not clearly away from zero; here the denominator is a teacher's
-accuracy well above chance or an inference time, many standard errors from zero, where the two intervals agree to
-the first order and the delta method's is always finite. Pairing by seed (a student and the teacher it learned from
+accuracy or an inference time, many standard errors from zero, where the two intervals agree to the first order and
+the delta method's is always finite.
+
+A ratio of scores has a second condition: the teacher must have learnt something. A student and a teacher that both
+score at their random initialisation's level have a ratio near 1 (the share of chance a model at chance keeps), which
+would read as "keeps 100%". Given the denominator's random-init controls (``baseline``), the ratio is decided only
+where the denominator is measurably above them (its paired t interval over seeds wholly above zero); otherwise the
+label is "cannot tell" with that reason. Pairing by seed (a student and the teacher it learned from
 share the seed) is what makes d_s one observation per seed. As with :func:`analysis.verdicts.verdict` without
 per-item scores, the interval covers the seeds' noise on the test items the seeds drew: an interval for those items.
 """
@@ -22,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
-from analysis.verdicts.labels import AGREES, AGREES_ON_DIRECTION, LEVEL, MIN_SEEDS, NO_VERDICT, label_for
+from analysis.verdicts.labels import AGREES, AGREES_ON_DIRECTION, CANNOT_TELL, LEVEL, MIN_SEEDS, NO_VERDICT, label_for
 from analysis.verdicts.trends import TrendVerdict
 from core.errors import InvalidData
 
@@ -50,17 +56,40 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL)
     return ratio, ratio - half, ratio + half
 
 
+def gain_interval(scores: Sequence[float], baseline: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
+    """The mean of ``scores − baseline`` over paired seeds with its t interval (low and high NaN with fewer than 2
+    seeds). Raises InvalidData for unpaired or non-finite values."""
+    d = np.asarray(scores, dtype=float) - np.asarray(baseline, dtype=float) if len(scores) == len(baseline) else None
+    if d is None or d.ndim != 1 or not len(d) or not np.isfinite(d).all():
+        raise InvalidData("A gain needs two equally long lists of finite scores, one pair per seed.")
+    mean = float(d.mean())
+    if len(d) < MIN_SEEDS:
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    return mean, mean - half, mean + half
+
+
 def ratio_verdict(a: Sequence[float], b: Sequence[float], quantity: str, floor: float, reference: float,
-                  source: str) -> TrendVerdict:
+                  source: str, baseline: Sequence[float] | None = None) -> TrendVerdict:
     """A ratio claim decided by the one labelling rule (:func:`label_for`): **agrees** when the interval lies wholly
     above ``floor``, **disagrees** when wholly below, else **cannot tell**. Where the paper's value ``reference``
     differs from the floor (a speed-up: faster at all is the floor, the paper's 1.63× the value) an interval above
-    the floor that leaves the value out **agrees on direction only**. Fewer than 2 seeds: no verdict."""
+    the floor that leaves the value out **agrees on direction only**. ``baseline``: the denominator's random-init
+    control per seed (a score ratio); where ``b`` is not measurably above it, **cannot tell** (the module's
+    docstring). Fewer than 2 seeds: no verdict."""
     estimate, low, high = ratio_interval(a, b)
     if not (math.isfinite(low) and math.isfinite(high)):
         return TrendVerdict(NO_VERDICT, quantity, estimate, low, high, reference, source, False, len(a), METHOD,
                             f"a verdict needs at least {MIN_SEEDS} seeds with both arms measured ({len(a)} had).")
     inside = low <= reference <= high
+    if baseline is not None:
+        gain, gain_low, gain_high = gain_interval(b, baseline)
+        if not gain_low > 0:
+            return TrendVerdict(CANNOT_TELL, quantity, estimate, low, high, reference, source, inside, len(a), METHOD,
+                                f"the denominator does not score measurably above its random initialisation (by "
+                                f"{gain:+.3f}, 95% interval {gain_low:+.3f} to {gain_high:+.3f}): a share of a score "
+                                "at chance says nothing about what was kept; a larger budget per run may tell")
+
     label, reason = label_for(">", 0.0, low - floor, high - floor), ""
     if label == AGREES and reference != floor and not inside:
         label = AGREES_ON_DIRECTION

@@ -107,7 +107,7 @@ def on_gpu(fn):
     if fn is not call:
         return decorated
 
-    def routed(request: str) -> str:
+    def routed(request: str) -> tuple[str, bytes]:
         return fn(request) if _model_free(request) else decorated(request)
 
     return routed

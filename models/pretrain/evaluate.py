@@ -29,14 +29,39 @@ def _on_device(model: Any, batch: dict[str, Any]) -> dict[str, Any]:
     return send_to_device(batch, main_model(model).device)
 
 
-def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str]) -> dict[str, Any]:
-    """Held-out loss (the objective's own, same masking recipe), fill-mask probes, and NSP/SOP accuracy on held-out pairs."""
+def unigram_log_probs(examples: list[dict[str, Any]], vocab_size: int, special_ids: list[int]) -> np.ndarray:
+    """Log-probabilities of each vocabulary entry by its count in the training examples (add-one smoothed; special
+    tokens, never a masked-LM target, get none of the mass): a model that ignores every token around a mask."""
+    ids = np.concatenate([np.asarray(e["input_ids"], dtype=np.int64).reshape(-1) for e in examples]) if examples else \
+        np.zeros(0, np.int64)
+    counts = np.bincount(ids[(ids >= 0) & (ids < vocab_size)], minlength=vocab_size).astype(np.float64) + 1.0
+    counts[[i for i in special_ids if 0 <= i < vocab_size]] = 0.0
+    with np.errstate(divide="ignore"):  # a special token: log 0 = −inf, never a target
+        return np.log(counts / counts.sum())
+
+
+def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str],
+             unigram: np.ndarray | None = None) -> dict[str, Any]:
+    """Held-out loss (the objective's own, same masking recipe), fill-mask probes, and NSP/SOP accuracy on held-out pairs.
+    ``unigram`` (:func:`unigram_log_probs`, masked-LM runs): also ``unigram_loss``, the loss on the same masked tokens
+    of a model that predicts each from the training corpus's token counts alone, the level a model below it has passed
+    by using context."""
     out: dict[str, Any] = {}
     batches = Batches(replace(config, masking="dynamic", batch=min(config.batch, len(held_out))), held_out, tok)
     batches.rng = random.Random(12345)
+    held = [batches.sample() for _ in range(4)]
     with torch.no_grad():
-        losses = [float(loss_of(config, model, _on_device(model, batches.sample()))) for _ in range(4)]
+        losses = [float(loss_of(config, model, _on_device(model, b))) for b in held]
     out["held_out_loss"] = sum(losses) / len(losses)
+    if unigram is not None and config.objective == "mlm":
+        per_batch = []
+        for b in held:
+            labels = b["labels"].reshape(-1).cpu().numpy()
+            targets = labels[labels >= 0]
+            if targets.size:
+                per_batch.append(float(-unigram[targets].mean()))
+        if per_batch:  # averaged as held_out_loss is: per batch, then over the batches
+            out["unigram_loss"] = sum(per_batch) / len(per_batch)
     if config.objective in ("mlm", "mlm+nsp", "mlm+sop"):
         out["perplexity"] = math.exp(min(out["held_out_loss"] if config.objective == "mlm" else _mlm_only(config, model, batches), 50))
         out["probes"] = probes(model, tok)

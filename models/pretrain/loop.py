@@ -19,7 +19,7 @@ from core.errors import InvalidConfig
 from models.pretrain.config import TrainConfig, TrainResult, trained_dir
 from models.pretrain.corpus import read_corpus, tokenizer
 from models.pretrain.data import Batches
-from models.pretrain.evaluate import evaluate, over_training
+from models.pretrain.evaluate import evaluate, over_training, unigram_log_probs
 from models.pretrain.loss import loss_of
 from models.pretrain.model import build_model, main_model, parameter_count
 from models.pretrain.phases import update_plan
@@ -129,7 +129,8 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     for m in bare:
         m.eval()
     if accelerator.is_main_process:
-        result.evaluation = evaluate(config, bare if len(bare) > 1 else bare[0], tok, held_out)
+        unigram = unigram_log_probs(batches.examples, len(tok), tok.all_special_ids) if config.objective == "mlm" else None
+        result.evaluation = evaluate(config, bare if len(bare) > 1 else bare[0], tok, held_out, unigram)
         # What the optimizer presets compare beside the loss: the updates made, the optimizer's state measured.
         result.evaluation["parameter_updates"] = updates
         result.evaluation["optimizer_state_bytes"] = optimizer_state_bytes(optimizer)

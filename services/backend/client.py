@@ -3,6 +3,7 @@
 :class:`Backend` holds one pooled ``httpx.Client`` (made on first use, remade after the backend went away), reads the
 backend's ``info`` first and refuses one of another version, then sends each call as JSON text
 (:mod:`services.backend.wire`) to ``attention`` (batched with other callers' requests on the backend) or ``call``.
+An answer is its JSON text and, when it holds large arrays, a file of their raw ``.npy`` bytes, downloaded at once.
 
 Faults, each a :class:`~core.errors.BackendError` with a message the page shows:
 
@@ -94,6 +95,7 @@ class Backend:
         self._info: tuple[float, BackendInfo] | None = None
         self.sent_chars = 0  # what went over the network, both ways (the benches report it per call)
         self.received_chars = 0
+        self.received_blob_bytes = 0  # of which: answers' array files
 
     # connection
     def _connect(self) -> Any:
@@ -125,12 +127,13 @@ class Backend:
         return BackendUnavailable(f"The model backend at {self.url} answered {status}.",
                                   "It may be starting or restarting: rerun the page in a few seconds.")
 
-    def _submit(self, api_name: str, payload: tuple[Any, ...], timeout: float) -> str:
+    def _submit(self, api_name: str, payload: tuple[Any, ...], timeout: float) -> tuple[str, bytes]:
         """One job through Gradio's queue, by its documented HTTP API: ``POST /gradio_api/call/<api>`` puts the job in
         the queue (where the ``attention`` endpoint batches it with others), ``GET /gradio_api/call/<api>/<event>``
-        streams its result as server-sent events. Why not ``gradio_client``: it moved each answer about 0.4 s slower
-        (a 6 MB attention result at 128 tokens: 0.55 s a call against 0.17 s by plain HTTP, ``bench/backend.py``).
-        Connection failures forget the pooled client (the next call reconnects)."""
+        streams its result as server-sent events; a file output is then read from ``GET /gradio_api/file=<path>``.
+        Why not ``gradio_client``: it moved each answer about 0.4 s slower (a 6 MB attention result at 128 tokens: 0.55 s
+        a call against 0.17 s by plain HTTP, ``bench/backend.py``). Returns the text output and the file's bytes
+        (empty without one). Connection failures forget the pooled client (the next call reconnects)."""
         import httpx
 
         client = self._connect()
@@ -144,7 +147,8 @@ class Backend:
             if not isinstance(event, str) or not event.isalnum():
                 raise BackendMismatch("The model backend's queue answered in a form this front end does not read.",
                                       "Run the same version of the app on both.")
-            answer = self._stream(client, f"/gradio_api/call/{api}/{event}", deadline, timeout)
+            answer, blob_path = self._stream(client, f"/gradio_api/call/{api}/{event}", deadline, timeout)
+            blob = self._download(client, blob_path, deadline) if blob_path else b""
         except (TimeoutError, httpx.ReadTimeout) as err:
             if isinstance(err, httpx.ReadTimeout) and time.monotonic() < deadline - 0.05:  # silent, not slow: gone
                 self._forget()
@@ -160,11 +164,20 @@ class Backend:
             self._forget()
             raise BackendUnavailable(f"The model backend at {self.url} stopped answering: the connection ended "
                                      f"({type(err).__name__}).", "It may be restarting: rerun the page in a few seconds.") from None
-        self.received_chars += len(answer)
-        return answer
+        self.received_chars += len(answer) + len(blob)
+        self.received_blob_bytes += len(blob)
+        return answer, blob
 
-    def _stream(self, client: Any, path: str, deadline: float, timeout: float) -> str:
-        """The ``complete`` event's text answer from a job's event stream; TimeoutError past ``deadline``."""
+    def _download(self, client: Any, path: str, deadline: float) -> bytes:
+        """The answer's array file (a path the backend named in its answer), read whole."""
+        r = client.get(f"/gradio_api/file={path}", timeout=max(0.001, min(READ_TIMEOUT_S, deadline - time.monotonic())))
+        if r.status_code != 200:
+            raise self._status_error(r.status_code)
+        return r.content
+
+    def _stream(self, client: Any, path: str, deadline: float, timeout: float) -> tuple[str, str]:
+        """The ``complete`` event's text answer from a job's event stream, and the path of its array file ("" without
+        one); TimeoutError past ``deadline``."""
         event = ""
         with client.stream("GET", path, timeout=max(0.001, min(READ_TIMEOUT_S, timeout))) as r:
             if r.status_code != 200:
@@ -182,7 +195,7 @@ class Backend:
                     if not (isinstance(data, list) and data and isinstance(data[0], str)):
                         raise BackendMismatch("The model backend answered in a form this front end does not read.",
                                               "Run the same version of the app on both.")
-                    return data[0]
+                    return data[0], _blob_path(data[1] if len(data) > 1 else None)
         raise BackendUnavailable(f"The model backend at {self.url} stopped answering: the request ended without an "
                                  "answer.", "It may be restarting: rerun the page in a few seconds.")
 
@@ -192,7 +205,7 @@ class Backend:
         cached = self._info
         if cached is not None and not fresh and time.monotonic() - cached[0] < INFO_TTL_S:
             return cached[1]
-        raw = self._submit("/info", (), CONNECT_TIMEOUT_S)
+        raw, _ = self._submit("/info", (), CONNECT_TIMEOUT_S)
         try:
             data = json.loads(raw)
             got = BackendInfo(url=self.url, **{k: data[k] for k in BackendInfo.__dataclass_fields__ if k != "url" and k in data})
@@ -232,7 +245,7 @@ class Backend:
             batched = sum(len(a) for a in args[1:3] if isinstance(a, str)) <= BATCH_MAX_CHARS
         api = "/attention" if batched and where == ("models.attention", "extract_attention") else "/call"
         self.sent_chars += len(text)
-        answer = self._submit(api, (text,), self.timeouts.get(where[1], DEFAULT_TIMEOUT_S))
+        answer, blob = self._submit(api, (text,), self.timeouts.get(where[1], DEFAULT_TIMEOUT_S))
         try:
             envelope = json.loads(answer)
         except ValueError:
@@ -241,7 +254,19 @@ class Backend:
             from services.routing import unpack_error
 
             raise unpack_error(tuple(wire.decode(envelope["error"]))) from None
-        return wire.decode(envelope.get("ok"))
+        return wire.decode(envelope.get("ok"), blob)
+
+
+def _blob_path(output: Any) -> str:
+    """The server path of an answer's array file from Gradio's file output (``{"path": ..., "url": ...}``; None: no
+    file), or ""; BackendMismatch for anything else. Only the path is used: the file is fetched from this backend."""
+    if output is None:
+        return ""
+    path = output.get("path") if isinstance(output, dict) else None
+    if not (isinstance(path, str) and path.endswith(".npyblob") and ".." not in path and len(path) < 1000):
+        raise BackendMismatch("The model backend answered in a form this front end does not read.",
+                              "Run the same version of the app on both.")
+    return path
 
 
 _default: Backend | None = None

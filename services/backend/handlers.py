@@ -11,7 +11,9 @@ Three endpoints, all through Gradio's queue (``/gradio_api/...``):
 
 - ``call``: one model function of the allow-list (:data:`services.routing.ROUTED`, the model process's: read-only
   functions of model ids and plain values). A request is JSON text (:mod:`services.backend.wire`, never pickle):
-  ``{"v": [app version, wire version], "module": ..., "name": ..., "args": [...]}``.
+  ``{"v": [app version, wire version], "module": ..., "name": ..., "args": [...]}``. An answer (:data:`Answer`) is
+  JSON text and the raw ``.npy`` bytes of its large arrays (:func:`services.backend.wire.dumps_split`), which the
+  server hands out as a file.
 - ``attention``: ``models.attention.extract_attention`` requests, batched: what waits in the queue when the model is
   free (up to :data:`MAX_BATCH`) goes through :func:`models.attention.extract_attention_batch`, one padded forward
   pass per model and bounded batch of tokens and memory. A class's sentences cost a few passes, not one each.
@@ -80,17 +82,23 @@ def _function(request: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return getattr(importlib.import_module(module), name), tuple(args)
 
 
-def _answer(value: Any) -> str:
-    return json.dumps({"ok": wire.encode(value)}, separators=(",", ":"), allow_nan=False)
+#: What a handler answers: JSON text (``{"ok": ...}`` or ``{"error": ...}``) and the blob its array references point
+#: into (empty when none: an error, a result without large arrays).
+Answer = tuple[str, bytes]
 
 
-def _failure(err: BaseException) -> str:
+def _answer(value: Any) -> Answer:
+    blob = bytearray()
+    return json.dumps({"ok": wire.encode(value, blob=blob)}, separators=(",", ":"), allow_nan=False), bytes(blob)
+
+
+def _failure(err: BaseException) -> Answer:
     if not isinstance(err, ExplorerError):
         log.exception("backend: a call failed")
     module, name, args, attrs, text = pack_error(err)
     # only the attributes that travel (a list of paths would raise TypeError here, outside any handler's try)
     attrs = {k: v for k, v in attrs.items() if _sendable(v)}
-    return json.dumps({"error": wire.encode([module, name, args, attrs, text])}, separators=(",", ":"), allow_nan=False)
+    return json.dumps({"error": wire.encode([module, name, args, attrs, text])}, separators=(",", ":"), allow_nan=False), b""
 
 
 def _sendable(value: Any) -> bool:
@@ -114,16 +122,16 @@ def _parse(text: Any) -> Any:
     return raw  # its arguments are decoded by _function, once the versions and the function are checked
 
 
-def call(text: str) -> str:
-    """Serve one request (the ``call`` endpoint): JSON text in, JSON text out (``{"ok": ...}`` or ``{"error": ...}``)."""
+def call(text: str) -> Answer:
+    """Serve one request (the ``call`` endpoint): JSON text in, an :data:`Answer` out."""
     try:
         return _run(*_function(_parse(text)))
     except BaseException as err:  # carried back to the caller as itself; never ends the server
         return _failure(err)
 
 
-def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
-    """A checked call, counted, its answer as JSON text (errors: :func:`_failure`)."""
+def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Answer:
+    """A checked call, counted, its :data:`Answer` (errors: :func:`_failure`)."""
     try:
         with _stats_lock:
             _calls[fn.__name__] += 1
@@ -132,12 +140,12 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
         return _failure(err)
 
 
-def attention_batch(texts: list[str]) -> list[list[str]]:
+def attention_batch(texts: list[str]) -> list[Answer]:
     """Serve the requests waiting on the ``attention`` endpoint together: one padded pass per model and bounded batch
     (:func:`models.attention.extract_attention_batch`). Any other call in the batch runs alone, as by :func:`call`."""
     from models.attention import extract_attention, extract_attention_batch
 
-    answers: list[str | None] = [None] * len(texts)
+    answers: list[Answer | None] = [None] * len(texts)
     groups: dict[str, list[tuple[int, tuple[str, str | None, int | None]]]] = {}
     for i, text in enumerate(texts):
         try:
@@ -162,7 +170,7 @@ def attention_batch(texts: list[str]) -> list[list[str]]:
             results = [err] * len(items)
         for (i, _), result in zip(items, results, strict=True):
             answers[i] = _failure(result) if isinstance(result, BaseException) else _answer(result)
-    return [[a if a is not None else _failure(BackendRefused("Not served.")) for a in answers]]
+    return [a if a is not None else _failure(BackendRefused("Not served.")) for a in answers]
 
 
 def info() -> str:

@@ -10,8 +10,14 @@ its upper 16 bits (``$bf``): the same values exactly, in half the bytes.
 
 Why ``.npy`` and not safetensors: a result holds arrays of many dtypes beside strings and nested records, one at a
 time; ``.npy`` is numpy's own self-describing format, one array per blob, with no code in it (numpy reads it with
-``allow_pickle=False``). Arrays go as base64 inside the JSON text (a third larger than the bytes): one message per
-call through Gradio's queue, no second download. The sizes per call are in ``bench/backend.py``'s output.
+``allow_pickle=False``).
+
+Where the arrays go: small ones as base64 inside the JSON text (``{"$nd": "<base64>"}``). Given a ``blob``
+(:func:`dumps_split`, what the backend answers with), an array of :data:`BLOB_MIN_BYTES` or more goes as raw ``.npy``
+bytes appended to it, the text holding its place (``{"$nd": [offset, length]}``); the backend serves the blob as a
+file of its answer, which the front end downloads as it is. Base64 in JSON cost a 128-token attention call about
+0.16 s more than the local model process (encoding, escaping into Gradio's event stream, parsing and decoding 8 MB of
+text: ``bench/results/backend-pages-cpu.txt``); raw bytes are copied, not parsed.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ import numpy as np
 from core.errors import BackendMismatch, BackendRefused
 
 #: Bumped whenever the encoding changes; a front end and a backend that disagree refuse to talk (a clear message).
-WIRE_VERSION = 1
+WIRE_VERSION = 2
+#: Arrays at least this large go into the blob when there is one (smaller ones are cheaper inline than as a reference).
+BLOB_MIN_BYTES = 64 * 1024
 #: Packages whose dataclasses and enums a message may name (the model functions' results live there).
 RESULT_PACKAGES = ("models.", "analysis.")
 #: The deepest nesting a message may have (a result is a handful of levels deep).
@@ -63,19 +71,25 @@ def _result_class(name: Any) -> type:
     return obj
 
 
-def _array_bytes(a: np.ndarray) -> str:
+def _array_bytes(a: np.ndarray, blob: bytearray | None) -> str | list[int]:
+    """``a`` as ``.npy`` bytes: base64 text, or appended to ``blob`` (when given and ``a`` is large) as [offset, length]."""
     buf = io.BytesIO()
     # as it is (np.save writes any layout; ascontiguousarray would make a 0-d array 1-d); an object array raises ValueError
     np.save(buf, a, allow_pickle=False)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    data = buf.getbuffer()
+    if blob is not None and len(data) >= BLOB_MIN_BYTES:
+        blob += data
+        return [len(blob) - len(data), len(data)]
+    return base64.b64encode(data).decode("ascii")
 
 
-def encode(value: Any, depth: int = 0) -> Any:
-    """``value`` as plain JSON values (see the module's docstring). Raises TypeError for what cannot travel."""
+def encode(value: Any, depth: int = 0, blob: bytearray | None = None) -> Any:
+    """``value`` as plain JSON values (see the module's docstring), its large arrays appended to ``blob`` when one is
+    given. Raises TypeError for what cannot travel."""
     if depth > MAX_DEPTH:
         raise TypeError("The value is nested too deeply to send.")
     if isinstance(value, enum.Enum):  # before str and int: a StrEnum or IntEnum is one, and would lose its class
-        return {"$e": _name(type(value)), "v": encode(value.value, depth + 1)}
+        return {"$e": _name(type(value)), "v": encode(value.value, depth + 1, blob)}
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int):
@@ -83,64 +97,72 @@ def encode(value: Any, depth: int = 0) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$f": repr(value)}
     if isinstance(value, np.generic):
-        return encode(value.item(), depth + 1)
+        return encode(value.item(), depth + 1, blob)
     if isinstance(value, np.ndarray):
         if value.dtype.hasobject:  # item by item, with its shape (tolist() would nest a 2-D array into lists)
-            return {"$l": [encode(v, depth + 1) for v in value.reshape(-1)], "shape": list(value.shape)}
+            return {"$l": [encode(v, depth + 1, blob) for v in value.reshape(-1)], "shape": list(value.shape)}
         if value.dtype == np.float32 and value.size >= 1024:
             bits = np.ascontiguousarray(value).view(np.uint32)
             if not np.any(bits & 0xFFFF):  # bfloat16 values (a GPU's): their upper halves hold them exactly
-                return {"$bf": _array_bytes((bits >> 16).astype(np.uint16))}
-        return {"$nd": _array_bytes(value)}
+                return {"$bf": _array_bytes((bits >> 16).astype(np.uint16), blob)}
+        return {"$nd": _array_bytes(value, blob)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {"$dc": _name(type(value)),
-                "f": {f.name: encode(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}}
+                "f": {f.name: encode(getattr(value, f.name), depth + 1, blob) for f in dataclasses.fields(value)}}
     if isinstance(value, tuple):
-        return {"$t": [encode(v, depth + 1) for v in value]}
+        return {"$t": [encode(v, depth + 1, blob) for v in value]}
     if isinstance(value, list):
-        return [encode(v, depth + 1) for v in value]
+        return [encode(v, depth + 1, blob) for v in value]
     if isinstance(value, dict):
-        return {"$d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+        return {"$d": [[encode(k, depth + 1, blob), encode(v, depth + 1, blob)] for k, v in value.items()]}
     if isinstance(value, set | frozenset):
-        return {"$s": [encode(v, depth + 1) for v in value], "frozen": isinstance(value, frozenset)}
+        return {"$s": [encode(v, depth + 1, blob) for v in value], "frozen": isinstance(value, frozenset)}
     if type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas"):
-        return {"$df": {"columns": [encode(c, depth + 1) for c in value.columns],
-                        "data": [encode(value[c].to_numpy(), depth + 1) for c in value.columns],
-                        "index": encode(value.index.to_numpy(), depth + 1)}}
+        return {"$df": {"columns": [encode(c, depth + 1, blob) for c in value.columns],
+                        "data": [encode(value[c].to_numpy(), depth + 1, blob) for c in value.columns],
+                        "index": encode(value.index.to_numpy(), depth + 1, blob)}}
     raise TypeError(f"A {type(value).__name__} cannot be sent to or from the model backend.")
 
 
-def decode(obj: Any) -> Any:
-    """The value :func:`encode` made ``obj`` from. Raises BackendRefused for a message it did not make (also one whose
-    markers hold the wrong kind of value: ``{"$d": 5}``, an unhashable key, a record missing fields)."""
+def decode(obj: Any, blob: bytes | None = None) -> Any:
+    """The value :func:`encode` made ``obj`` (and ``blob``) from. Raises BackendRefused for a message it did not make
+    (also one whose markers hold the wrong kind of value: ``{"$d": 5}``, an unhashable key, a record missing fields, a
+    reference outside the blob)."""
     try:
-        return _decode(obj, 0)
+        return _decode(obj, 0, memoryview(blob or b""))
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as err:
         raise BackendRefused(f"A message held something this app does not send ({type(err).__name__}).") from None
 
 
-def _decode(obj: Any, depth: int) -> Any:
+def _decode(obj: Any, depth: int, blob: memoryview) -> Any:
     if depth > MAX_DEPTH:
         raise BackendRefused("A message is nested too deeply.")
     if obj is None or isinstance(obj, bool | int | float | str):
         return obj
     if isinstance(obj, list):
-        return [_decode(v, depth + 1) for v in obj]
+        return [_decode(v, depth + 1, blob) for v in obj]
     if not isinstance(obj, dict) or len(obj) > 2:
         raise BackendRefused("A message held something this app does not send.")
     if "$nd" in obj:
+        data = obj["$nd"]
+        if isinstance(data, list):  # [offset, length] in the blob
+            if not (len(data) == 2 and all(type(n) is int and n >= 0 for n in data) and data[0] + data[1] <= len(blob)):
+                raise BackendRefused("A message pointed outside its arrays.")
+            data = blob[data[0]:data[0] + data[1]]
+        else:
+            data = base64.b64decode(data, validate=True)
         try:
-            a = np.load(io.BytesIO(base64.b64decode(obj["$nd"], validate=True)), allow_pickle=False)
+            a = np.load(io.BytesIO(data), allow_pickle=False)
         except (ValueError, TypeError, OSError, MemoryError) as err:  # MemoryError: a header claiming terabytes
             raise BackendRefused(f"A message held an array that does not read: {str(err)[:120]}") from None
         return a
     if "$bf" in obj:
-        halves = _decode({"$nd": obj["$bf"]}, depth + 1)
+        halves = _decode({"$nd": obj["$bf"]}, depth + 1, blob)
         if halves.dtype != np.uint16:
             raise BackendRefused("A message held bfloat16 values that are not.")
         return (halves.astype(np.uint32) << 16).view(np.float32)
     if "$l" in obj:
-        items = [_decode(v, depth + 1) for v in obj["$l"]]
+        items = [_decode(v, depth + 1, blob) for v in obj["$l"]]
         out = np.empty(len(items), dtype=object)
         for i, item in enumerate(items):  # one by one: a slice assignment would spread list items over the array
             out[i] = item
@@ -149,18 +171,18 @@ def _decode(obj: Any, depth: int) -> Any:
             raise BackendRefused("A message held an array of no shape.")
         return out.reshape(shape)
     if "$t" in obj:
-        return tuple(_decode(v, depth + 1) for v in obj["$t"])
+        return tuple(_decode(v, depth + 1, blob) for v in obj["$t"])
     if "$d" in obj:
-        return {_key(_decode(k, depth + 1)): _decode(v, depth + 1) for k, v in obj["$d"]}
+        return {_key(_decode(k, depth + 1, blob)): _decode(v, depth + 1, blob) for k, v in obj["$d"]}
     if "$s" in obj:
-        items = [_key(_decode(v, depth + 1)) for v in obj["$s"]]
+        items = [_key(_decode(v, depth + 1, blob)) for v in obj["$s"]]
         return frozenset(items) if obj.get("frozen") else set(items)
     if "$f" in obj:
         if obj["$f"] not in ("nan", "inf", "-inf"):
             raise BackendRefused("A message held a number that is not one.")
         return float(obj["$f"])
     if "$e" in obj:
-        return _result_class(obj["$e"])(_decode(obj.get("v"), depth + 1))
+        return _result_class(obj["$e"])(_decode(obj.get("v"), depth + 1, blob))
     if "$dc" in obj:
         cls = _result_class(obj["$dc"])
         fields = obj.get("f")
@@ -170,14 +192,14 @@ def _decode(obj: Any, depth: int) -> Any:
         if not set(fields) <= known:
             raise BackendMismatch(f"{obj['$dc'][:80]} has other fields here.", "The front end and the backend run "
                                   "different versions of the app: update one so both match.")
-        return cls(**{k: _decode(v, depth + 1) for k, v in fields.items()})
+        return cls(**{k: _decode(v, depth + 1, blob) for k, v in fields.items()})
     if "$df" in obj:
         import pandas as pd
 
         frame = obj["$df"]
-        columns = [_decode(c, depth + 1) for c in frame["columns"]]
-        data = [_decode(c, depth + 1) for c in frame["data"]]
-        return pd.DataFrame(dict(zip(columns, data, strict=True)), index=_decode(frame["index"], depth + 1))
+        columns = [_decode(c, depth + 1, blob) for c in frame["columns"]]
+        data = [_decode(c, depth + 1, blob) for c in frame["data"]]
+        return pd.DataFrame(dict(zip(columns, data, strict=True)), index=_decode(frame["index"], depth + 1, blob))
     raise BackendRefused("A message held something this app does not send.")
 
 
@@ -193,6 +215,12 @@ def _key(value: Any) -> Any:
 def dumps(value: Any) -> str:
     """``value`` as JSON text (:func:`encode`)."""
     return json.dumps(encode(value), separators=(",", ":"), allow_nan=False)
+
+
+def dumps_split(value: Any) -> tuple[str, bytes]:
+    """``value`` as JSON text and a blob of its large arrays' ``.npy`` bytes (empty when it has none)."""
+    blob = bytearray()
+    return json.dumps(encode(value, blob=blob), separators=(",", ":"), allow_nan=False), bytes(blob)
 
 
 def loads(text: Any, max_chars: int | None = None) -> Any:

@@ -32,6 +32,9 @@ class Claim:
     b: str = ""
     op: str = ">"
     margin: float = 0.0
+    #: The claim is about a part that acts through context (attention): a held-out-loss verdict is decided only where
+    #: arm ``b`` predicts better than the corpus's token counts (services.ablations._unigram_reference).
+    context: bool = False
 
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {
@@ -86,7 +89,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
         Claim("sparse", "held_out_loss", "Sparse attention (random + window + global) matches full attention's masked-LM "
               "loss at a fraction of the attention cost.",
               "Zaheer et al. 2020, BigBird, Table 1 (building blocks at 512 tokens) and Figure 1 (the pattern)",
-              "sparse", "full", ">=", 0.05),
+              "sparse", "full", ">=", 0.05, context=True),
     ),
     "distil": (
         Claim("retention", "retention", "The distilled student keeps 97% of its teacher's downstream score (GLUE macro "
