@@ -325,34 +325,36 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
 
 
 def _unigram_reference(out: dict[str, Any], claim: Claim, finished: list[dict[str, Any]]) -> None:
-    """Beside a held-out-loss verdict, the loss of the corpus's token counts on the same masked tokens (each run's
-    ``unigram_loss``): an arm above it has not yet learnt which tokens are frequent. For a claim about a part that
-    acts through context (``Claim.context``: attention), the verdict is decided only where the reference arm ``b`` is
-    measurably below it over seeds (:func:`analysis.verdicts.ratios.gain_interval`): two models that both predict
-    from token counts alone have the same loss whatever their attention, and "matches" would say nothing. Passing it is
-    necessary, not sufficient: 10% of the masked positions keep their token (BERT's 80/10/10), which a model can copy
-    without attending anywhere."""
+    """Beside a held-out-loss verdict, what the reference arm ``b`` scores at the held-out positions whose input is
+    [MASK] (each run's ``mask_loss``) against the corpus's token counts there (``unigram_loss``,
+    :func:`models.pretrain.evaluate.evaluate`): only context tells the word at a [MASK], so an arm that is not below
+    the counts there has not yet learnt to use it. For a claim about a part that acts through context
+    (``Claim.context``: attention), the verdict is decided only where ``b`` is measurably below them over seeds
+    (:func:`analysis.verdicts.ratios.gain_interval`): two models that both predict from token counts alone have the
+    same loss whatever their attention, and "matches" would say nothing."""
     from analysis.verdicts.labels import CANNOT_TELL
     from analysis.verdicts.ratios import gain_interval
 
-    loss = {r["replicate"]: (r["evaluation"] or {}).get("held_out_loss") for r in finished if r["arm"] == claim.b}
-    uni = {r["replicate"]: (r["evaluation"] or {}).get("unigram_loss") for r in finished if r["arm"] == claim.b}
-    seeds = sorted(k for k in loss if isinstance(loss[k], int | float) and isinstance(uni.get(k), int | float))
+    evs = {r["replicate"]: r["evaluation"] or {} for r in finished if r["arm"] == claim.b}
+    seeds = sorted(k for k, e in evs.items() if isinstance(e.get("mask_loss"), int | float)
+                   and isinstance(e.get("unigram_loss"), int | float))
+    model, counts = [evs[k]["mask_loss"] for k in seeds], [evs[k]["unigram_loss"] for k in seeds]
     if seeds:
-        out["unigram_loss"] = sum(uni[k] for k in seeds) / len(seeds)
-        out["sentence"] += (f". The corpus's token counts alone score {out['unigram_loss']:.3f} on the same masked tokens "
-                            f"(an arm above that has not yet learnt which tokens are frequent)")
+        out["context_reference"] = {"arm": claim.b, "mask_loss": sum(model) / len(seeds),
+                                    "unigram_loss": sum(counts) / len(seeds)}
+        out["sentence"] += (f". At the [MASK] inputs, where only context tells the word, {claim.b} scores "
+                            f"{sum(model) / len(seeds):.3f} and the corpus's token counts {sum(counts) / len(seeds):.3f}")
     if not getattr(claim, "context", False) or not out.get("verdict"):
         return
     why = ""
-    if len(seeds) < len(loss) or not seeds:
-        why = f"{claim.b}'s runs measured no unigram reference (trained before it was recorded)"
+    if not seeds or len(seeds) < len(evs):
+        why = f"{claim.b}'s runs measured no loss at the [MASK] inputs against the token counts (trained before it was recorded)"
     else:
-        gain, low, high = gain_interval([uni[k] for k in seeds], [loss[k] for k in seeds])
+        gain, low, high = gain_interval(counts, model)
         if not low > 0:
-            why = (f"{claim.b}'s loss is not measurably below the corpus's token counts (by {gain:+.3f}, 95% interval "
-                   f"{low:+.3f} to {high:+.3f}): neither arm predicts from context yet, so their attention cannot differ; "
-                   "a larger budget per run may tell")
+            why = (f"at the [MASK] inputs {claim.b} is not measurably below the corpus's token counts (by {gain:+.3f}, "
+                   f"95% interval {low:+.3f} to {high:+.3f}): neither arm predicts from context yet, so their attention "
+                   "cannot differ; a larger budget per run may tell")
     if why:
         out["verdict"].update(label=CANNOT_TELL, reason=why)
         out["sentence"] = f"Cannot tell at this budget: {why}. Measured: {out['sentence']}"

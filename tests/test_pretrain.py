@@ -25,10 +25,11 @@ def test_every_objective_learns(objective: str) -> None:
     assert len(r.curve) == TINY.steps and not r.stopped
     assert last < 0.95 * first, (first, last)
     assert math.isfinite(r.evaluation["held_out_loss"]) and r.tokens > 0 and r.parameters > 0
-    # masked-LM runs measure the corpus's token counts on the same masked tokens (a uniform guess would be ln 8000)
-    assert ("unigram_loss" in r.evaluation) == (objective == "mlm")
+    # masked-LM runs score the [MASK] inputs, and the corpus's token counts there (a uniform guess: ln 8000)
+    assert ("unigram_loss" in r.evaluation) == ("mask_loss" in r.evaluation) == (objective == "mlm")
     if objective == "mlm":
         assert 3.0 < r.evaluation["unigram_loss"] < math.log(len(tokenizer()))
+        assert math.isfinite(r.evaluation["mask_loss"]) and r.evaluation["mask_loss"] != r.evaluation["held_out_loss"]
 
 
 def test_the_same_seed_gives_the_same_curve() -> None:

@@ -43,9 +43,10 @@ def unigram_log_probs(examples: list[dict[str, Any]], vocab_size: int, special_i
 def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str],
              unigram: np.ndarray | None = None) -> dict[str, Any]:
     """Held-out loss (the objective's own, same masking recipe), fill-mask probes, and NSP/SOP accuracy on held-out pairs.
-    ``unigram`` (:func:`unigram_log_probs`, masked-LM runs): also ``unigram_loss``, the loss on the same masked tokens
-    of a model that predicts each from the training corpus's token counts alone, the level a model below it has passed
-    by using context."""
+    ``unigram`` (:func:`unigram_log_probs`, masked-LM runs): also, on the held-out positions whose input is [MASK]
+    (BERT's 80%: the 10% left as they are could be copied, the 10% replaced hint at nothing), ``mask_loss``, the model's
+    loss there, and ``unigram_loss``, the loss there of predicting each word from the training corpus's token counts
+    alone. Only context tells the word at a [MASK]: a model below the counts there uses it."""
     out: dict[str, Any] = {}
     batches = Batches(replace(config, masking="dynamic", batch=min(config.batch, len(held_out))), held_out, tok)
     batches.rng = random.Random(12345)
@@ -54,14 +55,18 @@ def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str],
         losses = [float(loss_of(config, model, _on_device(model, b))) for b in held]
     out["held_out_loss"] = sum(losses) / len(losses)
     if unigram is not None and config.objective == "mlm":
-        per_batch = []
+        model_loss, counts_loss = [], []
         for b in held:
-            labels = b["labels"].reshape(-1).cpu().numpy()
-            targets = labels[labels >= 0]
-            if targets.size:
-                per_batch.append(float(-unigram[targets].mean()))
-        if per_batch:  # averaged as held_out_loss is: per batch, then over the batches
-            out["unigram_loss"] = sum(per_batch) / len(per_batch)
+            at_mask = (b["labels"] != -100) & (b["input_ids"] == tok.mask_token_id)
+            if not bool(at_mask.any()):
+                continue
+            with torch.no_grad():  # the objective's own loss, its targets cut to the [MASK] inputs
+                model_loss.append(float(loss_of(config, model, _on_device(model, {**b, "labels": b["labels"].masked_fill(
+                    ~at_mask, -100)}))))
+            counts_loss.append(float(-unigram[b["labels"][at_mask].cpu().numpy()].mean()))
+        if model_loss:  # averaged as held_out_loss is: per batch, then over the batches
+            out["mask_loss"] = sum(model_loss) / len(model_loss)
+            out["unigram_loss"] = sum(counts_loss) / len(counts_loss)
     if config.objective in ("mlm", "mlm+nsp", "mlm+sop"):
         out["perplexity"] = math.exp(min(out["held_out_loss"] if config.objective == "mlm" else _mlm_only(config, model, batches), 50))
         out["probes"] = probes(model, tok)

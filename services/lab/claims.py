@@ -33,7 +33,8 @@ class Claim:
     op: str = ">"
     margin: float = 0.0
     #: The claim is about a part that acts through context (attention): a held-out-loss verdict is decided only where
-    #: arm ``b`` predicts better than the corpus's token counts (services.ablations._unigram_reference).
+    #: arm ``b`` predicts the words at [MASK] inputs better than the corpus's token counts
+    #: (services.ablations._unigram_reference).
     context: bool = False
 
 
