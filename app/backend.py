@@ -5,7 +5,7 @@ module is the Gradio server around the handlers of :mod:`services.backend.handle
 endpoints (``call``, ``attention`` batched, ``info``), the token check, and the command line. A model call's answer
 is two outputs: its JSON text and a file with its large arrays' raw ``.npy`` bytes (Gradio's own file output: the
 front end downloads it from ``/gradio_api/file=``, behind the same token), written into Gradio's cache folder, where
-Gradio serves it without copying; files older than :data:`BLOB_TTL_S` are removed as new ones are written.
+Gradio serves it without copying; Gradio's ``delete_cache`` removes files older than :data:`BLOB_TTL_S`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -62,25 +61,19 @@ class TokenCheck:
 
 
 #: Seconds an answer's array file is kept for its caller to download (a caller fetches it at once; a page that
-#: stopped waiting never does).
-BLOB_TTL_S = 300.0
+#: stopped waiting never does), and how often Gradio's ``delete_cache`` looks for older ones.
+BLOB_TTL_S, BLOB_SWEEP_S = 300, 60
 BLOB_FOLDER = "bfe-answers"
 
 
-def blob_file(cache: str | Path, blob: bytes, now: float | None = None) -> str | None:
-    """``blob`` written as a new file in ``cache``/:data:`BLOB_FOLDER` (None when it is empty); removes the folder's
-    files older than :data:`BLOB_TTL_S` first, so the folder holds at most what a few minutes of answers wrote."""
+def blob_file(cache: str | Path, blob: bytes) -> str | None:
+    """``blob`` written as a new file in ``cache``/:data:`BLOB_FOLDER` (None when it is empty). In Gradio's cache
+    folder Gradio serves it without a copy, and its ``delete_cache`` removes it after :data:`BLOB_TTL_S` (and forgets
+    it: a file removed behind Gradio's back would stay in its list of files to delete)."""
     if not blob:
         return None
     folder = Path(cache) / BLOB_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    cutoff = (time.time() if now is None else now) - BLOB_TTL_S
-    for old in folder.iterdir():
-        try:
-            if old.stat().st_mtime < cutoff:
-                old.unlink()
-        except OSError:  # removed by another request meanwhile
-            pass
     path = folder / f"{uuid.uuid4().hex}.npyblob"
     path.write_bytes(blob)
     return str(path)
@@ -113,7 +106,8 @@ def build(gpu: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
         """Versions, device, model cache and batch sizes (JSON text)."""
         return info()
 
-    with gr.Blocks(title="BERT Family Explorer: model backend", analytics_enabled=False) as demo:
+    with gr.Blocks(title="BERT Family Explorer: model backend", analytics_enabled=False,
+                   delete_cache=(BLOB_SWEEP_S, BLOB_TTL_S)) as demo:
         gr.Markdown("# BERT Family Explorer: model backend\nServes the Streamlit app's model calls (`BFE_BACKEND`). "
                     "It has no pages of its own; see docs/deploy.md.")
         # Events on hidden components, not gr.api: a file output needs a component (and batching an event).

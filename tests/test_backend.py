@@ -307,14 +307,13 @@ def test_large_arrays_travel_as_raw_bytes_beside_the_text_and_hostile_references
     with pytest.raises(BackendRefused):  # a reference in a message without a blob
         wire.decode(json.loads(text))
 
-    from app.backend import BLOB_FOLDER, BLOB_TTL_S, blob_file
+    from app.backend import BLOB_FOLDER, BLOB_SWEEP_S, BLOB_TTL_S, blob_file, build
 
     assert blob_file(tmp_path, b"") is None
-    first = blob_file(tmp_path, blob, now=1_000_000.0)
-    assert open(first, "rb").read() == blob and first.endswith(".npyblob")
-    os.utime(first, (1_000_000.0, 1_000_000.0))
-    second = blob_file(tmp_path, b"x", now=1_000_000.0 + BLOB_TTL_S + 1)  # the old answer is removed as a new one is written
-    assert not os.path.exists(first) and os.listdir(tmp_path / BLOB_FOLDER) == [os.path.basename(second)]
+    first, second = blob_file(tmp_path, blob), blob_file(tmp_path, b"x")
+    assert open(first, "rb").read() == blob and first.endswith(".npyblob") and first != second
+    assert sorted(os.listdir(tmp_path / BLOB_FOLDER)) == sorted(os.path.basename(p) for p in (first, second))
+    assert build().delete_cache == (BLOB_SWEEP_S, BLOB_TTL_S)  # Gradio removes the answers' files after 5 minutes
 
 
 def test_object_arrays_travel_item_by_item_never_as_pickle() -> None:

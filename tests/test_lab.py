@@ -126,6 +126,12 @@ def test_the_preview_prices_the_plan_and_applies_the_memory_rule_once(monkeypatc
     with pytest.raises(InvalidConfig, match="Too large"):
         lab.start(refused)
     assert not lab.preview(lab.LabRequest(preset="single", name="pv", corpus="", **shape), history=TINY_HISTORY).has_corpus
+    # more runs than the queue holds: refused with the plan, saying how many seeds fit (mutransfer: 18 runs per seed)
+    with pytest.raises(InvalidConfig, match="180 runs") as err:
+        lab.preview(lab.LabRequest(preset="mutransfer", budget="custom", seeds=10, name="pv", **shape), history=TINY_HISTORY)
+    assert "at most 2 seed(s)" in err.value.hint
+    assert len(lab.preview(lab.LabRequest(preset="mutransfer", budget="custom", seeds=2, name="pv", **shape),
+                           history=TINY_HISTORY).runs) == 36
 
 
 def test_the_fine_tuning_preview_waits_for_a_task_a_model_and_a_mode() -> None:

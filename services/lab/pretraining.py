@@ -18,7 +18,7 @@ from services import ablations
 from services.lab.claims import CLAIMS, CLASSROOM_SUITE, Budget, apply_budget, budget_of
 from services.lab.presets import plan_runs
 from services.lab.reports import flops_per_second, server_pace
-from services.lab.run_queue import submit
+from services.lab.run_queue import MAX_QUEUED, submit
 from services.lab.sizing import Size, exceeds_budget, memory_budget_mb, size
 
 
@@ -131,7 +131,8 @@ def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = 
     this server's pace; None reads them.
 
     Raises:
-        InvalidConfig: an unknown preset or budget, sizes or seeds out of bounds, a name that cannot be a folder;
+        InvalidConfig: an unknown preset or budget, sizes or seeds out of bounds, more runs than the queue holds, a
+        name that cannot be a folder;
         InvalidData: a corpus that cannot be read.
     """
     spend = budget_for(request.preset, request.budget)
@@ -144,6 +145,11 @@ def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = 
     seeds = spend.seeds if spend else (request.seeds if offers_budgets(request.preset) else 1)
     group = request.name or f"{request.preset}-{now or dt.datetime.now():%m%d-%H%M%S}"
     planned = plan_runs(request.preset, base, group, seeds, spend.widths if spend else None)
+    if len(planned) > MAX_QUEUED:  # the queue would refuse it at Start: say so with the plan, and what fits
+        per_seed = max(1, len(planned) // seeds)
+        raise InvalidConfig(f"This experiment is {len(planned)} runs ({per_seed} per seed × {seeds} seeds); the "
+                            f"server's queue holds {MAX_QUEUED}.",
+                            f"Use at most {max(1, MAX_QUEUED // per_seed)} seed(s), or a named budget.")
     runs = tuple(PlannedRun(p.name, p.config, size(p.config)) for p in planned)
     pace = flops_per_second(history) if history is not None else server_pace()
     return RunPlan(request.preset, group, base, seeds, spend, runs, memory_budget_mb(), pace, bool(request.corpus))
