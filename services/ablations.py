@@ -34,6 +34,7 @@ from services.lab.claims import (
     apply_budget,
     budget_of,
 )
+from services.lab.entries import decided, undecided
 from services.lab.presets import PRESETS, plan_runs
 from services.lab.run_queue import FINETUNE
 from services.lab.run_queue import submit as submit_runs
@@ -293,9 +294,7 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
             common = sorted(set(ctrl) & set(values))
             if len(common) >= 1:
                 out["control_effects"][arm] = verdicts.effect_interval([values[k] for k in common], [ctrl[k] for k in common])
-    if state != "complete":
-        out["why_none"] = ("the experiment is still running" if state == "running" else
-                           "some runs did not finish (partial results, no verdict)")
+    if undecided(out, state):
         return out
     if not (a and b):
         out["why_none"] = f"no scores for {claim.a if not a else claim.b}"
@@ -398,21 +397,14 @@ def _trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> di
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "points": points,
                            "label": measure_label(claim.measure), "primary": True,
                            "data_limited": limited, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
-    if state != "complete":
-        out["why_none"] = ("the experiment is still running" if state == "running" else
-                           "some runs did not finish (partial results, no verdict)")
+    if undecided(out, state):
         return out
 
     def decide(pts: list[Any]) -> Any:
         return verdicts.scaling_verdict(pts) if claim.measure == "scaling" else verdicts.isoflop_verdict(_isoflop_cells(pts))
 
-    try:
-        v = decide(points)
-    except ExplorerError as err:
-        out["why_none"] = str(err)
+    if decided(out, lambda: decide(points)) is None:
         return out
-    out["verdict"] = v.to_dict()
-    out["sentence"] = v.sentence
     if limited and claim.measure == "isoflop":
         # An IsoFLOP grid trains the large sizes of each budget on few tokens by design (that is where the parabola
         # turns up); leaving them out would leave fewer than 3 sizes per budget, so they are named, not refitted.
@@ -466,9 +458,7 @@ def _ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> di
             pairs.append((rep, top, bottom))
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "label": quantity.capitalize(),
                            "primary": True, "points": pairs, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
-    if state != "complete":
-        out["why_none"] = ("the experiment is still running" if state == "running" else
-                           "some runs did not finish (partial results, no verdict)")
+    if undecided(out, state):
         return out
     if not pairs:
         out["why_none"] = f"no seed has both sides of the ratio ({claim.a}, {claim.b})"

@@ -311,7 +311,7 @@ def test_large_arrays_travel_as_raw_bytes_beside_the_text_and_hostile_references
 
     assert blob_file(tmp_path, b"") is None
     first, second = blob_file(tmp_path, blob), blob_file(tmp_path, b"x")
-    assert open(first, "rb").read() == blob and first.endswith(".npyblob") and first != second
+    assert Path(first).read_bytes() == blob and first.endswith(".npyblob") and first != second
     assert sorted(os.listdir(tmp_path / BLOB_FOLDER)) == sorted(os.path.basename(p) for p in (first, second))
     assert build().delete_cache == (BLOB_SWEEP_S, BLOB_TTL_S)  # Gradio removes the answers' files after 5 minutes
 

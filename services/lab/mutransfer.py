@@ -7,8 +7,8 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from core.errors import ExplorerError
 from services.lab.claims import Claim
+from services.lab.entries import decided, undecided
 
 
 def points(finished: list[dict[str, Any]]) -> list[tuple[str, int, int, float, float]]:
@@ -35,15 +35,6 @@ def transfer_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> 
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "label":
                            "Best learning rate across widths (held-out loss)", "primary": True,
                            "points": [list(p) for p in pts], "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
-    if state != "complete":
-        out["why_none"] = ("the experiment is still running" if state == "running" else
-                           "some runs did not finish (partial results, no verdict)")
-        return out
-    try:
-        v = transfer_verdict(pts)
-    except ExplorerError as err:
-        out["why_none"] = str(err)
-        return out
-    out["verdict"] = v.to_dict()
-    out["sentence"] = v.sentence
+    if not undecided(out, state):
+        decided(out, lambda: transfer_verdict(pts))
     return out

@@ -1,0 +1,31 @@
+"""The two steps every claim's report entry shares (:func:`services.ablations.report`, the μTransfer claim): no
+verdict while the experiment is incomplete, and a decision whose refusal is the entry's reason."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from core.errors import ExplorerError
+
+
+def undecided(out: dict[str, Any], state: str) -> bool:
+    """Whether ``state`` (the experiment's) gives no verdict yet; if so ``out["why_none"]`` says why."""
+    if state == "complete":
+        return False
+    out["why_none"] = ("the experiment is still running" if state == "running" else
+                       "some runs did not finish (partial results, no verdict)")
+    return True
+
+
+def decided(out: dict[str, Any], decide: Callable[[], Any]) -> Any | None:
+    """``decide()``'s verdict put in ``out`` (``verdict`` as a dict, ``sentence``) and returned; where the library
+    refuses to decide (too few seeds or points: an ExplorerError), None with ``out["why_none"]`` its message."""
+    try:
+        v = decide()
+    except ExplorerError as err:
+        out["why_none"] = str(err)
+        return None
+    out["verdict"] = v.to_dict()
+    out["sentence"] = v.sentence
+    return v
