@@ -148,20 +148,18 @@ _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("el
             ("xlnet", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
             ("scaling", "thorough"): "Estimated: about 3 h 35 min on a 2-core CPU",
             ("isoflop", "thorough"): "Estimated: about 4 h 30 min on a 2-core CPU",
-            # lion and grow-batch: 2.7e12 training FLOPs (classroom, 6 runs) and 8.9e13 (thorough, 10 runs) from
-            # planned_flops, at 1.35e10 FLOP/s (the pace behind the scaling thorough estimate: 1.74e14 FLOPs in 3 h 35 min)
-            # plus about 20 s per run to build, evaluate and save it (what the classroom scaling/IsoFLOP estimates add).
-            ("lion", "classroom"): "Measured here: 2.9 min (2-core CPU)", ("lion", "thorough"): "Estimated: about 1 h 55 min on a 2-core CPU",
-            ("grow-batch", "classroom"): "Measured here: 3.1 min (2-core CPU)", ("grow-batch", "thorough"): "Estimated: about 1 h 55 min on a 2-core CPU",
-            # the bigbird preset's pace measured on this 2-core machine shared with three other jobs (5.7 GFLOP/s at
-            # 512 tokens × batch 8): an unloaded machine should be faster
-            ("bigbird", "classroom"): "Estimated: about 12 min on a 2-core CPU",
-            ("bigbird", "thorough"): "Estimated: about 5 h on a 2-core CPU",
-            # distil: ELECTRA's measured minutes × 1.35, the ratio of the two plans' FLOPs (planned_flops), with as many
-            # fine-tunes (9 runs + 3 controls vs 6 + 6; 15 + 5 vs 10 + 10)
-            ("distil", "classroom"): "Estimated: about 5 min", ("distil", "thorough"): "Estimated: about 50 min on a 2-core CPU",
-            ("mutransfer", "classroom"): "Estimated: about 12 min (the calculator's FLOPs at 13 GFLOP/s, the pace the scaling presets' estimates imply)",
-            ("mutransfer", "thorough"): "Estimated: about 5 h 20 min on a 2-core CPU"}
+            # The five presets below, classroom: measured through the real queue (bench/results/verdicts-<preset>-classroom.txt).
+            # Thorough: planned_flops at the pace their classroom runs trained at here (training FLOPs over pre-training
+            # seconds), plus about 20 s per run to build, evaluate and save it: lion/grow-batch 8.9e13 at 3.3e10 FLOP/s,
+            # bigbird 1.0e14 at 4.6e10 (at 256 tokens; its thorough 512 may go slower), distil 1.3e14 at 2.5e10 plus 20
+            # fine-tunes, mutransfer 2.5e14 at 1.2e10.
+            ("lion", "classroom"): "Measured here: 2.9 min (2-core CPU)", ("lion", "thorough"): "Estimated: about 50 min on a 2-core CPU",
+            ("grow-batch", "classroom"): "Measured here: 3.1 min (2-core CPU)", ("grow-batch", "thorough"): "Estimated: about 50 min on a 2-core CPU",
+            ("bigbird", "classroom"): "Measured here: 2.5 min (2-core CPU)",
+            ("bigbird", "thorough"): "Estimated: about 40 min on a 2-core CPU",
+            ("distil", "classroom"): "Measured here: 7.7 min (2-core CPU)", ("distil", "thorough"): "Estimated: about 1 h 40 min on a 2-core CPU",
+            ("mutransfer", "classroom"): "Measured here: 17 min (2-core CPU)",
+            ("mutransfer", "thorough"): "Estimated: about 6 h on a 2-core CPU"}
 BUDGETS: dict[str, dict[str, Budget]] = {
     **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
            "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
