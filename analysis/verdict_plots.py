@@ -26,6 +26,10 @@ def mean_interval(values: list[float], level: float = 0.95) -> tuple[float, floa
     return m, m - half, m + half
 
 
+#: Measures drawn as points on a zoomed axis, not bars from zero.
+LOSSES = frozenset({"held_out_loss"})
+
+
 def arms_figure(claim: dict[str, Any]) -> go.Figure:
     """One claim of :func:`services.ablations.report`: per arm the mean over seeds with its 95% interval, each seed
     as a point, and the same architecture from random initialisation (where measured); a line at chance."""
@@ -43,9 +47,13 @@ def arms_figure(claim: dict[str, Any]) -> go.Figure:
         lows.append(m - lo if lo == lo else 0)
         highs.append(hi - m if hi == hi else 0)
         colours.append(colour)
-    fig.add_bar(x=names, y=means, marker_color=colours, opacity=0.55, name="mean over seeds (95% t interval)",
-                error_y={"type": "data", "symmetric": False, "array": highs, "arrayminus": lows, "thickness": 2, "width": 8},
-                hovertemplate="%{x}: %{y:.3f}<extra></extra>")
+    error = {"type": "data", "symmetric": False, "array": highs, "arrayminus": lows, "thickness": 2, "width": 8}
+    if claim.get("measure") in LOSSES:  # a loss has no zero to stand a bar on: a bar from 0 to 7 hides a 0.05 gap
+        fig.add_scatter(x=names, y=means, mode="markers", marker={"color": colours, "size": 14, "symbol": "diamond"},
+                        error_y=error, name="mean over seeds (95% t interval)", hovertemplate="%{x}: %{y:.3f}<extra></extra>")
+    else:
+        fig.add_bar(x=names, y=means, marker_color=colours, opacity=0.55, name="mean over seeds (95% t interval)",
+                    error_y=error, hovertemplate="%{x}: %{y:.3f}<extra></extra>")
     xs, ys, text = [], [], []
     for name, values, _ in groups:
         xs += [name] * len(values)

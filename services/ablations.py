@@ -355,8 +355,10 @@ def _unigram_reference(out: dict[str, Any], claim: Claim, finished: list[dict[st
                    f"95% interval {low:+.3f} to {high:+.3f}): neither arm predicts from context yet, so their attention "
                    "cannot differ; a larger budget per run may tell")
     if why:
+        rule = out["verdict"]["label"]
+        measured = out["sentence"].replace(f"{rule[0].upper()}{rule[1:]}: effect", "Effect", 1)
         out["verdict"].update(label=CANNOT_TELL, reason=why)
-        out["sentence"] = f"Cannot tell at this budget: {why}. Measured: {out['sentence']}"
+        out["sentence"] = f"Cannot tell at this budget: {why}. On the losses alone the rule would read “{rule}”: {measured}"
 
 
 def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[str, dict[str, float]]:

@@ -325,3 +325,18 @@ def test_unigram_log_probs_count_the_training_tokens_and_give_specials_nothing()
     lp = unigram_log_probs([{"input_ids": [0, 2, 2, 3]}, {"input_ids": [0, 2]}], 5, [0])
     # counts + 1: token 1 → 1, 2 → 4, 3 → 2, 4 → 1 (0 is special: no mass); total 8
     assert np.exp(lp[1:]) == pytest.approx([1 / 8, 4 / 8, 2 / 8, 1 / 8]) and lp[0] == -np.inf
+
+
+def test_a_loss_claim_is_drawn_as_points_on_a_zoomed_axis_and_an_accuracy_as_bars():
+    from analysis.verdict_plots import arms_figure
+    from services import ablations
+    from services.lab.claims import CLAIMS
+
+    loss = ablations._arm_claim(CLAIMS["bigbird"][0], "held_out_loss",
+                                _bigbird_runs([7.03, 7.01, 7.04], [7.03, 7.02, 7.04], [6.80, 6.81, 6.79]), "complete")
+    fig = arms_figure(loss)
+    assert fig.data[0].type == "scatter" and fig.data[0].mode == "markers" and fig.data[0].error_y.array is not None
+    assert "Cannot tell" in loss["sentence"] and "the rule would read “agrees”" in loss["sentence"]
+    assert "Agrees:" not in loss["sentence"]  # the rule's label is not repeated inside a "cannot tell"
+    accuracy = {**loss, "measure": "sop_accuracy"}
+    assert arms_figure(accuracy).data[0].type == "bar"

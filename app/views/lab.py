@@ -286,8 +286,9 @@ def claim_figure(c: dict) -> tuple | None:
                 "(delta method over paired seeds); dashed: the claim's floor; dotted: the paper's value.") if c.get("points") else None
     if c["measure"] in ("scaling", "isoflop"):
         return (verdict_plots.trend_figure(c), " One line per seed.") if c.get("points") else None
-    return (verdict_plots.arms_figure(c), " Bars: mean over seeds with its 95% t interval; circles: one seed each; grey: the "
-            "same architecture from random initialisation.") if c.get("scores") else None
+    mean = "Diamonds" if c["measure"] in verdict_plots.LOSSES else "Bars"
+    return (verdict_plots.arms_figure(c), f" {mean}: mean over seeds with its 95% t interval; circles: one seed each; grey: "
+            "the same architecture from random initialisation.") if c.get("scores") else None
 
 
 def claim_notes(c: dict, budget: str) -> None:
