@@ -343,7 +343,7 @@ def _unigram_reference(out: dict[str, Any], claim: Claim, finished: list[dict[st
                                     "unigram_loss": sum(counts) / len(seeds)}
         out["sentence"] += (f". At the [MASK] inputs, where only context tells the word, {claim.b} scores "
                             f"{sum(model) / len(seeds):.3f} and the corpus's token counts {sum(counts) / len(seeds):.3f}")
-    if not getattr(claim, "context", False) or not out.get("verdict"):
+    if not claim.context or not out.get("verdict"):
         return
     why = ""
     if not seeds or len(seeds) < len(evs):

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from analysis.verdicts.arms import verdict
 from analysis.verdicts.labels import AGREES, AGREES_ON_DIRECTION, CANNOT_TELL, LEVEL, MIN_SEEDS, NO_VERDICT, label_for
 from analysis.verdicts.trends import TrendVerdict
 from core.errors import InvalidData
@@ -56,17 +57,16 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], level: float = LEVEL)
     return ratio, ratio - half, ratio + half
 
 
-def gain_interval(scores: Sequence[float], baseline: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
-    """The mean of ``scores − baseline`` over paired seeds with its t interval (low and high NaN with fewer than 2
-    seeds). Raises InvalidData for unpaired or non-finite values."""
-    d = np.asarray(scores, dtype=float) - np.asarray(baseline, dtype=float) if len(scores) == len(baseline) else None
-    if d is None or d.ndim != 1 or not len(d) or not np.isfinite(d).all():
+def gain_interval(scores: Sequence[float], baseline: Sequence[float]) -> tuple[float, float, float]:
+    """The mean of ``scores − baseline`` over paired seeds with its 95% interval: the arms' paired t
+    (:func:`analysis.verdicts.arms.verdict`, no per-item term); low and high NaN with fewer than 2 seeds. Raises
+    InvalidData for unpaired or non-finite values."""
+    if len(scores) != len(baseline):
         raise InvalidData("A gain needs two equally long lists of finite scores, one pair per seed.")
-    mean = float(d.mean())
-    if len(d) < MIN_SEEDS:
-        return mean, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.5 + level / 2, len(d) - 1)) * float(d.std(ddof=1)) / math.sqrt(len(d))
-    return mean, mean - half, mean + half
+    if len(scores) < MIN_SEEDS:
+        return float(np.mean(np.asarray(scores, float) - np.asarray(baseline, float))), float("nan"), float("nan")
+    v = verdict(scores, baseline, ">", paired=True)
+    return v.effect, v.low, v.high
 
 
 def ratio_verdict(a: Sequence[float], b: Sequence[float], quantity: str, floor: float, reference: float,
