@@ -5,12 +5,14 @@ the Gradio ``/results`` endpoint filter through :func:`select`, so a model, task
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import InvalidData
 from services import requests as req
 from services.calls import jsonable
+
+if TYPE_CHECKING:
+    from analysis.results_db import StoredResult
 
 #: The most rows one API answer carries.
 MAX_ROWS = 5_000
@@ -91,7 +93,7 @@ from analysis.results_db import SETTINGS as ROW_SETTINGS  # noqa: E402
 from analysis.results_db import SPLITS as ROW_SPLITS  # noqa: E402
 
 __all__ = ["COLUMNS", "CONVENTIONS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MAX_ROWS", "OPTIONAL_COLUMNS",
-           "ROW_SETTINGS", "ROW_SPLITS", "Added", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
+           "ROW_SETTINGS", "ROW_SPLITS", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
            "delete", "deltas", "describe", "export_rows", "frame", "import_rows", "query", "score_check", "seed_version",
            "select", "size_points", "to_html", "to_latex", "to_markdown", "version"]
 
@@ -124,28 +126,12 @@ def describe(url: str, paths: bool) -> str:
     return describe_database(get_engine(url), paths=paths)
 
 
-@dataclass(frozen=True)
-class Added:
-    """A stored result's id, and a warning when its value looks like a fraction on a percent scale."""
+def add(url: str, **fields: Any) -> StoredResult:
+    """Add one result (checked like an imported row): its id and, when a value in (0, 1] of a metric scored in percent
+    was stored as typed, a warning (``analysis.results_db.StoredResult``)."""
+    from analysis.results_db import get_engine, store_result
 
-    id: int
-    warning: str = ""
-
-
-def add(url: str, **fields: Any) -> Added:
-    """Add one result (checked like an imported row). A value in (0, 1] of a metric scored in percent is stored as it
-    was typed, with a warning: 0.85 there means 0.85%, not 85%."""
-    from analysis.results_db import add_result, get_engine
-
-    new_id = add_result(get_engine(url), **fields)
-    metrics = catalog(url, "metrics")
-    row = metrics[(metrics["task"] == fields.get("task")) & (metrics["metric"] == fields.get("metric"))]
-    value = float(fields["value"])
-    warning = ""
-    if len(row) and row["upper"].iloc[0] == 100 and 0 < abs(value) <= 1:
-        warning = (f"Scores here are in percent: {fields['value']} means {fields['value']}%, not {value * 100:g}%. If you "
-                   "meant the latter, delete this result below and add it again.")
-    return Added(new_id, warning)
+    return store_result(get_engine(url), **fields)
 
 
 def import_rows(url: str, raw: bytes) -> Any:

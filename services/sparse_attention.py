@@ -4,6 +4,7 @@ attention from 512 to 16,384 tokens. One use case for every front end; no torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from analysis import sparse_attention as sa
@@ -41,12 +42,23 @@ def explain(length: int = 16, block_length: int = 2048, seed: int = 0) -> Sparse
     """:class:`SparseAttentionView` for ``length`` tokens (one of :data:`TOKEN_LENGTHS`) and a block layout at
     ``block_length`` (one of :data:`BLOCK_LENGTHS`).
 
+    The views are built once per process and shared (the calculator page draws this section on every rerun, and
+    building its two figures was ~40% of a rerun's CPU when a class changed the GPU at once): draw them, do not
+    change them (``ui.chart`` copies a figure before resizing it).
+
     Raises:
         InvalidConfig: a length not offered.
     """
     if length not in TOKEN_LENGTHS or block_length not in BLOCK_LENGTHS:
         raise InvalidConfig(f"Lengths {length} and {block_length} are not offered.",
                             f"Token figure: {TOKEN_LENGTHS}; block figure: {BLOCK_LENGTHS}.")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise InvalidConfig(f"Seed {seed!r} is not a whole number from 0 to 2³²−1.")
+    return _explain(length, block_length, seed)
+
+
+@lru_cache(maxsize=4 * len(TOKEN_LENGTHS) * len(BLOCK_LENGTHS))
+def _explain(length: int, block_length: int, seed: int) -> SparseAttentionView:
     tokens = sa.token_masks(length, **{"random": 2, "window": 3, "global_tokens": 2}, seed=seed)
     layout = sa.block_layout(block_length, sa.PAPER_BLOCK_SIZE, sa.PAPER_RANDOM_BLOCKS, seed=seed)
     blocks = {k: v[0] for k, v in layout.items()}  # (nb, nb): the first head

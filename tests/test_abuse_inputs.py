@@ -142,6 +142,17 @@ def test_streamlit_request_limits_fit_what_the_app_needs() -> None:
     assert 10 <= server["maxMessageSize"] <= 64  # enough for a 512-token heatmap, far below the 200 MB default
 
 
+def test_the_server_neither_collects_nor_watches_sources_after_each_run() -> None:
+    """Both cost every session CPU under the GIL on each rerun (bench/classroom.py: a class of 30 waited 3.7x the
+    floor on its first click after opening the Attention page, 85% of it in Streamlit's source watcher)."""
+    from streamlit import config
+
+    settings = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert settings["server"]["fileWatcherType"] == "none" and settings["runner"]["postScriptGC"] is False
+    for option in ("server.fileWatcherType", "runner.postScriptGC"):  # names this Streamlit still reads
+        config.get_option(option)
+
+
 # ------------------------------------------------------------ library entry points, wrong types
 def _entry_points():
     from analysis import results_db as db

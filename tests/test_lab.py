@@ -108,7 +108,7 @@ def test_the_memory_budget_setting_is_obeyed(monkeypatch) -> None:
 def test_the_preview_prices_the_plan_and_applies_the_memory_rule_once(monkeypatch) -> None:
     """The use case the page draws: a named budget sets steps, batch, length and seeds; a custom one keeps the form's;
     tokens and FLOPs are the calculator's over the steps; the memory limit refuses what check_fits refuses."""
-    shape = {"layers": 1, "hidden": 32, "heads": 2, "ffn": 64, "seq_len": 32, "batch": 8, "steps": 30}
+    shape = {"config": lab.TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30)}
     budget = ablations.budget_of("albert", "classroom")
     plan = lab.preview(lab.LabRequest(preset="albert", budget="classroom", name="pv", **shape), history=TINY_HISTORY)
     assert plan.budget == budget and plan.seeds == budget.seeds and len(plan.runs) == 2 * budget.seeds
@@ -125,7 +125,8 @@ def test_the_preview_prices_the_plan_and_applies_the_memory_rule_once(monkeypatc
     assert refused.too_big == ("pv",) and not refused.can_start
     with pytest.raises(InvalidConfig, match="Too large"):
         lab.start(refused)
-    assert not lab.preview(lab.LabRequest(preset="single", name="pv", corpus="", **shape), history=TINY_HISTORY).has_corpus
+    assert not lab.preview(lab.LabRequest(preset="single", name="pv", config=replace(shape["config"], corpus="")),
+                                  history=TINY_HISTORY).has_corpus
     # more runs than the queue holds: refused with the plan, saying how many seeds fit (mutransfer: 18 runs per seed)
     with pytest.raises(InvalidConfig, match="180 runs") as err:
         lab.preview(lab.LabRequest(preset="mutransfer", budget="custom", seeds=10, name="pv", **shape), history=TINY_HISTORY)

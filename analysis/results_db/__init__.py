@@ -49,7 +49,7 @@ from analysis.results_db.packs import MAX_SAVED_PACKS, PackNotFound, PackRateLim
 from analysis.results_db.queries import USER_MARK, catalog_frame, citation, data_version, results_frame
 from analysis.results_db.schema import SCHEMA_VERSION, SETTINGS, SPLITS, Base, Meta, Metric, Model, Result, SavedPack, Source, Task, TrainingRun
 from analysis.results_db.seeding import DATA_DIR, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
-from analysis.results_db.writes import ImportReport, add_result, delete_result, import_csv
+from analysis.results_db.writes import ImportReport, StoredResult, add_result, delete_result, import_csv, store_result
 
 __all__ = [
     "DATA_DIR",
@@ -76,6 +76,7 @@ __all__ = [
     "SavedPack",
     "SeedReport",
     "Source",
+    "StoredResult",
     "Task",
     "TrainingRun",
     "_normalise_url",
@@ -101,5 +102,6 @@ __all__ = [
     "seed_source_keys",
     "seed_version",
     "session",
+    "store_result",
     "write",
 ]

@@ -84,6 +84,8 @@ class Row:
     parameters: int | None
     family: str
     label: str
+    #: set when the value looks like a fraction typed on a percent scale (0.85 there is 0.85 %, not 85 %)
+    warning: str = ""
 
     def key(self) -> tuple:
         """The natural key a duplicate shares (names compared case-insensitively)."""
@@ -155,6 +157,10 @@ def validate(raw: dict[str, Any], look: Lookup) -> Row:
     except ValueError:
         raise ValueError(f"snapshot {snapshot_text[:40]!r} is not a date (YYYY-MM-DD)") from None
     parameters = _parameters(clean(raw.get("parameters"), "parameters"))
+    warning = ""
+    if upper == 100 and 0 < abs(value) <= 1:  # stored as typed: a score of 0.85 % is possible, if unlikely
+        warning = (f"Scores here are in percent: {value:g} means {value:g}%, not {value * 100:g}%. If you meant the "
+                   "latter, delete this result and add it again.")
     return Row(model, variant, metric_id, split, setting, value, source, clean(raw.get("table"), "table"), snapshot,
                clean(raw.get("note"), "note"), parameters, clean(raw.get("family"), "family") or "user",
-               f"{model}{f' [{variant}]' if variant else ''} · {look.task_names[task.lower()]} {metric} · {split}")
+               f"{model}{f' [{variant}]' if variant else ''} · {look.task_names[task.lower()]} {metric} · {split}", warning)

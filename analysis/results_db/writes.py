@@ -98,8 +98,21 @@ def _duplicate_message(row: Row, stored: float) -> str:
     return f"{row.label} from {row.source} {row.table}".strip() + f" is already stored (value {stored:g})"
 
 
+@dataclass(frozen=True)
+class StoredResult:
+    """A stored result's id, and a warning when its value looks like a fraction on a percent scale."""
+
+    id: int
+    warning: str = ""
+
+
 def add_result(engine: Engine | None = None, **fields: Any) -> int:
-    """Validate and store one result a user reports; returns its id.
+    """Validate and store one result a user reports; returns its id (:func:`store_result` with its warning)."""
+    return store_result(engine, **fields).id
+
+
+def store_result(engine: Engine | None = None, **fields: Any) -> StoredResult:
+    """Validate and store one result a user reports; returns its id and the validation's warning.
 
     Fields: ``model``, ``task``, ``metric``, ``split``, ``value``, ``source`` (required); ``variant``,
     ``setting`` (single/ensemble), ``table``, ``snapshot`` (YYYY-MM-DD), ``note``, ``parameters``, ``family``.
@@ -114,7 +127,7 @@ def add_result(engine: Engine | None = None, **fields: Any) -> int:
     engine = engine or get_engine()
     ensure_seeded(engine)
 
-    def store(s: Session) -> int:
+    def store(s: Session) -> StoredResult:
         look = Lookup.read(s)
         try:
             row = validate(fields, look)
@@ -126,7 +139,7 @@ def add_result(engine: Engine | None = None, **fields: Any) -> int:
                                   "Change the variant, split or table if this is a different result.")
         obj = _store(s, look, row)
         s.flush()
-        return obj.id
+        return StoredResult(obj.id, row.warning)
 
     try:
         return write(engine, store)

@@ -13,9 +13,11 @@ from core.errors import ExplorerError
 from services import ablations, lab
 from services.lab import ACTIVE, RunStatus
 
-DEFAULTS = {"lb_preset": "albert", "lb_objective": "mlm", "lb_masking": "dynamic", "lb_layers": 2, "lb_hidden": 128,
-            "lb_heads": 2, "lb_ffn": 512, "lb_seq": 64, "lb_batch": 64, "lb_steps": 1200, "lb_lr": 1e-3, "lb_seed": 0,
-            "lb_vocab": "wordnet-8k", "lb_corpus": "wordnet", "lb_name": "", "lb_show": "", "lb_budget": "classroom", "lb_seeds": 3}
+FORM = lab.FORM_CONFIG  # the inputs' first values are the use case's default run
+DEFAULTS = {"lb_preset": "albert", "lb_objective": FORM.objective, "lb_masking": FORM.masking, "lb_layers": FORM.layers,
+            "lb_hidden": FORM.hidden, "lb_heads": FORM.heads, "lb_ffn": FORM.ffn, "lb_seq": FORM.seq_len,
+            "lb_batch": FORM.batch, "lb_steps": FORM.steps, "lb_lr": FORM.lr, "lb_seed": FORM.seed, "lb_vocab": FORM.vocab,
+            "lb_corpus": "wordnet", "lb_name": "", "lb_show": "", "lb_budget": "classroom", "lb_seeds": 3}
 ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(lab.SINGLE_RUN_OBJECTIVES), "lb_masking": ["static", "dynamic"],
            "lb_layers": (1, 12), "lb_hidden": (16, 512), "lb_heads": (1, 16), "lb_ffn": (16, 2048), "lb_seq": (16, 256),
            "lb_batch": (1, 128), "lb_steps": (1, lab.MAX_STEPS), "lb_lr": (1e-6, 0.5), "lb_seed": (0, 10**6),
@@ -153,11 +155,12 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     c[3].number_input("Seed", 0, 10**6, key="lb_seed")
     c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
                     help="Letters, digits, '.', '_' and '-'. The runs are named <name>-<arm> and their checkpoints trained/<name>-<arm>.")
-    request = lab.LabRequest(preset=state["lb_preset"], objective=state["lb_objective"], masking=state["lb_masking"],
-                             layers=state["lb_layers"], hidden=state["lb_hidden"], heads=state["lb_heads"], ffn=state["lb_ffn"],
-                             seq_len=state["lb_seq"], batch=state["lb_batch"], steps=state["lb_steps"], lr=state["lb_lr"],
-                             seed=state["lb_seed"], vocab=state["lb_vocab"], corpus=corpus, name=state["lb_name"],
-                             budget=state["lb_budget"], seeds=state["lb_seeds"])
+    inputs = lab.TrainConfig(objective=state["lb_objective"], masking=state["lb_masking"], layers=state["lb_layers"],
+                             hidden=state["lb_hidden"], heads=state["lb_heads"], ffn=state["lb_ffn"], seq_len=state["lb_seq"],
+                             batch=state["lb_batch"], steps=state["lb_steps"], lr=state["lb_lr"], seed=state["lb_seed"],
+                             vocab=state["lb_vocab"], corpus=corpus)
+    request = lab.LabRequest(preset=state["lb_preset"], config=inputs, name=state["lb_name"], budget=state["lb_budget"],
+                             seeds=state["lb_seeds"])
     try:
         if spend:
             st.caption("The budget sets the steps, batch and length (greyed out above); the model's shape comes from the inputs. "

@@ -51,7 +51,7 @@ from services.lab.presets import (
     plan,
     plan_runs,
 )
-from services.lab.pretraining import LabRequest, PlannedRun, RunPlan, budget_for, offers_budgets, preview, start
+from services.lab.pretraining import FORM_CONFIG, LabRequest, PlannedRun, RunPlan, budget_for, offers_budgets, preview, start
 from services.lab.reports import (
     ScalingRuns,
     curves_frame,
@@ -84,6 +84,7 @@ __all__ = [
     "BUILT_IN_TASKS",
     "FINETUNE",
     "FINETUNE_MODES",
+    "FORM_CONFIG",
     "FROZEN_LAYERS",
     "ISOFLOP_BUDGETS",
     "MAX_QUEUED",

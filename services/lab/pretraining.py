@@ -9,7 +9,7 @@ with its downstream suite or as plain runs is decided here, so every front end d
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.errors import InvalidConfig, InvalidData
@@ -21,25 +21,22 @@ from services.lab.reports import flops_per_second, server_pace
 from services.lab.run_queue import MAX_QUEUED, submit
 from services.lab.sizing import Size, exceeds_budget, memory_budget_mb, size
 
+#: The form's run before anyone changes it: the lab's default shape, 1,200 steps of 64 texts.
+FORM_CONFIG = TrainConfig(batch=64, steps=1200)
+
 
 @dataclass(frozen=True)
 class LabRequest:
-    """What the pre-training lab's form holds."""
+    """What the pre-training lab's form holds: the preset, the run the inputs describe, and how it is spent.
+
+    ``config`` carries the inputs as the run they describe (objective, masking, shape, length, batch, steps, rate,
+    seed, vocabulary, corpus); a preset sets its arms' own objectives and options from it, and a named budget its
+    steps, batch and length. ``config.corpus`` is ``"wordnet"`` or an uploaded file's stored path, and ``""`` where
+    the uploaded file is unusable (the plan then cannot start).
+    """
 
     preset: str = "albert"
-    objective: str = "mlm"  # the single-run preset's objective (the other presets set their own)
-    masking: str | None = "dynamic"  # None (nothing picked): dynamic
-    layers: int = 2
-    hidden: int = 128
-    heads: int = 2
-    ffn: int = 512
-    seq_len: int = 64
-    batch: int = 64
-    steps: int = 1200
-    lr: float = 1e-3
-    seed: int = 0
-    vocab: str = "wordnet-8k"
-    corpus: str = "wordnet"  # "wordnet" or an uploaded file's stored path; "" where the uploaded file is unusable
+    config: TrainConfig = FORM_CONFIG
     name: str = ""  # the experiment's name; empty: the preset and the time
     budget: str | None = "custom"  # classroom, thorough or custom (None: custom), for a preset that decides claims
     seeds: int = 1  # per arm, with a custom budget
@@ -136,10 +133,7 @@ def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = 
         InvalidData: a corpus that cannot be read.
     """
     spend = budget_for(request.preset, request.budget)
-    base = TrainConfig(objective=request.objective, masking=request.masking or "dynamic", layers=request.layers,
-                       hidden=request.hidden, heads=request.heads, ffn=request.ffn, seq_len=request.seq_len,
-                       batch=request.batch, steps=request.steps, lr=request.lr, seed=request.seed, vocab=request.vocab,
-                       corpus=request.corpus or "wordnet")
+    base = replace(request.config, masking=request.config.masking or "dynamic", corpus=request.config.corpus or "wordnet")
     if spend:
         base = apply_budget(base, spend)
     seeds = spend.seeds if spend else (request.seeds if offers_budgets(request.preset) else 1)
@@ -152,7 +146,7 @@ def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = 
                             f"Use at most {max(1, MAX_QUEUED // per_seed)} seed(s), or a named budget.")
     runs = tuple(PlannedRun(p.name, p.config, size(p.config)) for p in planned)
     pace = flops_per_second(history) if history is not None else server_pace()
-    return RunPlan(request.preset, group, base, seeds, spend, runs, memory_budget_mb(), pace, bool(request.corpus))
+    return RunPlan(request.preset, group, base, seeds, spend, runs, memory_budget_mb(), pace, bool(request.config.corpus))
 
 
 def start(plan: RunPlan, engine: Any = None) -> list[int]:

@@ -36,6 +36,25 @@ def test_constraints_stop_a_result_stored_twice(engine) -> None:
         db.add_result(engine, **dict(args, value=71.0))
 
 
+
+def test_a_fraction_on_a_percent_scale_is_stored_as_typed_with_a_warning(engine) -> None:
+    """0.85 on accuracy is stored as 0.85 (%), and the writer says so; a value above 1, or on a scale without a top
+    (perplexity), or a services call, draws no such warning."""
+    from services import results
+
+    def stored(result_id: int) -> float:
+        with db.session(engine) as s:
+            return s.scalar(select(db.Result.value).where(db.Result.id == result_id))
+
+    args = dict(model="My BERT", task="RTE", split="dev", source="My run, 2026", table="t")
+    fraction = db.store_result(engine, **args, metric="acc", value=0.85)
+    assert "0.85 means 0.85%, not 85%" in fraction.warning
+    assert stored(fraction.id) == pytest.approx(0.85)
+    assert db.store_result(engine, **dict(args, table="t2"), metric="acc", value=85).warning == ""
+    assert db.store_result(engine, **dict(args, task="WikiText-103"), metric="ppl", value=1.0).warning == ""
+    via_service = results.add(engine.url.render_as_string(hide_password=False), **dict(args, table="t3"), metric="acc", value=1)
+    assert via_service.warning and stored(via_service.id) == pytest.approx(1.0)
+
 BAD = [
     (dict(value=101), "outside the range"),
     (dict(value=-101), "outside the range"),
