@@ -661,6 +661,28 @@ def test_a_request_over_the_bounds_is_refused_before_it_is_sent_and_by_the_handl
     assert r.status_code == 413, r.status_code
 
 
+
+def test_an_answer_over_the_bound_is_refused_as_it_arrives(backend: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend that sends without end (or a bigger answer than any page asks for) is refused once the bytes pass
+    MAX_ANSWER_BYTES, for the event stream and for the array file alike; the next call within the bound works."""
+    lines = list(backend_client._lines([b"event: comp", b"lete\r\ndata: [\"\xc3", b"\xa9\"]\n\n", b"tail"]))
+    assert lines == ["event: complete", 'data: ["\u00e9"]', "", "tail"]  # a line and a character split over chunks
+    with pytest.raises(BackendRefused, match="over 10 bytes"):
+        monkeypatch.setattr(backend_client, "MAX_ANSWER_BYTES", 10)
+        list(backend_client._bounded(iter([b"x" * 6, b"x" * 6]), 10))
+    remote = Backend(backend.url, TOKEN)
+    long_text = "the cat sat on the mat , and a boy plays in the snow . " * 8  # its weights: a file over BLOB_MIN_BYTES
+    monkeypatch.setattr(backend_client, "MAX_ANSWER_BYTES", 200)  # under the event stream's text
+    with pytest.raises(BackendRefused, match="over 200 bytes"):
+        remote.call(extract_attention, "bert-base-uncased", TEXT, batched=False)
+    monkeypatch.setattr(backend_client, "MAX_ANSWER_BYTES", 2 * wire.BLOB_MIN_BYTES)  # the text passes, the file not
+    for batched in (True, False):
+        with pytest.raises(BackendRefused, match="bytes: not read"):
+            remote.call(extract_attention, "bert-base-uncased", long_text, batched=batched)
+    monkeypatch.setattr(backend_client, "MAX_ANSWER_BYTES", 1 << 30)
+    same_attention(remote.call(extract_attention, "bert-base-uncased", long_text),
+                   extract_attention("bert-base-uncased", long_text))
+
 def test_an_error_travels_back_as_itself_even_with_attributes_that_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
     from core.errors import ModelUnavailable, UnknownModel
 

@@ -13,7 +13,8 @@ Faults, each a :class:`~core.errors.BackendError` with a message the page shows:
   (:class:`~core.errors.BackendTimeout`; the backend finishes the job and its answer is dropped);
 - wrong or missing token: :class:`~core.errors.BackendRefused`;
 - another version: :class:`~core.errors.BackendMismatch`;
-- a request over the bounds (:data:`MAX_REQUEST_CHARS`): refused here, before anything is sent.
+- a request over the bounds (:data:`MAX_REQUEST_CHARS`): refused here, before anything is sent;
+- an answer over :data:`MAX_ANSWER_BYTES` (a backend that sends without end): refused as it arrives.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,10 @@ log = logging.getLogger("bert_family_explorer")
 TOKEN_HEADER = "X-BFE-Token"
 #: The largest request sent (JSON text), as the backend takes it (services.backend.handlers.MAX_REQUEST_CHARS).
 MAX_REQUEST_CHARS = 256 * 1024
+#: The largest answer read, its event stream and its array file each. The largest real one is a 512-token attention
+#: result of a 24-layer, 16-head model: 24·16·512² float32 values, 403 MB; a backend sending more is refused as the
+#: bytes arrive (nothing past the bound is held).
+MAX_ANSWER_BYTES = 1 << 30
 #: Seconds a call kind may take on the backend (queue wait included) before the page is told it is too slow.
 TIMEOUTS: dict[str, float] = {"extract_attention": 60.0, "query_key": 60.0, "fill_mask": 60.0, "load_summary": 300.0,
                               "head_importance": 600.0, "pruning_curve": 600.0, "activation_patching": 300.0,
@@ -169,11 +175,20 @@ class Backend:
         return answer, blob
 
     def _download(self, client: Any, path: str, deadline: float) -> bytes:
-        """The answer's array file (a path the backend named in its answer), read whole."""
-        r = client.get(f"/gradio_api/file={path}", timeout=max(0.001, min(READ_TIMEOUT_S, deadline - time.monotonic())))
-        if r.status_code != 200:
-            raise self._status_error(r.status_code)
-        return r.content
+        """The answer's array file (a path the backend named in its answer), read whole up to :data:`MAX_ANSWER_BYTES`;
+        TimeoutError past ``deadline``."""
+        with client.stream("GET", f"/gradio_api/file={path}",
+                           timeout=max(0.001, min(READ_TIMEOUT_S, deadline - time.monotonic()))) as r:
+            if r.status_code != 200:
+                raise self._status_error(r.status_code)
+            if int(r.headers.get("content-length") or 0) > MAX_ANSWER_BYTES:
+                raise _too_large()
+            chunks: list[bytes] = []
+            for chunk in _bounded(r.iter_bytes(), MAX_ANSWER_BYTES):
+                if time.monotonic() > deadline:
+                    raise TimeoutError
+                chunks.append(chunk)
+        return b"".join(chunks)
 
     def _stream(self, client: Any, path: str, deadline: float, timeout: float) -> tuple[str, str]:
         """The ``complete`` event's text answer from a job's event stream, and the path of its array file ("" without
@@ -182,7 +197,7 @@ class Backend:
         with client.stream("GET", path, timeout=max(0.001, min(READ_TIMEOUT_S, timeout))) as r:
             if r.status_code != 200:
                 raise self._status_error(r.status_code)
-            for line in r.iter_lines():
+            for line in _lines(_bounded(r.iter_bytes(), MAX_ANSWER_BYTES)):
                 if time.monotonic() > deadline:
                     raise TimeoutError
                 if line.startswith("event:"):
@@ -255,6 +270,39 @@ class Backend:
 
             raise unpack_error(tuple(wire.decode(envelope["error"]))) from None
         return wire.decode(envelope.get("ok"), blob)
+
+
+def _too_large() -> BackendRefused:
+    return BackendRefused(f"The model backend's answer is over {MAX_ANSWER_BYTES:,} bytes: not read.",
+                          "Use a shorter input or a smaller model; check that BFE_BACKEND names this app's backend.")
+
+
+def _bounded(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
+    """``chunks`` as they come, :class:`BackendRefused` once more than ``limit`` bytes have come."""
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise _too_large()
+        yield chunk
+
+
+def _lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """An event stream's lines from its bytes (httpx's ``iter_lines`` reads from an unbounded ``iter_text``; this
+    reads from :func:`_bounded`). Linear in the bytes: a line's pieces are joined once, when it ends."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        parts = chunk.split(b"\n")
+        if len(parts) == 1:
+            pending.append(chunk)
+            continue
+        pending.append(parts[0])
+        yield b"".join(pending).rstrip(b"\r").decode()
+        for part in parts[1:-1]:
+            yield part.rstrip(b"\r").decode()
+        pending = [parts[-1]]
+    if rest := b"".join(pending):
+        yield rest.rstrip(b"\r").decode()
 
 
 def _blob_path(output: Any) -> str:
