@@ -3,7 +3,7 @@ attention from 512 to 16,384 tokens. One use case for every front end; no torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +28,15 @@ class SparseAttentionView:
     costs: list[dict[str, Any]]  # one row per length: FLOPs and score memory per layer and head, full and sparse
     length: int
     block_length: int
+    token_masks: dict[str, Any] = field(default_factory=dict)  # random, window, global and their union bigbird: (length, length) bool
+    block_masks: dict[str, Any] = field(default_factory=dict)  # the same per block of 64: (blocks, blocks), one head
+
+    def to_json(self) -> dict[str, Any]:
+        """The masks as 0/1 rows (query by key), the cost table and the source: what the figures draw, for an API."""
+        return {"length": self.length, "block_length": self.block_length, "block_size": sa.PAPER_BLOCK_SIZE,
+                "token_masks": {k: v.astype(int).tolist() for k, v in self.token_masks.items()},
+                "block_masks": {k: v.astype(int).tolist() for k, v in self.block_masks.items()},
+                "costs": self.costs, "source": SOURCE}
 
 
 def cost_rows(head_dim: int = 64) -> list[dict[str, Any]]:
@@ -49,12 +58,14 @@ def explain(length: int = 16, block_length: int = 2048, seed: int = 0) -> Sparse
     Raises:
         InvalidConfig: a length not offered.
     """
-    if length not in TOKEN_LENGTHS or block_length not in BLOCK_LENGTHS:
-        raise InvalidConfig(f"Lengths {length} and {block_length} are not offered.",
-                            f"Token figure: {TOKEN_LENGTHS}; block figure: {BLOCK_LENGTHS}.")
+    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in (length, block_length)) \
+            or length not in TOKEN_LENGTHS or block_length not in BLOCK_LENGTHS:
+        raise InvalidConfig(f"Lengths {str(length)[:20]} and {str(block_length)[:20]} are not offered.",
+                            f"Token figure: {', '.join(map(str, TOKEN_LENGTHS))}; block figure: "
+                            f"{', '.join(map(str, BLOCK_LENGTHS))}.")
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise InvalidConfig(f"Seed {seed!r} is not a whole number from 0 to 2³²−1.")
-    return _explain(length, block_length, seed)
+    return _explain(int(length), int(block_length), seed)
 
 
 @lru_cache(maxsize=4 * len(TOKEN_LENGTHS) * len(BLOCK_LENGTHS))
@@ -67,4 +78,4 @@ def _explain(length: int, block_length: int, seed: int) -> SparseAttentionView:
         sparse_plots.building_blocks(tokens, "token", f"{length} tokens: random 2, window 3, global 2"),
         sparse_plots.building_blocks(blocks, "block", f"{block_length:,} tokens in {nb} blocks of 64: 3 random blocks, a "
                                                       "window of 3, 2 global (one head)"),
-        cost_rows(), length, block_length)
+        cost_rows(), length, block_length, tokens, blocks)

@@ -83,6 +83,22 @@ def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) 
     assert calc["memory_bytes"]["optimizer states"] == 8 * calc["parameters"]
 
 
+def test_the_sparse_attention_endpoint_returns_the_library_masks_and_costs(client) -> None:
+    """The calculator page's BigBird section as JSON: the masks the figures draw and the cost table, per length."""
+    import numpy as np
+
+    from analysis import sparse_attention as sa
+
+    got = client.predict(32, 4096, api_name="/sparse_attention")
+    want = sa.token_masks(32, random=2, window=3, global_tokens=2, seed=0)
+    assert set(got["token_masks"]) == set(want) and all(np.array_equal(got["token_masks"][k], want[k]) for k in want)
+    layout = sa.block_layout(4096, sa.PAPER_BLOCK_SIZE, sa.PAPER_RANDOM_BLOCKS, seed=0)
+    assert all(np.array_equal(got["block_masks"][k], layout[k][0]) for k in layout)
+    assert np.asarray(got["block_masks"]["bigbird"]).shape == (4096 // 64, 4096 // 64)
+    assert [row["tokens"] for row in got["costs"]] == [c.length for c in sa.cost_table(head_dim=64)]
+    assert "Zaheer" in got["source"]
+
+
 @pytest.mark.parametrize(("args", "endpoint", "words"), [
     (("no mask here", "bert-base-uncased", 3, "independent"), "/fill_mask", "no [MASK]"),
     (("x [MASK]", "", 3, "independent"), "/fill_mask", "at least one model"),
@@ -115,6 +131,7 @@ def test_pseudo_perplexity_permutation_and_calculator_equal_the_library(client) 
      "2,000 points × 1,001 fits is more than 500,000"),
     (("BERT", "", "", True), "/results", "Did you mean: BERT-base"),
     (("somebody", ""), "/lab_runs", "is not in the list of choices"),
+    ((20, 4096), "/sparse_attention", "is not in the list of choices"),
 ])
 def test_bad_inputs_are_messages_and_the_server_survives(client, args, endpoint: str, words: str) -> None:
     from gradio_client.exceptions import AppError

@@ -38,6 +38,7 @@ __all__ = [
     "pseudo_perplexity",
     "results",
     "scaling_fit",
+    "sparse_attention",
     "verdicts",
 ]
 
@@ -127,6 +128,24 @@ def permutation_masks(sentence: str, order: str = "left-to-right", k: int = 0) -
 
     _, tokens = permutation.tokens(sentence)
     return permutation.masks(tokens, permutation.order(order, len(tokens) - 2), k).to_json()
+
+
+@friendly
+def sparse_attention(length: int = 16, block_length: int = 2048) -> dict:
+    """BigBird's sparse attention (Zaheer et al. 2020, Figure 1 and Table 8): its building blocks at a short length,
+    transformers' block layout at a long one, and full against sparse attention's cost from 512 to 16,384 tokens.
+
+    Args:
+        length: tokens of the building-block masks (random 2, window 3, global 2): 16, 32, 64 or 128.
+        block_length: tokens of the block layout (blocks of 64; 3 random blocks, a window of 3, 2 global): 1024, 2048,
+            4096, 8192 or 16384.
+    Returns:
+        {"length", "block_length", "block_size", "token_masks", "block_masks", "costs", "source"}; each mask set holds
+        random, window, global and their union (bigbird) as 0/1 rows (query by key; 1: may attend), the block masks for one head.
+    """
+    from services import sparse_attention as use_case
+
+    return use_case.explain(length, block_length).to_json()
 
 
 @friendly

@@ -20,6 +20,7 @@ from app.gradio_api.endpoints import (
     pseudo_perplexity,
     results,
     scaling_fit,
+    sparse_attention,
     verdicts,
 )
 
@@ -69,6 +70,7 @@ def build():
     from services import calculator as sizing
     from services import objectives, representations
     from services import scaling as fits
+    from services import sparse_attention as sparse
 
     loadable = [c.id for c in registry.loadable()]
     mlm = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
@@ -124,6 +126,18 @@ def build():
                 [perm_sentence, perm_order, perm_k],
                 perm_json,
                 api_name="permutation_masks",
+                concurrency_limit=LIGHT_CONCURRENCY,
+                concurrency_id="light",
+            )
+        with gr.Tab("BigBird sparse attention"):
+            sparse_length = gr.Dropdown(list(sparse.TOKEN_LENGTHS), value=16, label="Tokens of the building blocks")
+            sparse_blocks = gr.Dropdown(list(sparse.BLOCK_LENGTHS), value=2048, label="Tokens of the block layout")
+            sparse_json = gr.JSON(label="Masks (1: may attend) and cost, full against sparse")
+            gr.Button("Build", variant="primary").click(
+                sparse_attention,
+                [sparse_length, sparse_blocks],
+                sparse_json,
+                api_name="sparse_attention",
                 concurrency_limit=LIGHT_CONCURRENCY,
                 concurrency_id="light",
             )

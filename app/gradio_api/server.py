@@ -12,7 +12,7 @@ from typing import Any
 MAX_BODY_BYTES = 256 * 1024
 API_NAMES = frozenset({"fill_mask", "attention", "pseudo_perplexity", "permutation_masks", "calculator", "hidden_states", "cka",
                        "nearest_contexts", "attribution", "scaling_fit", "results", "lab_runs", "verdicts", "logit_lens",
-                       "head_importance", "activation_patching"})
+                       "head_importance", "activation_patching", "sparse_attention"})
 
 
 class UnknownEndpoint404:
