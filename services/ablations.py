@@ -17,7 +17,7 @@ The decision itself is :func:`analysis.verdicts.verdict` (no torch); this module
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from analysis.run_status import ACTIVE, RunStatus
@@ -307,14 +307,20 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
     v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], claim.op, claim.margin,
                          paired=paired, items_a=ia if given and sign > 0 else None,
                          items_b=ib if given and sign > 0 else None, family=family)
+    reference, why = _context_reference(claim, finished) if measure == "held_out_loss" else (None, "")
+    if why and v.label != verdicts.NO_VERDICT:  # the losses are decided, but say nothing about the claim yet
+        v = replace(v, label=verdicts.CANNOT_TELL, seeds_needed=None, items_needed=None,
+                    reason=f"{why}. On the losses alone the rule would read “{v.label}”")
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
     if sign < 0:
         out["verdict"].update(mean_a=-v.mean_a, mean_b=-v.mean_b, lower_is_better=True)
         out["sentence"] = (f"Lower is better: the effect is {claim.b}'s mean {out['label'].lower()} minus {claim.a}'s "
                            f"({v.mean_b * sign:.3f} − {v.mean_a * sign:.3f}; positive: {claim.a}'s is lower). {v.sentence}")
-    if measure == "held_out_loss":
-        _unigram_reference(out, claim, finished)
+    if reference:
+        out["context_reference"] = reference
+        out["sentence"] += (f". At the [MASK] inputs, where only context tells the word, {claim.b} scores "
+                            f"{reference['mask_loss']:.3f} and the corpus's token counts {reference['unigram_loss']:.3f}")
     if facts := _arm_facts(finished, (claim.a, claim.b)):
         out["arm_facts"] = facts
         out["sentence"] += ". Per run: " + "; ".join(
@@ -323,42 +329,35 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
     return out
 
 
-def _unigram_reference(out: dict[str, Any], claim: Claim, finished: list[dict[str, Any]]) -> None:
-    """Beside a held-out-loss verdict, what the reference arm ``b`` scores at the held-out positions whose input is
-    [MASK] (each run's ``mask_loss``) against the corpus's token counts there (``unigram_loss``,
-    :func:`models.pretrain.evaluate.evaluate`): only context tells the word at a [MASK], so an arm that is not below
-    the counts there has not yet learnt to use it. For a claim about a part that acts through context
-    (``Claim.context``: attention), the verdict is decided only where ``b`` is measurably below them over seeds
-    (:func:`analysis.verdicts.ratios.gain_interval`): two models that both predict from token counts alone have the
-    same loss whatever their attention, and "matches" would say nothing."""
-    from analysis.verdicts.labels import CANNOT_TELL
+def _context_reference(claim: Claim, finished: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+    """What the reference arm ``b`` scores at the held-out positions whose input is [MASK] (each run's ``mask_loss``)
+    against the corpus's token counts there (``unigram_loss``, :func:`models.pretrain.evaluate.evaluate`), to show
+    beside a held-out-loss verdict (None where no run recorded them); and, for a claim about a part that acts through
+    context (``Claim.context``: attention), why it cannot be decided ("" where it can).
+
+    Only context tells the word at a [MASK], so an arm that is not below the counts there has not yet learnt to use
+    it: two models that both predict from token counts alone have the same loss whatever their attention, and
+    "matches" would say nothing. Such a claim is decided only where ``b`` is measurably below the counts over seeds
+    (:func:`analysis.verdicts.ratios.gain_interval`)."""
     from analysis.verdicts.ratios import gain_interval
 
     evs = {r["replicate"]: r["evaluation"] or {} for r in finished if r["arm"] == claim.b}
     seeds = sorted(k for k, e in evs.items() if isinstance(e.get("mask_loss"), int | float)
                    and isinstance(e.get("unigram_loss"), int | float))
     model, counts = [evs[k]["mask_loss"] for k in seeds], [evs[k]["unigram_loss"] for k in seeds]
-    if seeds:
-        out["context_reference"] = {"arm": claim.b, "mask_loss": sum(model) / len(seeds),
-                                    "unigram_loss": sum(counts) / len(seeds)}
-        out["sentence"] += (f". At the [MASK] inputs, where only context tells the word, {claim.b} scores "
-                            f"{sum(model) / len(seeds):.3f} and the corpus's token counts {sum(counts) / len(seeds):.3f}")
-    if not claim.context or not out.get("verdict"):
-        return
-    why = ""
+    reference = ({"arm": claim.b, "mask_loss": sum(model) / len(seeds), "unigram_loss": sum(counts) / len(seeds)}
+                 if seeds else None)
+    if not claim.context:
+        return reference, ""
     if not seeds or len(seeds) < len(evs):
-        why = f"{claim.b}'s runs measured no loss at the [MASK] inputs against the token counts (trained before it was recorded)"
-    else:
-        gain, low, high = gain_interval(counts, model)
-        if not low > 0:
-            why = (f"at the [MASK] inputs {claim.b} is not measurably below the corpus's token counts (by {gain:+.3f}, "
-                   f"95% interval {low:+.3f} to {high:+.3f}): neither arm predicts from context yet, so their attention "
-                   "cannot differ; a larger budget per run may tell")
-    if why:
-        rule = out["verdict"]["label"]
-        measured = out["sentence"].replace(f"{rule[0].upper()}{rule[1:]}: effect", "Effect", 1)
-        out["verdict"].update(label=CANNOT_TELL, reason=why)
-        out["sentence"] = f"Cannot tell at this budget: {why}. On the losses alone the rule would read “{rule}”: {measured}"
+        return reference, (f"{claim.b}'s runs measured no loss at the [MASK] inputs against the token counts (trained "
+                           "before it was recorded)")
+    gain, low, high = gain_interval(counts, model)
+    if low > 0:
+        return reference, ""
+    return reference, (f"at the [MASK] inputs {claim.b} is not measurably below the corpus's token counts (by {gain:+.3f}, "
+                       f"95% interval {low:+.3f} to {high:+.3f}): neither arm predicts from context yet, so their "
+                       "attention cannot differ; a larger budget per run may tell")
 
 
 def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[str, dict[str, float]]:
