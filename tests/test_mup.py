@@ -97,6 +97,42 @@ def test_a_mup_run_trains_through_the_loop_and_equals_sp_at_its_base_width() -> 
     assert all(math.isfinite(v) for _, v in wider.curve) and wider.curve[-1][1] != pytest.approx(sp.curve[-1][1], abs=1e-5)
 
 
+
+@pytest.mark.parametrize("objective", ["mlm", "mlm+sop"])
+def test_a_saved_mup_run_reloads_as_the_function_it_trained(objective: str, empty_model_dir: Path) -> None:
+    """μP's multipliers live in modules, not weights: the lab saves them folded in (portable_state), so a plain
+    from_pretrained (every page, the backend, the Hub) computes what the μP model computed; saving leaves the model as
+    it was, and an SP model's state comes back untouched."""
+    import torch
+    from transformers import BertForMaskedLM, BertForPreTraining
+
+    from models.pretrain import mup
+    from models.pretrain.config import TrainResult
+    from models.pretrain.corpus import tokenizer
+    from models.pretrain.loop import save_run
+
+    cfg = replace(TINY, objective=objective, hidden=128, ffn=256, parametrisation="mup", mup_base_width=32,
+                  run=f"mup-{objective.replace('+', '-')}")
+    model = _model(cfg).eval()
+    with torch.no_grad():  # LayerNorm starts at 1 and 0, where a wrong fold of its bias would not show
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    ids = torch.randint(1, 128, (2, 9), generator=torch.Generator().manual_seed(2))
+    want = model(input_ids=ids)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    name = save_run(cfg, model, tokenizer(cfg.vocab), TrainResult(cfg, curve=[(1, 5.0)]))
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    cls = BertForPreTraining if objective == "mlm+sop" else BertForMaskedLM
+    got = cls.from_pretrained(empty_model_dir / name).eval()(input_ids=ids)
+    logits = "prediction_logits" if objective == "mlm+sop" else "logits"
+    assert torch.allclose(getattr(got, logits), getattr(want, logits), atol=1e-4)
+    assert not torch.allclose(cls.from_pretrained(empty_model_dir / name).bert.encoder.layer[0].attention.self.query.weight,
+                              model.bert.encoder.layer[0].attention.self.query.weight)  # folded, not copied
+    if objective == "mlm+sop":
+        assert torch.allclose(got.seq_relationship_logits, want.seq_relationship_logits, atol=1e-5)
+    sp = _model(replace(TINY, hidden=128, ffn=256))
+    assert all(torch.equal(v, sp.state_dict()[k]) for k, v in mup.portable_state(sp).items())
+
 def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() -> None:
     from services import ablations, lab
     from services.lab.presets import MUTRANSFER_LOG2_RATES

@@ -189,6 +189,11 @@ def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult,
     last = last_step if last_step is not None else (result.curve[-1][0] if result.curve else 0)
     kept = sorted(s for s in (snapshots or {}) if s < last)
 
+    def save_model(where: Path) -> None:  # μP's multipliers folded into the weights: it reloads as it computes
+        from models.pretrain.mup import portable_state
+
+        model.save_pretrained(where, safe_serialization=True, state_dict=portable_state(model))
+
     def write(folder: Path) -> None:
         if kept:
             final = cpu_state(model)
@@ -196,12 +201,12 @@ def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult,
                 for s in kept:
                     model.load_state_dict(snapshots[s])
                     where = folder / "steps" / str(s)
-                    model.save_pretrained(where, safe_serialization=True)
+                    save_model(where)
                     tok.save_pretrained(where)
                     (where / "bfe_step.json").write_text(json.dumps({"run": config.run_name, "step": s, "loss": losses.get(s)}))
             finally:  # a failed save leaves the model as trained, not at an old step
                 model.load_state_dict(final)
-        model.save_pretrained(folder, safe_serialization=True)
+        save_model(folder)
         tok.save_pretrained(folder)
         (folder / "bfe_run.json").write_text(json.dumps({"config": asdict(config), "evaluation": result.evaluation,
                                                          "curve": result.curve[-2000:], "seconds": result.seconds,

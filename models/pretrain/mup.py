@@ -26,8 +26,11 @@ takes the parameter groups made here instead), and it brings seaborn and matplot
 draws with plotly. The classification below follows the package's: a weight is matrix-like when both of its
 dimensions scale with the width.
 
-The multipliers (readout, attention) live in the module: a checkpoint reloaded with ``from_pretrained`` is a plain
-SP model and needs :func:`apply_mup` again (the run's stored config says ``parametrisation``).
+The multipliers (readout, attention) live in the module, not in its weights, so a μP model saved as it is would
+reload with ``from_pretrained`` as a different function. The lab saves :func:`portable_state` instead: the same
+function with the multipliers folded into the weights (the query's weights and bias, the MLM transform's LayerNorm,
+NSP/SOP's classifier), so every page, the backend and the Hub open a μP checkpoint as the plain BERT it is
+equivalent to. Only resuming μP *training* from it would need :func:`apply_mup`'s rules back (the lab does not).
 :func:`models.pretrain.model.build_model` builds the SP model; the loop applies μP to it (so that this module may
 use ``build_model`` without a circle).
 """
@@ -102,6 +105,29 @@ def apply_mup(model: Any, config: TrainConfig) -> Any:
         layer.register_forward_pre_hook(lambda _mod, args, _m=m: (args[0] / _m, *args[1:]))
     model.mup_width_mult = m
     return model
+
+
+def portable_state(model: Any) -> dict[str, Any]:
+    """The state dict of a model :func:`apply_mup` made, with its multipliers folded into the weights: a plain BERT of
+    the same config loaded with it computes the same outputs (to rounding). Exact because each multiplier meets a
+    linear map: attention's scale ``s`` against SP's ``1/√d`` multiplies the query's weight and bias by ``s·√d``; the
+    readout's ``1/m`` on its input multiplies the MLM transform's LayerNorm (the decoder's input; the decoder itself
+    is tied to the word embeddings) and NSP/SOP's classifier weight. Changed tensors are copies: the model is left
+    as it is (the loop saves kept steps mid-run). A model without μP's multipliers comes back unchanged."""
+    state = model.state_dict()
+    m = getattr(model, "mup_width_mult", None)
+    if m is None:
+        return state
+    for name, module in model.named_modules():
+        if hasattr(module, "scaling") and hasattr(module, "attention_head_size"):
+            r = module.scaling * math.sqrt(module.attention_head_size)
+            for key in (f"{name}.query.weight", f"{name}.query.bias"):
+                state[key] = state[key] * r
+    for key in ("cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
+                "cls.seq_relationship.weight"):
+        if key in state:
+            state[key] = state[key] / m
+    return state
 
 
 def param_groups(models: Sequence[Any], config: TrainConfig, weight_decay: float = 0.01) -> list[dict[str, Any]]:
