@@ -319,6 +319,7 @@ def _arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state
                            f"({v.mean_b * sign:.3f} − {v.mean_a * sign:.3f}; positive: {claim.a}'s is lower). {v.sentence}")
     if reference:
         out["context_reference"] = reference
+    if reference and not why:
         out["sentence"] += (f". At the [MASK] inputs, where only context tells the word, {claim.b} scores "
                             f"{reference['mask_loss']:.3f} and the corpus's token counts {reference['unigram_loss']:.3f}")
     if facts := _arm_facts(finished, (claim.a, claim.b)):
@@ -355,9 +356,11 @@ def _context_reference(claim: Claim, finished: list[dict[str, Any]]) -> tuple[di
     gain, low, high = gain_interval(counts, model)
     if low > 0:
         return reference, ""
-    return reference, (f"at the [MASK] inputs {claim.b} is not measurably below the corpus's token counts (by {gain:+.3f}, "
-                       f"95% interval {low:+.3f} to {high:+.3f}): neither arm predicts from context yet, so their "
-                       "attention cannot differ; a larger budget per run may tell")
+    return reference, (f"at the [MASK] inputs, where only context tells the word, {claim.b} scores "
+                       f"{reference['mask_loss']:.3f} against the corpus's token counts' {reference['unigram_loss']:.3f}: "
+                       f"not measurably below them (by {gain:+.3f}, 95% interval {low:+.3f} to {high:+.3f}), so "
+                       "neither arm predicts from context yet and their attention cannot differ; a larger budget per "
+                       "run may tell")
 
 
 def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[str, dict[str, float]]:

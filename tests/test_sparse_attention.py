@@ -312,7 +312,7 @@ def test_sparse_matches_full_is_decided_only_once_full_attention_beats_the_token
     at_counts = decide(_bigbird_runs([6.61, 6.59, 6.62], [6.61, 6.60, 6.62], [6.80, 6.81, 6.79]))  # 6.81 at [MASK]
     assert at_counts["verdict"]["label"] == "cannot tell at this budget"
     assert "Cannot tell at this budget: effect " in at_counts["sentence"]  # the losses' own interval, then why
-    assert "At the [MASK] inputs full is not measurably below" in at_counts["sentence"]
+    assert "full scores 6.807 against the corpus's token counts' 6.800: not measurably below" in at_counts["sentence"]
     assert "the rule would read “agrees”" in at_counts["sentence"] and at_counts["verdict"]["seeds_needed"] is None
     unrecorded = decide(_bigbird_runs([5.00, 5.10, 5.05], [5.01, 5.12, 5.05], None))
     assert unrecorded["verdict"]["label"] == "cannot tell at this budget" and "no loss at the [MASK]" in unrecorded["sentence"]
