@@ -33,7 +33,7 @@ if "BFE_MODEL_DIR" not in os.environ:
 
 from models.pretrain import TrainConfig
 from services import ablations, lab
-from services.lab import claims
+from services.lab import claim_entries, claims
 
 DEFAULT = TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
 
@@ -112,7 +112,7 @@ def seeds_only(claim: dict) -> str:
         return ""
     common = sorted(set(a) & set(b))
     paired = len(common) == len(a) == len(b)
-    sign = -1.0 if claim.get("measure") in ablations.LOWER_IS_BETTER else 1.0  # decided on negated losses, as the report
+    sign = -1.0 if claim.get("measure") in claim_entries.LOWER_IS_BETTER else 1.0  # decided on negated losses, as the report
     v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], spec["op"], spec["margin"],
                          paired=paired)
     return f"{v.label}, {v.effect:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"

@@ -17,7 +17,7 @@ from models.pretrain import TrainConfig, train
 from models.pretrain.phases import phase_lengths, update_plan, updates_of
 from models.training import optimizer_and_schedule
 from services import ablations, lab
-from services.lab import presets
+from services.lab import claim_entries, presets
 
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
 
@@ -220,15 +220,15 @@ def test_a_strict_lower_is_better_claim_reads_its_sign_right() -> None:
     finished = [{"arm": arm, "replicate": i, "kind": "bert", "id": 10 * k + i, "evaluation": {"held_out_loss": v}}
                 for k, (arm, values) in enumerate({"a": [3.0, 3.1, 3.05], "b": [3.5, 3.55, 3.6]}.items())
                 for i, v in enumerate(values)]
-    lower = ablations._arm_claim(ablations.Claim("x", "held_out_loss", "a's loss is lower", "s", "a", "b", ">"),
+    lower = claim_entries.arm_claim(ablations.Claim("x", "held_out_loss", "a's loss is lower", "s", "a", "b", ">"),
                                  "held_out_loss", finished, "complete")
-    higher = ablations._arm_claim(ablations.Claim("x", "held_out_loss", "b's loss is lower", "s", "b", "a", ">"),
+    higher = claim_entries.arm_claim(ablations.Claim("x", "held_out_loss", "b's loss is lower", "s", "b", "a", ">"),
                                   "held_out_loss", finished, "complete")
     assert lower["verdict"]["label"] == V.AGREES and higher["verdict"]["label"] == V.DISAGREES
     assert lower["verdict"]["mean_a"] == pytest.approx(3.05) and higher["verdict"]["mean_a"] == pytest.approx(3.55)
     # an accuracy (higher is better) on the same numbers reads the other way
     acc = [{**r, "evaluation": {"sop_accuracy": r["evaluation"]["held_out_loss"] / 10}} for r in finished]
-    assert ablations._arm_claim(ablations.Claim("x", "sop_accuracy", "", "s", "a", "b", ">"), "sop_accuracy", acc,
+    assert claim_entries.arm_claim(ablations.Claim("x", "sop_accuracy", "", "s", "a", "b", ">"), "sop_accuracy", acc,
                                 "complete")["verdict"]["label"] == V.DISAGREES
 
 

@@ -296,14 +296,14 @@ def _bigbird_runs(full: list[float], sparse: list[float], unigram: list[float] |
 def test_sparse_matches_full_is_decided_only_once_full_attention_beats_the_token_counts():
     """Two models that both predict from token counts alone have equal losses whatever their attention: the classroom
     budget's first runs on this CPU had both arms at 7.03, above what the counts score. "Matches" is then no finding."""
-    from services import ablations
+    from services.lab import claim_entries
     from services.lab.claims import CLAIMS
 
     claim = CLAIMS["bigbird"][0]
     assert claim.context
 
     def decide(runs):
-        return ablations._arm_claim(claim, "held_out_loss", runs, "complete")
+        return claim_entries.arm_claim(claim, "held_out_loss", runs, "complete")
 
     learnt = decide(_bigbird_runs([5.00, 5.10, 5.05], [5.01, 5.12, 5.05], [6.80, 6.81, 6.79]))
     assert learnt["verdict"]["label"] == "agrees"
@@ -317,7 +317,7 @@ def test_sparse_matches_full_is_decided_only_once_full_attention_beats_the_token
     unrecorded = decide(_bigbird_runs([5.00, 5.10, 5.05], [5.01, 5.12, 5.05], None))
     assert unrecorded["verdict"]["label"] == "cannot tell at this budget" and "no loss at the [MASK]" in unrecorded["sentence"]
     # a claim not about context (Lion's) keeps its verdict, with the reference beside it
-    lion = ablations._arm_claim(CLAIMS["lion"][0], "held_out_loss", [
+    lion = claim_entries.arm_claim(CLAIMS["lion"][0], "held_out_loss", [
         {**r, "arm": {"sparse": "lion", "full": "adamw"}[r["arm"]]}
         for r in _bigbird_runs([7.03, 7.01, 7.04], [7.03, 7.02, 7.04], [6.80, 6.81, 6.79])], "complete")
     assert lion["verdict"]["label"] == "agrees" and "the corpus's token counts 6.800" in lion["sentence"]
@@ -333,10 +333,10 @@ def test_unigram_log_probs_count_the_training_tokens_and_give_specials_nothing()
 
 def test_a_loss_claim_is_drawn_as_points_on_a_zoomed_axis_and_an_accuracy_as_bars():
     from analysis.verdict_plots import arms_figure
-    from services import ablations
+    from services.lab import claim_entries
     from services.lab.claims import CLAIMS
 
-    loss = ablations._arm_claim(CLAIMS["bigbird"][0], "held_out_loss",
+    loss = claim_entries.arm_claim(CLAIMS["bigbird"][0], "held_out_loss",
                                 _bigbird_runs([7.03, 7.01, 7.04], [7.03, 7.02, 7.04], [6.80, 6.81, 6.79]), "complete")
     fig = arms_figure(loss)
     assert fig.data[0].type == "scatter" and fig.data[0].mode == "markers" and fig.data[0].error_y.array is not None

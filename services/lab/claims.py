@@ -34,7 +34,7 @@ class Claim:
     margin: float = 0.0
     #: The claim is about a part that acts through context (attention): a held-out-loss verdict is decided only where
     #: arm ``b`` predicts the words at [MASK] inputs better than the corpus's token counts
-    #: (services.ablations._unigram_reference).
+    #: (services.lab.claim_entries._context_reference).
     context: bool = False
 
 
@@ -68,7 +68,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
         Claim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
               "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),
     ),
-    # Held-out loss is lower-is-better (services.ablations.LOWER_IS_BETTER): ">=" with a margin m reads "a's loss is
+    # Held-out loss is lower-is-better (services.lab.claim_entries.LOWER_IS_BETTER): ">=" with a margin m reads "a's loss is
     # at most m above b's". m = 0.05 nats is a 5% higher perplexity (e^0.05 ≈ 1.05): what "matches" allows here. It is
     # a statement about the effect, not the noise: in a miniature measured here (1 layer × 64, 300 steps of 16, 3 seeds;
     # docs/lab.md) the paired seed differences spread by about 0.1 nats, so a classroom verdict may say "cannot tell".

@@ -1,0 +1,333 @@
+"""A claim's entry in an experiment's report, from its finished runs: the per-seed scores on one measure and the
+verdict (two arms, :func:`arm_claim`), the direction of a fitted exponent (:func:`trend_claim`), or a ratio of two
+arms (:func:`ratio_claim`), each with what it rests on. :mod:`services.ablations` gathers the runs and calls them;
+the decisions themselves are :mod:`analysis.verdicts` (numpy and scipy: imported when a report is read).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, replace
+from typing import Any
+
+from core.errors import ExplorerError
+from services.lab.claims import (
+    CHANCE,
+    DATA_LIMITED_TOKENS_PER_PARAMETER,
+    DOWNSTREAM_LABELS,
+    INTRINSIC_LABELS,
+    RATIO_MEASURES,
+    Claim,
+)
+from services.lab.entries import decided, undecided
+
+#: Measures on which a lower value is better: a claim "a > b" on them means a's value is lower than b's (">=": not
+#: higher by more than the margin). The verdict is computed on the negated values; the report shows the raw ones.
+LOWER_IS_BETTER = frozenset({"held_out_loss"})
+
+
+def measure_label(measure: str) -> str:
+    if measure.startswith("downstream:"):
+        name = measure.split(":", 1)[1]
+        label = DOWNSTREAM_LABELS.get(name, measure)
+        if "{classes}" in label:
+            from analysis.tasks import class_count
+
+            label = label.format(classes=class_count(name))
+        return "Downstream: " + label
+    if measure == "probe:pos":
+        return "Frozen probe: part of speech (4 classes, chance 0.25)"
+    return INTRINSIC_LABELS.get(measure, measure)
+
+
+def _suite_tasks(run: dict[str, Any]) -> list[str]:
+    """The downstream tasks a run was given (its config's suite; else those it has scores for)."""
+    suite = (run.get("config") or {}).get("downstream") or {}
+    return list(suite.get("tasks") or ((run.get("evaluation") or {}).get("downstream") or {}))
+
+
+def score_of(run: dict[str, Any], measure: str, control: bool = False) -> float | None:
+    """A finished run's score on ``measure`` (``downstream:<task>``, ``downstream:average`` over the run's suite,
+    ``probe:pos``, an evaluation key); ``control``: the random-init control's score, where this run measured it."""
+    ev = run.get("evaluation") or {}
+    if measure == "downstream:average":
+        tasks = _suite_tasks(run)
+        values = [score_of(run, f"downstream:{t}", control) for t in tasks]
+        return float(sum(values) / len(values)) if values and all(v is not None for v in values) else None
+    if measure.startswith("downstream:"):
+        row = (ev.get("downstream") or {}).get(measure.split(":", 1)[1]) or {}
+        value = row.get("random_accuracy" if control else "accuracy")
+    elif measure == "probe:pos":
+        value = ev.get("pos_probe_random_init" if control else "pos_probe_accuracy")
+    else:
+        value = None if control else ev.get(measure)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def run_items(run: dict[str, Any], measure: str) -> dict[str, Any] | None:
+    """A finished run's per-item scores on ``measure`` for the verdict's item term (the shape :func:`analysis.verdicts.items_of` reads):
+    values, ids, clusters, strata and weights (an average weights each task equally); None where the run did not keep
+    them (runs from before they were kept)."""
+    ev = run.get("evaluation") or {}
+    if measure == "downstream:average":
+        tasks = _suite_tasks(run)
+        parts = [run_items(run, f"downstream:{t}") for t in tasks]
+        if not parts or any(p is None for p in parts):
+            return None
+        out: dict[str, list[Any]] = {"values": [], "ids": [], "clusters": [], "strata": [], "weights": []}
+        for p in parts:
+            n = len(p["values"])
+            for k in ("values", "ids", "clusters", "strata"):
+                out[k] += list(p[k])
+            out["weights"] += [1.0 / (n * len(parts))] * n
+        return out
+    if measure.startswith("downstream:"):
+        task = measure.split(":", 1)[1]
+        row = (ev.get("downstream") or {}).get(task) or {}
+        values, ids, clusters = row.get("correct"), row.get("items"), row.get("clusters")
+    elif measure == "probe:pos":
+        task, values, ids, clusters = "pos", ev.get("pos_probe_correct"), ev.get("pos_probe_items"), ev.get("pos_probe_clusters")
+    elif measure in ("sop_accuracy", "nsp_accuracy"):
+        task = measure.split("_")[0]
+        values, ids, clusters = ev.get(f"{task}_correct"), ev.get(f"{task}_items"), None
+    else:
+        return None
+    if not values or not ids or len(ids) != len(values):
+        return None  # without the items' names, which items two seeds share is unknown: no item term
+    score = score_of(run, measure)
+    if score is None or abs(score - sum(values) / len(values)) > 1e-6:
+        return None  # items that do not add up to the score are not this score's items
+    ids = [f"{task}:{i}" for i in ids]
+    clusters = [f"{task}:{c}" for c in clusters] if clusters and len(clusters) == len(values) and all(clusters) else ids
+    return {"values": list(values), "ids": ids, "clusters": clusters, "strata": [task] * len(values),
+            "weights": [1.0 / len(values)] * len(values)}
+
+
+def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state: str, primary: bool = True,
+               family: int = 1) -> dict[str, Any]:
+    from analysis import verdicts  # numpy and scipy: imported when a report is read, not with the page
+
+    scores: dict[str, dict[int, float]] = {}
+    items: dict[str, dict[int, dict[str, Any] | None]] = {}
+    controls: dict[tuple[str, int], float] = {}
+    kinds: dict[str, str] = {}
+    for r in finished:
+        value = score_of(r, measure)
+        if value is not None:
+            scores.setdefault(r["arm"], {})[r["replicate"]] = value
+            items.setdefault(r["arm"], {})[r["replicate"]] = run_items(r, measure)
+            kinds[r["arm"]] = r["kind"]
+        control = score_of(r, measure, control=True)
+        if control is not None:
+            controls[(r["kind"], r["replicate"])] = control
+    a, b = scores.get(claim.a, {}), scores.get(claim.b, {})
+    key = claim.key if primary or claim.measure != "downstream" else f"{claim.key}:{measure.split(':', 1)[1]}"
+    out: dict[str, Any] = {"key": key, "claim": asdict(claim), "measure": measure, "label": measure_label(measure),
+                           "primary": primary, "family": family,
+                           "scores": {arm: sorted(v.items()) for arm, v in scores.items()}, "chance": CHANCE.get(measure),
+                           "controls": {}, "control_effects": {}, "verdict": None,
+                           "run_ids": [int(r["id"]) for r in finished]}
+    several = len(set(kinds.values())) > 1
+    for arm, values in scores.items():
+        ctrl = {rep: controls[(kinds[arm], rep)] for rep in values if (kinds[arm], rep) in controls}
+        if ctrl:  # one control per architecture and seed, shared by the arms of that architecture
+            out["controls"]["random init" + (f" ({kinds[arm]})" if several else "")] = sorted(ctrl.items())
+            common = sorted(set(ctrl) & set(values))
+            if len(common) >= 1:
+                out["control_effects"][arm] = verdicts.effect_interval([values[k] for k in common], [ctrl[k] for k in common])
+    if undecided(out, state):
+        return out
+    if not (a and b):
+        out["why_none"] = f"no scores for {claim.a if not a else claim.b}"
+        return out
+    common = sorted(set(a) & set(b))
+    paired = len(common) == len(a) == len(b)
+    ia, ib = [items[claim.a][k] for k in sorted(a)], [items[claim.b][k] for k in sorted(b)]
+    given = all(x is not None for x in ia + ib)
+    sign = -1.0 if measure in LOWER_IS_BETTER else 1.0  # a loss: decided on −loss, so "a beats b" is "a's loss is lower"
+    v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], claim.op, claim.margin,
+                         paired=paired, items_a=ia if given and sign > 0 else None,
+                         items_b=ib if given and sign > 0 else None, family=family)
+    reference, why = _context_reference(claim, finished) if measure == "held_out_loss" else (None, "")
+    if why and v.label != verdicts.NO_VERDICT:  # the losses are decided, but say nothing about the claim yet
+        v = replace(v, label=verdicts.CANNOT_TELL, seeds_needed=None, items_needed=None,
+                    reason=f"{why}. On the losses alone the rule would read “{v.label}”")
+    out["verdict"] = v.to_dict()
+    out["sentence"] = v.sentence
+    if sign < 0:
+        out["verdict"].update(mean_a=-v.mean_a, mean_b=-v.mean_b, lower_is_better=True)
+        out["sentence"] = (f"Lower is better: the effect is {claim.b}'s mean {out['label'].lower()} minus {claim.a}'s "
+                           f"({v.mean_b * sign:.3f} − {v.mean_a * sign:.3f}; positive: {claim.a}'s is lower). {v.sentence}")
+    if reference:
+        out["context_reference"] = reference
+    if reference and not why:
+        out["sentence"] += (f". At the [MASK] inputs, where only context tells the word, {claim.b} scores "
+                            f"{reference['mask_loss']:.3f} and the corpus's token counts {reference['unigram_loss']:.3f}")
+    if facts := _arm_facts(finished, (claim.a, claim.b)):
+        out["arm_facts"] = facts
+        out["sentence"] += ". Per run: " + "; ".join(
+            f"{arm} {', '.join(f'{v:,.4g} {k}' if k != 'optimizer state MB' else f'{v:.2f} {k}' for k, v in f.items())}"
+            for arm, f in facts.items())
+    return out
+
+
+def _context_reference(claim: Claim, finished: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+    """What the reference arm ``b`` scores at the held-out positions whose input is [MASK] (each run's ``mask_loss``)
+    against the corpus's token counts there (``unigram_loss``, :func:`models.pretrain.evaluate.evaluate`), to show
+    beside a held-out-loss verdict (None where no run recorded them); and, for a claim about a part that acts through
+    context (``Claim.context``: attention), why it cannot be decided ("" where it can).
+
+    Only context tells the word at a [MASK], so an arm that is not below the counts there has not yet learnt to use
+    it: two models that both predict from token counts alone have the same loss whatever their attention, and
+    "matches" would say nothing. Such a claim is decided only where ``b`` is measurably below the counts over seeds
+    (:func:`analysis.verdicts.ratios.gain_interval`)."""
+    from analysis.verdicts.ratios import gain_interval
+
+    evs = {r["replicate"]: r["evaluation"] or {} for r in finished if r["arm"] == claim.b}
+    seeds = sorted(k for k, e in evs.items() if isinstance(e.get("mask_loss"), int | float)
+                   and isinstance(e.get("unigram_loss"), int | float))
+    model, counts = [evs[k]["mask_loss"] for k in seeds], [evs[k]["unigram_loss"] for k in seeds]
+    reference = ({"arm": claim.b, "mask_loss": sum(model) / len(seeds), "unigram_loss": sum(counts) / len(seeds)}
+                 if seeds else None)
+    if not claim.context:
+        return reference, ""
+    if not seeds or len(seeds) < len(evs):
+        return reference, (f"{claim.b}'s runs measured no loss at the [MASK] inputs against the token counts (trained "
+                           "before it was recorded)")
+    gain, low, high = gain_interval(counts, model)
+    if low > 0:
+        return reference, ""
+    return reference, (f"at the [MASK] inputs, where only context tells the word, {claim.b} scores "
+                       f"{reference['mask_loss']:.3f} against the corpus's token counts' {reference['unigram_loss']:.3f}: "
+                       f"not measurably below them (by {gain:+.3f}, 95% interval {low:+.3f} to {high:+.3f}), so "
+                       "neither arm predicts from context yet and their attention cannot differ; a larger budget per "
+                       "run may tell")
+
+
+def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Per arm, the mean over its runs of what the optimizer presets put beside a loss, where the two arms differ in
+    it: the parameter updates made (growing batch: the same tokens in fewer updates) and the optimizer state measured
+    at the end (Lion: one state per parameter against AdamW's two). Empty where no run recorded them or they agree."""
+    out: dict[str, dict[str, float]] = {arm: {} for arm in arms}
+    for key, name, scale in (("parameter_updates", "parameter updates", 1), ("optimizer_state_bytes", "optimizer state MB", 2**20)):
+        means = {}
+        for arm in arms:
+            evs = [r["evaluation"] or {} for r in finished if r["arm"] == arm]
+            values = [float(e[key]) / scale for e in evs if isinstance(e.get(key), int | float)]
+            if values and len(values) == len(evs):
+                means[arm] = sum(values) / len(values)
+        if len(means) == len(arms) and len({round(m, 6) for m in means.values()}) > 1:
+            for arm, m in means.items():
+                out[arm][name] = m
+    return out if any(out.values()) else {}
+
+
+def trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
+    from analysis import verdicts
+
+    points, limited, flagged = [], [], set()
+    for r in finished:
+        loss = (r["evaluation"] or {}).get("held_out_loss")
+        n = r["non_embedding"]  # the calculator's, read once per run by _run_rows: Kaplan's N, what the law counts
+        if not n or not isinstance(loss, int | float) or not r["tokens"]:
+            continue
+        ratio = r["tokens"] / max(r["parameters"] or n, 1)  # Chinchilla's 20 tokens per parameter counts all of them
+        if ratio < DATA_LIMITED_TOKENS_PER_PARAMETER:
+            limited.append({"run": r["name"], "tokens per parameter": round(ratio, 1)})
+            flagged.add(len(points))
+        if claim.measure == "scaling":
+            points.append((r["replicate"], n, float(loss)))
+        else:
+            points.append((r["replicate"], round(r["flops_per_token"] * r["tokens"], -6), n, float(loss)))
+    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "points": points,
+                           "label": measure_label(claim.measure), "primary": True,
+                           "data_limited": limited, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
+    if undecided(out, state):
+        return out
+
+    def decide(pts: list[Any]) -> Any:
+        return verdicts.scaling_verdict(pts) if claim.measure == "scaling" else verdicts.isoflop_verdict(_isoflop_cells(pts))
+
+    if decided(out, lambda: decide(points)) is None:
+        return out
+    if limited and claim.measure == "isoflop":
+        # An IsoFLOP grid trains the large sizes of each budget on few tokens by design (that is where the parabola
+        # turns up); leaving them out would leave fewer than 3 sizes per budget, so they are named, not refitted.
+        out["sentence"] += (f". {len(limited)} of {len(points)} runs are data-limited (fewer than "
+                            f"{DATA_LIMITED_TOKENS_PER_PARAMETER} tokens per parameter): in an IsoFLOP grid the large sizes "
+                            "of a budget are data-limited by design, so they stay in the fit")
+    elif limited:
+        out["sentence"] += (f". {len(limited)} of {len(points)} runs are data-limited (fewer than "
+                            f"{DATA_LIMITED_TOKENS_PER_PARAMETER} tokens per parameter, Chinchilla's compute-optimal ratio): "
+                            "they sit above a law fitted to converged models")
+        try:
+            without = decide([p for i, p in enumerate(points) if i not in flagged])
+        except ExplorerError as err:
+            out["without_data_limited"] = {"why_none": str(err)}
+        else:
+            out["without_data_limited"] = without.to_dict()
+            out["sentence"] += f"; without them: {without.sentence[0].lower()}{without.sentence[1:]}"
+    return out
+
+
+def _ratio_value(run: dict[str, Any], measure: str, arm_a: bool) -> float | None:
+    """One side of a ratio claim from one run: its downstream average (retention), or (speed-up, the distilled run's
+    own measurement of both encoders) the fastest inference time of the teacher (``arm_a``) or of the student
+    (:func:`models.pretrain.distil.inference_timing`)."""
+    if measure == "retention":
+        return score_of(run, "downstream:average")
+    timing = (run.get("evaluation") or {}).get("inference") or {}
+    seconds = timing.get("teacher_seconds" if arm_a else "student_seconds") or []
+    return float(min(seconds)) if seconds else None
+
+
+def ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
+    """A ratio of two arms per seed (:func:`analysis.verdicts.ratios.ratio_verdict`): retention, arm ``a``'s downstream
+    average over arm ``b``'s; speed-up, the teacher's inference time over the student's, both timed by arm ``a``'s run."""
+    from analysis.verdicts.ratios import ratio_verdict
+
+    quantity, reference = RATIO_MEASURES[claim.measure]
+    by_arm = {(r["arm"], r["replicate"]): r for r in finished}
+    pairs, baseline = [], []
+    for (arm, rep), run in sorted(by_arm.items(), key=lambda kv: kv[0][1]):
+        if arm != claim.a:
+            continue
+        if claim.measure == "speedup":
+            top, bottom = _ratio_value(run, claim.measure, True), _ratio_value(run, claim.measure, False)
+        else:
+            other = by_arm.get((claim.b, rep))
+            top, bottom = _ratio_value(run, claim.measure, True), _ratio_value(other, claim.measure, False) if other else None
+            if other is not None and top is not None and bottom:  # the teacher's random-init control on its seed
+                baseline.append(score_of(other, "downstream:average", control=True))
+        if top is not None and bottom:
+            pairs.append((rep, top, bottom))
+    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "label": quantity.capitalize(),
+                           "primary": True, "points": pairs, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
+    if undecided(out, state):
+        return out
+    if not pairs:
+        out["why_none"] = f"no seed has both sides of the ratio ({claim.a}, {claim.b})"
+        return out
+    # a score ratio is decided only where the teacher is measurably above random initialisation (ratios.py)
+    controls = baseline if claim.measure == "retention" and baseline and None not in baseline else None
+    if claim.measure == "retention" and controls is None:
+        out["why_none"] = f"the teacher's runs ({claim.b}) measured no random-init control to show they learnt anything"
+        return out
+    v = ratio_verdict([p[1] for p in pairs], [p[2] for p in pairs], quantity, claim.margin, reference, claim.source,
+                      baseline=controls)
+    out["verdict"] = v.to_dict()
+    out["sentence"] = v.sentence
+    return out
+
+
+def _isoflop_cells(points: list[tuple[int, float, int, float]]) -> list[tuple[int, float, int, float]]:
+    """Each run's compute rounded to its budget: the runs of one budget differ by up to one step's FLOPs."""
+    budgets = sorted({c for _, c, _, _ in points})
+    groups: list[list[float]] = []
+    for c in budgets:
+        if groups and c <= groups[-1][0] * 1.3:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    label = {c: g[0] for g in groups for c in g}
+    return [(s, label[c], n, loss) for s, c, n, loss in points]
