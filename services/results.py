@@ -99,10 +99,19 @@ __all__ = ["COLUMNS", "CONVENTIONS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_
 
 
 def frame(url: str) -> Any:
-    """Every result of the database at ``url`` with its source (``results_frame``)."""
+    """Every result of the database at ``url`` with its source (``results_frame``), its text columns as Python strings.
+
+    Why not pandas' Arrow-backed strings: every filter of the page then calls into pyarrow once per column, and each
+    call gives up the GIL; with a class of 30 rerunning at once, each thread then waits its turn to get it back, call
+    after call (a "convoy"), and a tasks filter that takes 1 ms alone took 40 ms per student (bench/classroom.py).
+    A thousand rows of Python strings filter in NumPy without leaving the interpreter."""
+    import pandas as pd
+
     from analysis.results_db import get_engine, results_frame
 
-    return results_frame(get_engine(url))
+    df = results_frame(get_engine(url))
+    text = [c for c in df.columns if isinstance(df[c].dtype, pd.StringDtype)]
+    return df.astype(dict.fromkeys(text, object)) if text else df
 
 
 def catalog(url: str, kind: str) -> Any:
