@@ -1,6 +1,6 @@
 """A class at once: N students using the app at the same moment, over Streamlit's websocket protocol.
 
-    python bench/classroom.py [--sizes 1 10 30] [--replicas 1]
+    python bench/classroom.py [--sizes 1 10 30] [--replicas 1] [--repeats 1]
 
 Starts the app as the README does (``python -m app.serve``; offline, the bundled model, a fresh
 SQLite database; with ``--replicas 2``: two replicas behind nginx sharing one PostgreSQL), waits
@@ -52,11 +52,11 @@ def sentence(i: int) -> str:
     return f"Student {i} saw the {NOUNS[i % len(NOUNS)]} near the {PLACES[(i // 10) % len(PLACES)]} on day {i // 60 + 1}."
 
 
-async def student(s: StreamlitSession, i: int, step: int) -> tuple[float, bool, list[str]]:
+async def student(s: StreamlitSession, i: int, step: int, first: int = 0) -> tuple[float, bool, list[str]]:
     """Run action ``step`` of student ``i``; (seconds, ok, errors)."""
     action = ACTIONS[step]
     if action == "attention":
-        r = await s.run(page="attention", query={"at_text": sentence(i)})
+        r = await s.run(page="attention", query={"at_text": sentence(first + i)})  # a repeat: new students' words
     elif action == "layer":
         r = await s.run(widgets={"at_layer": 1 + i % 5})
     elif action == "head":
@@ -109,7 +109,7 @@ class RssMonitor:
         self.peak = max(self.peak, self.now())
 
 
-async def one_class(url: str, n: int, pids: list[int]) -> dict:
+async def one_class(url: str, n: int, pids: list[int], first: int = 0) -> dict:
     sessions = [StreamlitSession(url) for _ in range(n)]
     await asyncio.gather(*(s.open() for s in sessions))
     times: dict[str, list[float]] = {a: [] for a in ACTIONS}
@@ -124,7 +124,7 @@ async def one_class(url: str, n: int, pids: list[int]) -> dict:
     with RssMonitor(pids) as rss:
         for step, action in enumerate(ACTIONS):
             c0 = server_cpu()
-            results = await asyncio.gather(*(student(s, i, step) for i, s in enumerate(sessions)), return_exceptions=True)
+            results = await asyncio.gather(*(student(s, i, step, first) for i, s in enumerate(sessions)), return_exceptions=True)
             cpu[action] = server_cpu() - c0
             for i, res in enumerate(results):
                 if isinstance(res, BaseException):
@@ -144,27 +144,42 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
-def report(results: dict[int, dict], cores: int, idle_rss: float, model_mb: float) -> None:
-    t1 = {a: statistics.median(results[min(results)]["times"][a]) for a in ACTIONS}
+def report(results: dict[int, list[dict]], cores: int, idle_rss: float, model_mb: float) -> None:
+    """Per N and action: p50 over every run of every repeat, p95 as the median of the repeats' p95s, the floor from
+    t1 = the median over repeats of the smallest N's median, and the server's CPU (median over repeats)."""
+    smallest = results[min(results)]
+    t1 = {a: statistics.median(statistics.median(r["times"][a]) for r in smallest if r["times"][a]) for a in ACTIONS}
     rss_target = 1.5 * idle_rss + model_mb
-    print(f"\n{cores} cores; t1 = the N = 1 median of each action; floor = N * t1 / cores; "
+    repeats = len(smallest)
+    print(f"\n{cores} cores; {repeats} repeat(s), each N after the other; t1 = the N = {min(results)} median of each "
+          f"action (median over repeats); floor = N * t1 / cores; p95 = the median of the repeats' p95; "
           f"RSS target = 1.5 x idle {idle_rss:.0f} MB + model {model_mb:.0f} MB = {rss_target:.0f} MB")
     print("server CPU: CPU seconds the server spent on the action, all sessions together (per run in brackets)")
     print(f"{'N':>3s} {'action':>11s} {'p50 s':>7s} {'p95 s':>7s} {'floor s':>8s} {'p95/floor':>9s} {'server CPU s':>16s}")
-    for n, r in results.items():
+    for n, runs in results.items():
         worst = 0.0
+        per_repeat = [0.0] * len(runs)
         for a in ACTIONS:
-            vals = r["times"][a]
-            if not vals:
+            kept = [r for r in runs if r["times"][a]]
+            if not kept:
                 print(f"{n:>3d} {a:>11s}   (no completed runs)")
                 continue
             floor = n * t1[a] / cores
-            worst = max(worst, p95(vals) / floor)
-            print(f"{n:>3d} {a:>11s} {statistics.median(vals):7.2f} {p95(vals):7.2f} {floor:8.2f} {p95(vals) / floor:9.2f}"
-                  f" {r['cpu'][a]:7.2f} ({r['cpu'][a] / n:.3f})")
-        print(f"{n:>3d} {'summary':>11s} worst p95/floor {worst:.2f}; errors {len(r['errors'])}; sessions complete "
-              f"{r['complete']}/{n}; peak RSS {r['peak_rss']:.0f} MB ({r['peak_rss'] / rss_target:.2f} x target)")
-        for e in r["errors"][:5]:
+            high = statistics.median(p95(r["times"][a]) for r in kept)
+            cpu = statistics.median(r["cpu"][a] for r in kept)
+            worst = max(worst, high / floor)
+            for k, r in enumerate(runs):
+                if r["times"][a]:
+                    per_repeat[k] = max(per_repeat[k], p95(r["times"][a]) / floor)
+            every = [t for r in kept for t in r["times"][a]]
+            print(f"{n:>3d} {a:>11s} {statistics.median(every):7.2f} {high:7.2f} {floor:8.2f} {high / floor:9.2f}"
+                  f" {cpu:7.2f} ({cpu / n:.3f})")
+        errors = [e for r in runs for e in r["errors"]]
+        print(f"{n:>3d} {'summary':>11s} worst p95/floor {worst:.2f} (per repeat: "
+              f"{', '.join(f'{w:.2f}' for w in per_repeat)}); errors {len(errors)}; sessions complete "
+              f"{min(r['complete'] for r in runs)}/{n}; peak RSS {max(r['peak_rss'] for r in runs):.0f} MB "
+              f"({max(r['peak_rss'] for r in runs) / rss_target:.2f} x target)")
+        for e in errors[:5]:
             print(f"      {e}")
 
 
@@ -181,6 +196,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 30])
     parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1, help="the class again, every N each time (the floor's t1 "
+                        "and each p95 are the medians over repeats: one N = 1 run is one noisy sample)")
     args = parser.parse_args()
     sizes = sorted(set(args.sizes))
     tmp = Path(tempfile.mkdtemp(prefix="bfe-class-"))
@@ -191,7 +208,7 @@ def main() -> None:
 
     # one more loaded model: the bundled MiniLM in float32 (the sidebar's model-memory figure)
     model_mb = registry.find(registry.bundled_id()).parameters * 4 / 2**20
-    results: dict[int, dict] = {}
+    results: dict[int, list[dict]] = {n: [] for n in sizes}
     if args.replicas == 1:
         port = free_port()
         log = tmp / "server.log"
@@ -201,9 +218,10 @@ def main() -> None:
             wait_warm(log)
             time.sleep(1)
             idle = RssMonitor([proc.pid]).now()  # warmed and at rest: imports and the bundled model loaded
-            for n in sizes:
-                results[n] = asyncio.run(one_class(f"http://127.0.0.1:{port}", n, [proc.pid]))
-                print(f"N = {n}: done", flush=True)
+            for rep in range(args.repeats):
+                for n in sizes:
+                    results[n].append(asyncio.run(one_class(f"http://127.0.0.1:{port}", n, [proc.pid], first=1000 * rep + n)))
+                    print(f"N = {n}: done (repeat {rep + 1})", flush=True)
         finally:
             proc.terminate()
             proc.wait(timeout=15)
@@ -213,9 +231,11 @@ def main() -> None:
         with postgres_server() as pg, cluster(args.replicas, {**env, "DATABASE_URL": pg}) as c:
             time.sleep(15)  # each replica's warm-up
             idle = RssMonitor([p.pid for p in c.replicas]).now()
-            for n in sizes:
-                results[n] = asyncio.run(one_class(c.url, n, [p.pid for p in c.replicas]))
-                print(f"N = {n}: done, sessions per replica at the end {c.sessions_per_replica()}", flush=True)
+            for rep in range(args.repeats):
+                for n in sizes:
+                    results[n].append(asyncio.run(one_class(c.url, n, [p.pid for p in c.replicas], first=1000 * rep + n)))
+                    print(f"N = {n}: done (repeat {rep + 1}), sessions per replica at the end "
+                          f"{c.sessions_per_replica()}", flush=True)
         model_mb *= args.replicas
     report(results, os.cpu_count() or 1, idle, model_mb)
 

@@ -133,6 +133,7 @@ class Slots:
         self._sem = threading.Semaphore(limit)
         self._lock = threading.Lock()
         self.busy = self.waiting = 0
+        self._holders: set[int] = set()  # the threads holding a slot now (not while they lend it)
 
     @contextmanager
     def hold(self, cancelled: Callable[[], bool] = lambda: False) -> Iterator[None]:
@@ -146,14 +147,45 @@ class Slots:
         finally:
             with self._lock:
                 self.waiting -= 1
+        me = threading.get_ident()
         with self._lock:
             self.busy += 1
+            self._holders.add(me)
         try:
             yield
         finally:
             with self._lock:
                 self.busy -= 1
+                self._holders.discard(me)
             self._sem.release()
+
+    @contextmanager
+    def lent(self) -> Iterator[None]:
+        """Give this thread's slot to the next waiter for the block, and take one back after it (first come first
+        served, like :meth:`hold`). For waits that do not need this process's interpreter: a model call answered by
+        the model process or a backend. A thread that holds no slot runs the block as it is."""
+        me = threading.get_ident()
+        with self._lock:
+            holding = me in self._holders
+            if holding:
+                self._holders.discard(me)
+                self.busy -= 1
+        if not holding:
+            yield
+            return
+        self._sem.release()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.waiting += 1
+            try:
+                self._sem.acquire()
+            finally:
+                with self._lock:
+                    self.waiting -= 1
+                    self.busy += 1
+                    self._holders.add(me)
 
 
 _instances: dict[str, ModelGate | Slots] = {}
@@ -179,6 +211,17 @@ def page_slots() -> Slots:
     from core.settings import get_settings
 
     return _process_wide("pages", lambda: Slots(get_settings().page_concurrency))
+
+
+@contextmanager
+def page_slot_lent() -> Iterator[None]:
+    """:meth:`Slots.lent` on the page-run slots, if this thread holds one (a page's script); else nothing."""
+    slots = _instances.get("pages")
+    if isinstance(slots, Slots):
+        with slots.lent():
+            yield
+    else:
+        yield
 
 
 def pages_active() -> int:

@@ -15,11 +15,11 @@ from typing import Any
 from core.errors import ExplorerError, InvalidModelId
 from models import warmup
 from models.cache import CacheEntry, CacheInfo
-from models.gate import CallCancelled, default_gate, page_slots
+from models.gate import CallCancelled, default_gate, page_slot_lent, page_slots
 from services.calls import Call, direct
 
 __all__ = ["CacheEntry", "CacheInfo", "CallCancelled", "availability", "default_cache", "default_gate", "device_label", "download",
-           "inspect", "load", "on_backend", "page_slots", "ready", "runtime_status", "steps", "valid_id", "warmup"]
+           "inspect", "load", "on_backend", "page_slot_lent", "page_slots", "ready", "runtime_status", "steps", "valid_id", "warmup"]
 
 
 def availability() -> dict[str, tuple[str, str]]:

@@ -193,6 +193,44 @@ def test_page_slots_bound_the_runs_and_a_leaver_gives_up() -> None:
     assert one.waiting == 0 and one.busy == 0
 
 
+
+def test_a_page_waiting_on_a_model_call_lends_its_slot_and_takes_one_back() -> None:
+    """With one slot, a page that waits for its model call lets another page run meanwhile, and continues only once a
+    slot is free again; a thread that holds no slot (a worker, a test) lends nothing."""
+    from models.gate import Slots
+
+    one, order = Slots(1), []
+    lending, other_done, other_may_end = threading.Event(), threading.Event(), threading.Event()
+
+    def long_call_page() -> None:
+        with one.hold():
+            order.append("long: before")
+            with one.lent():
+                lending.set()
+                assert other_done.wait(2)  # the other page ran while this one waited
+                order.append("long: answer")
+            order.append("long: after")  # only once the other page gave its slot back
+
+    def light_page() -> None:
+        assert lending.wait(2)
+        with one.hold():
+            order.append("light")
+            other_done.set()
+            assert other_may_end.wait(2)
+
+    with ThreadPoolExecutor(2) as pool:
+        long, light = pool.submit(long_call_page), pool.submit(light_page)
+        assert other_done.wait(2)
+        time.sleep(0.1)
+        assert order == ["long: before", "light", "long: answer"] and one.busy == 1 and one.waiting == 1
+        other_may_end.set()
+        long.result(timeout=2), light.result(timeout=2)
+    assert order[-1] == "long: after" and one.busy == one.waiting == 0
+    with one.lent():  # no slot held here: nothing to lend, nothing taken
+        assert one.busy == 0
+    assert one.busy == 0 and one._sem.acquire(blocking=False)
+
+
 def test_settings_for_the_queue_and_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
     from core.errors import InvalidSetting
     from core.settings import get_settings

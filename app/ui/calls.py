@@ -50,7 +50,7 @@ def model_call(fn: Any, *args: Any) -> Any:
     """
     from services import runtime
     from services.backend import client as backend
-    from services.models import default_gate
+    from services.models import default_gate, page_slot_lent
 
     restarts: list[int | None] = []
     if backend.enabled() and runtime.routable(fn):
@@ -71,7 +71,10 @@ def model_call(fn: Any, *args: Any) -> Any:
         def work() -> Any:
             return fn(*args)
 
-    out = default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), work, cancelled=_run_abandoned)
+    # While it waits for its turn and its answer the page needs no interpreter: its page slot goes to the next page
+    # run meanwhile (BFE_PAGE_CONCURRENCY), so one student's long call does not stop the others' light reruns.
+    with page_slot_lent():
+        out = default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), work, cancelled=_run_abandoned)
     if restarts:  # shown after the page (this may run inside a cached function, whose elements are replayed)
         st.session_state["_bfe_model_restart"] = (
             f"The model process stopped (exit code {restarts[0]}) while working on this page; it was restarted and "
