@@ -50,9 +50,9 @@ SETTINGS: tuple[Setting, ...] = (
             "turn (a session that leaves gives its place up), and identical calls running at once are computed once."),
     Setting("page_concurrency", "BFE_PAGE_CONCURRENCY", "1",
             "Streamlit app: how many page runs (all sessions) execute at once; the rest start as soon as one "
-            "ends, and a page waiting for a model call or a chart export lends its place meanwhile. Python runs "
-            "one thread at a time, so more only adds switching (a class of 30: 1.98x the floor at 1, 2.96x at 2, "
-            "2.8x at 4); put more cores to work with replicas (see Deploying)."),
+            "ends, and a page waiting for a model call, a chart export, a download or the warm-up lends its place "
+            "meanwhile. Python runs one thread at a time, so more only adds switching (a class of 30 on 2 cores: "
+            "2.0-2.5x the floor at 1, 3.0x at 2, 2.8-4.1x at 4); put more cores to work with replicas (see Deploying)."),
     Setting("warmup", "BFE_WARMUP", "1",
             "`1`: when the server starts, import torch and transformers and load the bundled model in the "
             "background, so the first visit to a model page does not wait, and start the labs' queue supervisor "

@@ -155,15 +155,23 @@ class Slots:
             yield
         finally:
             with self._lock:
-                self.busy -= 1
-                self._holders.discard(me)
-            self._sem.release()
+                held = me in self._holders  # not after a lent() that went on without taking a slot back
+                if held:
+                    self.busy -= 1
+                    self._holders.discard(me)
+            if held:
+                self._sem.release()
 
     @contextmanager
-    def lent(self) -> Iterator[None]:
-        """Give this thread's slot to the next waiter for the block, and take one back after it (first come first
-        served, like :meth:`hold`). For waits that do not need this process's interpreter: a model call answered by
-        the model process or a backend. A thread that holds no slot runs the block as it is."""
+    def lent(self, take_back: bool = True, cancelled: Callable[[], bool] = lambda: False) -> Iterator[None]:
+        """Give this thread's slot to the next waiter for the block (a wait that needs no interpreter here: a model
+        call answered by the model process or a backend, a chart drawn by Chromium, a download), then take one back,
+        first come first served like :meth:`hold`.
+
+        Without ``take_back`` (or once ``cancelled()`` turns true while waiting) the thread goes on without a slot:
+        a caller that may hold a lock another page waits on while holding a slot (Streamlit's per-key lock inside a
+        cached function) must not wait for a slot, or the two would wait for each other for ever. A thread that holds
+        no slot runs the block as it is."""
         me = threading.get_ident()
         with self._lock:
             holding = me in self._holders
@@ -177,15 +185,19 @@ class Slots:
         try:
             yield
         finally:
-            with self._lock:
-                self.waiting += 1
-            try:
-                self._sem.acquire()
-            finally:
+            if take_back:
                 with self._lock:
-                    self.waiting -= 1
-                    self.busy += 1
-                    self._holders.add(me)
+                    self.waiting += 1
+                got = False
+                try:
+                    while not (got := self._sem.acquire(timeout=POLL_S)) and not cancelled():
+                        pass
+                finally:
+                    with self._lock:
+                        self.waiting -= 1
+                        if got:
+                            self.busy += 1
+                            self._holders.add(me)
 
 
 _instances: dict[str, ModelGate | Slots] = {}
@@ -214,11 +226,11 @@ def page_slots() -> Slots:
 
 
 @contextmanager
-def page_slot_lent() -> Iterator[None]:
+def page_slot_lent(take_back: bool = True, cancelled: Callable[[], bool] = lambda: False) -> Iterator[None]:
     """:meth:`Slots.lent` on the page-run slots, if this thread holds one (a page's script); else nothing."""
     slots = _instances.get("pages")
     if isinstance(slots, Slots):
-        with slots.lent():
+        with slots.lent(take_back, cancelled):
             yield
     else:
         yield

@@ -231,6 +231,81 @@ def test_a_page_waiting_on_a_model_call_lends_its_slot_and_takes_one_back() -> N
     assert one.busy == 0 and one._sem.acquire(blocking=False)
 
 
+
+def test_a_lender_that_may_hold_a_lock_goes_on_without_a_slot_and_nobody_waits_for_ever() -> None:
+    """Inside a cached function Streamlit holds the call's per-key lock: the page lends its slot for the model call,
+    another page takes the slot and waits on that lock. Taking a slot back there would wait for ever; without
+    take_back the first page goes on, releases the lock, and both finish, the slot counted once."""
+    from models.gate import Slots
+
+    one, key_lock = Slots(1), threading.Lock()
+    lending, waiting_on_lock = threading.Event(), threading.Event()
+
+    def first_page() -> None:  # a cache miss: computes under the key's lock
+        with one.hold(), key_lock:
+            with one.lent(take_back=False):
+                lending.set()
+                assert waiting_on_lock.wait(2)
+            time.sleep(0.05)  # the rest of the cached function, without a slot
+
+    def second_page() -> None:  # the same key: waits for the first page's value, holding the slot
+        assert lending.wait(2)
+        with one.hold():
+            waiting_on_lock.set()
+            with key_lock:
+                pass
+
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(first_page), pool.submit(second_page)]
+        for f in futures:
+            f.result(timeout=5)
+    assert one.busy == one.waiting == 0 and one._sem.acquire(blocking=False) and not one._sem.acquire(blocking=False)
+    # a lender whose page is closed while it waits to take a slot back goes on without one
+    gone, lent_now, holder_may_end = threading.Event(), threading.Event(), threading.Event()
+
+    def closed_page() -> None:
+        with one.hold(), one.lent(cancelled=gone.is_set):
+            lent_now.set()
+            assert holder_may_end.wait(2)
+
+    one._sem.release()
+    with ThreadPoolExecutor(1) as pool:
+        f = pool.submit(closed_page)
+        assert lent_now.wait(2)
+        with one.hold():  # the slot the closed page lent: held until it gave up waiting
+            gone.set()
+            holder_may_end.set()
+            f.result(timeout=2)
+    assert one.busy == one.waiting == 0 and one._sem.acquire(blocking=False) and not one._sem.acquire(blocking=False)
+
+
+def test_a_page_lends_its_slot_without_taking_one_back_inside_a_cached_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    import streamlit as st
+
+    from app.ui import calls
+    from services import models
+
+    seen: list[bool] = []
+
+    @contextlib.contextmanager
+    def record(take_back: bool = True, cancelled=None):
+        seen.append(take_back)
+        yield
+
+    monkeypatch.setattr(models, "page_slot_lent", record)
+
+    @st.cache_data(show_spinner=False)
+    def cached(x: int) -> int:
+        with calls.slot_lent():
+            return x
+
+    with calls.slot_lent():
+        pass
+    assert cached(7) == 7 and seen == [True, False]
+
+
 def test_settings_for_the_queue_and_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
     from core.errors import InvalidSetting
     from core.settings import get_settings

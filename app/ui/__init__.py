@@ -24,6 +24,7 @@ from app.ui.calls import (
     model_call,
     page_run,
     restart_notice,
+    slot_lent,
     start_warmup,
 )
 from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
@@ -82,6 +83,7 @@ __all__ = [
     "save_url_state",
     "show_error",
     "sidebar_status",
+    "slot_lent",
     "start_warmup",
     "step_picker",
     "table_to_pack",

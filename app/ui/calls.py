@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from typing import Any
 
 import streamlit as st
@@ -50,9 +50,10 @@ def model_call(fn: Any, *args: Any) -> Any:
     """
     from services import runtime
     from services.backend import client as backend
-    from services.models import default_gate, page_slot_lent
+    from services.models import default_gate
 
     restarts: list[int | None] = []
+    remote = True  # answered by another process: this page needs no interpreter meanwhile
     if backend.enabled() and runtime.routable(fn):
         remote = backend.default()
 
@@ -67,13 +68,14 @@ def model_call(fn: Any, *args: Any) -> Any:
         if runtime.enabled():
             log.info("model call %s.%s runs in the web process (not routed to the model process)", fn.__module__,
                      fn.__qualname__)
+        remote = False
 
         def work() -> Any:
             return fn(*args)
 
-    # While it waits for its turn and its answer the page needs no interpreter: its page slot goes to the next page
-    # run meanwhile (BFE_PAGE_CONCURRENCY), so one student's long call does not stop the others' light reruns.
-    with page_slot_lent():
+    # While it waits for its turn and another process's answer the page needs no interpreter: its page slot goes to
+    # the next page run meanwhile (BFE_PAGE_CONCURRENCY), so one student's long call does not stop the class.
+    with slot_lent() if remote else nullcontext():
         out = default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), work, cancelled=_run_abandoned)
     if restarts:  # shown after the page (this may run inside a cached function, whose elements are replayed)
         st.session_state["_bfe_model_restart"] = (
@@ -127,6 +129,24 @@ def restart_notice() -> None:
     if note:
         st.toast(note, icon=":material/restart_alt:")
         st.warning(note, icon=":material/restart_alt:")
+
+
+@contextmanager
+def slot_lent() -> Iterator[None]:
+    """Around a wait on something outside this process's interpreter (a model call, Chromium, a download, the
+    warm-up): this page's slot goes to the next page run, and it takes one back after. Inside a cached function it
+    goes on without one: Streamlit holds that call's per-key lock, which a page holding the slot may be waiting on,
+    and the two would wait for each other for ever."""
+    from services.models import page_slot_lent
+
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import in_cached_function
+
+        cached = in_cached_function.get()
+    except ImportError:  # another Streamlit: assume the lock may be held
+        cached = True
+    with page_slot_lent(take_back=not cached, cancelled=_run_abandoned):
+        yield
 
 
 @contextmanager
@@ -194,7 +214,7 @@ def await_warmup(model_ids: list[str]) -> None:
     if w.model_id not in model_ids:
         return
     if w.busy:
-        with st.spinner(f"Getting the model ready: the server has just started ({w.step})…"):
+        with st.spinner(f"Getting the model ready: the server has just started ({w.step})…"), slot_lent():
             w.wait(timeout=WARMUP_WAIT_S)
     if w.state == "failed" and w.error is not None:
         st.warning(f"Preparing **{w.model_id}** in the background failed ({type(w.error).__name__}: "
@@ -213,7 +233,8 @@ def _await_model_process(model_ids: list[str]) -> None:
     status = rt.status()
     if status.state in ("starting", "running"):
         rt.go(now=True)  # a page needs the model: the process stops waiting for the first page to be painted
-        with st.spinner(f"Getting the model ready: the server has just started ({status.step or 'starting'})…"):
+        with st.spinner(f"Getting the model ready: the server has just started ({status.step or 'starting'})…"), \
+                slot_lent():
             deadline = time.monotonic() + WARMUP_WAIT_S
             while status.state in ("starting", "running") and time.monotonic() < deadline and not _run_abandoned():
                 time.sleep(0.05)

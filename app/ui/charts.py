@@ -81,9 +81,9 @@ def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[s
     if pack.chromium_path() is None:
         c3.caption("PNG/SVG downloads need Chromium on the server; the chart's camera icon saves a PNG.")
     elif c2.button("PNG / SVG", key=f"{key}_render", icon=":material/image:", help="Render this chart as PNG (2x) and SVG"):
-        from services.models import page_slot_lent
+        from app.ui.calls import slot_lent
 
-        with friendly_errors(), st.spinner("Rendering…"), page_slot_lent():  # Chromium draws it: others may run meanwhile
+        with friendly_errors(), st.spinner("Rendering…"), slot_lent():  # Chromium draws it: others may run meanwhile
             png, svg = pack.to_png(fig), pack.to_svg(fig)
             d1, d2 = c3.columns([1, 2] if not compact else [1, 1])
             d1.download_button("PNG", png, f"{key}.png", "image/png", key=f"{key}_png", icon=":material/download:",

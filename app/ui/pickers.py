@@ -71,7 +71,9 @@ def _download_with_progress(hub_id: str) -> None:
         bar.progress(min(1.0, done / total) if total else 0.0,
                      text=f"Downloading {hub_id}: {done / 2**20:,.0f} of {total / 2**20:,.0f} MB")
 
-    with friendly_errors():
+    from app.ui.calls import slot_lent
+
+    with friendly_errors(), slot_lent():  # minutes of network: the class's pages run meanwhile
         models.download(hub_id, progress)
         inspect_checkpoint.clear()
         catalog_availability.clear()
