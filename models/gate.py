@@ -133,7 +133,7 @@ class Slots:
         self._sem = threading.Semaphore(limit)
         self._lock = threading.Lock()
         self.busy = self.waiting = 0
-        self._holders: set[int] = set()  # the threads holding a slot now (not while they lend it)
+        self._holders: dict[int, int] = {}  # thread → slots it holds now (not while it lends one)
 
     @contextmanager
     def hold(self, cancelled: Callable[[], bool] = lambda: False) -> Iterator[None]:
@@ -150,17 +150,25 @@ class Slots:
         me = threading.get_ident()
         with self._lock:
             self.busy += 1
-            self._holders.add(me)
+            self._holders[me] = self._holders.get(me, 0) + 1
         try:
             yield
         finally:
             with self._lock:
-                held = me in self._holders  # not after a lent() that went on without taking a slot back
+                held = self._holders.get(me, 0) > 0  # not after a lent() that went on without taking a slot back
                 if held:
                     self.busy -= 1
-                    self._holders.discard(me)
+                    self._take(me)
             if held:
                 self._sem.release()
+
+    def _take(self, me: int) -> None:
+        """One slot fewer held by thread ``me`` (under ``self._lock``)."""
+        left = self._holders[me] - 1
+        if left:
+            self._holders[me] = left
+        else:
+            del self._holders[me]
 
     @contextmanager
     def lent(self, take_back: bool = True, cancelled: Callable[[], bool] = lambda: False) -> Iterator[None]:
@@ -174,9 +182,9 @@ class Slots:
         no slot runs the block as it is."""
         me = threading.get_ident()
         with self._lock:
-            holding = me in self._holders
+            holding = self._holders.get(me, 0) > 0
             if holding:
-                self._holders.discard(me)
+                self._take(me)
                 self.busy -= 1
         if not holding:
             yield
@@ -197,7 +205,7 @@ class Slots:
                         self.waiting -= 1
                         if got:
                             self.busy += 1
-                            self._holders.add(me)
+                            self._holders[me] = self._holders.get(me, 0) + 1
 
 
 _instances: dict[str, ModelGate | Slots] = {}

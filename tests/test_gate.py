@@ -196,16 +196,17 @@ def test_page_slots_bound_the_runs_and_a_leaver_gives_up() -> None:
 
 def test_a_page_waiting_on_a_model_call_lends_its_slot_and_takes_one_back() -> None:
     """With one slot, a page that waits for its model call lets another page run meanwhile, and continues only once a
-    slot is free again; a thread that holds no slot (a worker, a test) lends nothing."""
+    slot is free again; a thread that holds no slot (a worker, a test) lends nothing. (Every wait here gives up when
+    the test ends, so a regression fails instead of hanging.)"""
     from models.gate import Slots
 
-    one, order = Slots(1), []
+    one, order, stop = Slots(1), [], threading.Event()
     lending, other_done, other_may_end = threading.Event(), threading.Event(), threading.Event()
 
     def long_call_page() -> None:
-        with one.hold():
+        with one.hold(stop.is_set):
             order.append("long: before")
-            with one.lent():
+            with one.lent(cancelled=stop.is_set):
                 lending.set()
                 assert other_done.wait(2)  # the other page ran while this one waited
                 order.append("long: answer")
@@ -213,36 +214,47 @@ def test_a_page_waiting_on_a_model_call_lends_its_slot_and_takes_one_back() -> N
 
     def light_page() -> None:
         assert lending.wait(2)
-        with one.hold():
+        with one.hold(stop.is_set):
             order.append("light")
             other_done.set()
             assert other_may_end.wait(2)
 
     with ThreadPoolExecutor(2) as pool:
-        long, light = pool.submit(long_call_page), pool.submit(light_page)
-        assert other_done.wait(2)
-        time.sleep(0.1)
-        assert order == ["long: before", "light", "long: answer"] and one.busy == 1 and one.waiting == 1
-        other_may_end.set()
-        long.result(timeout=2), light.result(timeout=2)
+        try:
+            long, light = pool.submit(long_call_page), pool.submit(light_page)
+            assert other_done.wait(2)
+            time.sleep(0.1)
+            assert order == ["long: before", "light", "long: answer"] and one.busy == 1 and one.waiting == 1
+            other_may_end.set()
+            long.result(timeout=2), light.result(timeout=2)
+        finally:
+            stop.set()
+            other_may_end.set()
     assert order[-1] == "long: after" and one.busy == one.waiting == 0
     with one.lent():  # no slot held here: nothing to lend, nothing taken
         assert one.busy == 0
-    assert one.busy == 0 and one._sem.acquire(blocking=False)
-
+    assert one.busy == 0 and one._sem.acquire(blocking=False) and not one._sem.acquire(blocking=False)
+    two = Slots(2)  # a thread holding two (nested) gives each back, lent-and-not-taken-back or not
+    with two.hold(), two.hold():
+        assert two.busy == 2
+        with two.lent(take_back=False):
+            assert two.busy == 1
+    assert two.busy == 0 and two._sem.acquire(blocking=False) and two._sem.acquire(blocking=False)
+    assert not two._sem.acquire(blocking=False)
 
 
 def test_a_lender_that_may_hold_a_lock_goes_on_without_a_slot_and_nobody_waits_for_ever() -> None:
     """Inside a cached function Streamlit holds the call's per-key lock: the page lends its slot for the model call,
     another page takes the slot and waits on that lock. Taking a slot back there would wait for ever; without
-    take_back the first page goes on, releases the lock, and both finish, the slot counted once."""
+    take_back the first page goes on, releases the lock, and both finish, the slot counted once. A lender whose page
+    is closed while it waits to take a slot back goes on without one."""
     from models.gate import Slots
 
-    one, key_lock = Slots(1), threading.Lock()
+    one, key_lock, stop = Slots(1), threading.Lock(), threading.Event()
     lending, waiting_on_lock = threading.Event(), threading.Event()
 
     def first_page() -> None:  # a cache miss: computes under the key's lock
-        with one.hold(), key_lock:
+        with one.hold(stop.is_set), key_lock:
             with one.lent(take_back=False):
                 lending.set()
                 assert waiting_on_lock.wait(2)
@@ -250,32 +262,38 @@ def test_a_lender_that_may_hold_a_lock_goes_on_without_a_slot_and_nobody_waits_f
 
     def second_page() -> None:  # the same key: waits for the first page's value, holding the slot
         assert lending.wait(2)
-        with one.hold():
+        with one.hold(stop.is_set):
             waiting_on_lock.set()
-            with key_lock:
-                pass
+            assert key_lock.acquire(timeout=3)
+            key_lock.release()
 
     with ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(first_page), pool.submit(second_page)]
-        for f in futures:
-            f.result(timeout=5)
+        try:
+            for f in [pool.submit(first_page), pool.submit(second_page)]:
+                f.result(timeout=5)
+        finally:
+            stop.set()
     assert one.busy == one.waiting == 0 and one._sem.acquire(blocking=False) and not one._sem.acquire(blocking=False)
-    # a lender whose page is closed while it waits to take a slot back goes on without one
+    one._sem.release()
+
     gone, lent_now, holder_may_end = threading.Event(), threading.Event(), threading.Event()
 
     def closed_page() -> None:
-        with one.hold(), one.lent(cancelled=gone.is_set):
+        with one.hold(gone.is_set), one.lent(cancelled=gone.is_set):
             lent_now.set()
             assert holder_may_end.wait(2)
 
-    one._sem.release()
     with ThreadPoolExecutor(1) as pool:
         f = pool.submit(closed_page)
-        assert lent_now.wait(2)
-        with one.hold():  # the slot the closed page lent: held until it gave up waiting
+        try:
+            assert lent_now.wait(2)
+            with one.hold(gone.is_set):  # the slot the closed page lent: held until it gave up waiting
+                gone.set()
+                holder_may_end.set()
+                f.result(timeout=2)
+        finally:
             gone.set()
             holder_may_end.set()
-            f.result(timeout=2)
     assert one.busy == one.waiting == 0 and one._sem.acquire(blocking=False) and not one._sem.acquire(blocking=False)
 
 
@@ -301,6 +319,7 @@ def test_a_page_lends_its_slot_without_taking_one_back_inside_a_cached_function(
         with calls.slot_lent():
             return x
 
+    cached.clear()
     with calls.slot_lent():
         pass
     assert cached(7) == 7 and seen == [True, False]

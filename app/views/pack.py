@@ -114,9 +114,12 @@ if files is None or files[0] != (title, tuple(pack)):
         st.info("The charts need Chromium on the server to become images (`apt-get install -y chromium`); "
                 "each chart's camera icon still saves a PNG from your browser.", icon=":material/info:")
     elif st.button("Build the deck, handout and zip", type="primary", icon=":material/slideshow:"):
+        built = False
         with ui.friendly_errors(), st.spinner(f"Rendering {len(pack)} item(s)…"), ui.slot_lent():  # Chromium draws
             st.session_state["pack_files"] = ((title, tuple(pack)), packs.slide_deck(pack, title),
                                               packs.handout_html(pack, title).encode(), packs.pack_zip(pack, title))
+            built = True
+        if built:  # outside the lent slot: a rerun ends this run at once
             st.rerun()
 else:
     d1, d2, d3 = st.columns(3)
