@@ -53,7 +53,7 @@ def model_call(fn: Any, *args: Any) -> Any:
     from services.models import default_gate
 
     restarts: list[int | None] = []
-    remote = True  # answered by another process: this page needs no interpreter meanwhile
+    lend = True  # answered by another process: this page needs no interpreter meanwhile
     if backend.enabled() and runtime.routable(fn):
         remote = backend.default()
 
@@ -68,14 +68,14 @@ def model_call(fn: Any, *args: Any) -> Any:
         if runtime.enabled():
             log.info("model call %s.%s runs in the web process (not routed to the model process)", fn.__module__,
                      fn.__qualname__)
-        remote = False
+        lend = False
 
         def work() -> Any:
             return fn(*args)
 
     # While it waits for its turn and another process's answer the page needs no interpreter: its page slot goes to
     # the next page run meanwhile (BFE_PAGE_CONCURRENCY), so one student's long call does not stop the class.
-    with slot_lent() if remote else nullcontext():
+    with slot_lent() if lend else nullcontext():
         out = default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), work, cancelled=_run_abandoned)
     if restarts:  # shown after the page (this may run inside a cached function, whose elements are replayed)
         st.session_state["_bfe_model_restart"] = (
