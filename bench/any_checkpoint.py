@@ -36,7 +36,7 @@ def build() -> None:
     import torch
     import transformers
 
-    from tests.tiny import build_all, wordpiece_tokenizer
+    from tests.helpers.tiny import build_all, wordpiece_tokenizer
 
     tiny = MODEL_DIR / "_tiny"
     build_all(tiny)

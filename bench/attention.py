@@ -57,8 +57,8 @@ def extraction() -> None:
 def page_render() -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.support import CHROMIUM, CHROMIUM_ARGS, start_server
-    from tests.support import free_port as _free_port
+    from tests.helpers.servers import CHROMIUM, CHROMIUM_ARGS, start_server
+    from tests.helpers.servers import free_port as _free_port
 
     port = _free_port()
     proc = start_server({**os.environ}, port)

@@ -259,7 +259,7 @@ def gpu_model(folder: Path) -> None:
     with the tests' tiny tokenizer: the compute of BERT-base, for a GPU machine that cannot download one."""
     from transformers import BertConfig, BertForMaskedLM
 
-    from tests.tiny import build_all
+    from tests.helpers.tiny import build_all
 
     build_all(folder)
     target = folder / "bert-base-uncased"

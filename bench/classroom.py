@@ -226,7 +226,7 @@ def main() -> None:
             proc.terminate()
             proc.wait(timeout=15)
     else:
-        from tests.postgres import postgres_server
+        from tests.helpers.postgres import postgres_server
 
         with postgres_server() as pg, cluster(args.replicas, {**env, "DATABASE_URL": pg}) as c:
             time.sleep(15)  # each replica's warm-up

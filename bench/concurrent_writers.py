@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis import results_db as db
-from tests import db_stress
-from tests.postgres import PostgresMissing, postgres_server
+from tests.helpers import db_stress
+from tests.helpers.postgres import PostgresMissing, postgres_server
 
 
 def main() -> None:

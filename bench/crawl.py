@@ -1,13 +1,13 @@
-"""The whole state crawl (tests/crawl.py), page by page, with the states tried and the time each page took.
+"""The whole state crawl (tests/helpers/crawl.py), page by page, with the states tried and the time each page took.
 
     python bench/crawl.py                      # every page: defaults, single moves, pairs, URL keys
     python bench/crawl.py scaling results      # the pages whose file name contains one of these words
     python bench/crawl.py --sample 4 --no-pairs
 
 It builds the tiny models of the test suite in a temporary folder and gives each page a world of its own, as the
-slow test does: a SQLite database with the labs seeded (finished experiments with verdicts, ``tests.support.seed_lab``),
-a copy of the tiny models, and a fresh copy of that world for each state that writes (``tests.crawl.Worlds``); the
-pack page is crawled after a chart and a table were added elsewhere (``tests.crawl.preludes``). It runs the pages'
+slow test does: a SQLite database with the labs seeded (finished experiments with verdicts, ``tests.helpers.lab.seed_lab``),
+a copy of the tiny models, and a fresh copy of that world for each state that writes (``tests.helpers.crawl.Worlds``); the
+pack page is crawled after a chart and a table were added elsewhere (``tests.helpers.crawl.preludes``). It runs the pages'
 model calls in this process (as the AppTests do) and starts no lab worker (``BFE_LAB_CONCURRENCY=0``: a pressed Start
 queues its runs). Prints one line per page and every failing state; exits 1 if any state failed.
 """
@@ -32,19 +32,19 @@ def environment(root: Path) -> None:
                        "BFE_LAB_CONCURRENCY": "0"})
     for k in ("BFE_ONLINE", "BFE_DEVICE"):
         os.environ.pop(k, None)
-    from tests.tiny import build_all
+    from tests.helpers.tiny import build_all
 
     build_all(root / "models")
 
 
 def page_world(root: Path, page: str) -> Any:
     """A world of the page's own under ``root``: a seeded database and a copy of the tiny models; returns its
-    :class:`tests.crawl.Worlds` (a fresh copy for each state that writes)."""
+    :class:`tests.helpers.crawl.Worlds` (a fresh copy for each state that writes)."""
     import shutil
 
     from analysis import results_db
-    from tests import crawl
-    from tests.support import seed_lab
+    from tests.helpers import crawl
+    from tests.helpers.lab import seed_lab
 
     here = root / Path(page).stem
     here.mkdir()
@@ -66,7 +66,7 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bfe-crawl-") as tmp:
         environment(Path(tmp))
-        from tests import crawl
+        from tests.helpers import crawl
 
         chosen = [p for p in crawl.pages() if not args.pages or any(w in p for w in args.pages)]
         t0, total, failures = time.perf_counter(), 0, []

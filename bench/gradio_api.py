@@ -43,8 +43,8 @@ def main() -> None:
     from gradio_client import Client
 
     from app import gradio_app
-    from tests.support import free_port as _free_port
-    from tests.tiny import build_all
+    from tests.helpers.servers import free_port as _free_port
+    from tests.helpers.tiny import build_all
 
     models = tempfile.mkdtemp()
     build_all(models)

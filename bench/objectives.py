@@ -28,7 +28,7 @@ def loaded(model_id: str):
     from core.registry import get
     from models.loader import LoadedModel, Source
     from models.measure import build
-    from tests.tiny import wordpiece_tokenizer
+    from tests.helpers.tiny import wordpiece_tokenizer
 
     model = build(get(model_id).config, "masked-lm").eval()
     tok = wordpiece_tokenizer()

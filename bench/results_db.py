@@ -83,7 +83,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bfe-bench-"))
     run("SQLite (WAL, file)", f"sqlite:///{tmp / 'bench.db'}", lambda eng: None)
     try:
-        from tests.postgres import PostgresMissing, postgres_server
+        from tests.helpers.postgres import PostgresMissing, postgres_server
         ctx = postgres_server()
     except ImportError:
         ctx = nullcontext(None)

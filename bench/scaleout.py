@@ -1,6 +1,6 @@
 """Start the app as N replicas behind Debian's nginx (deploy/nginx-replicas.conf), on 127.0.0.1.
 
-Used by ``bench/classroom.py --replicas N`` and ``tests/test_scaleout.py``. Each replica is
+Used by ``bench/classroom.py --replicas N`` and ``tests/deploy/test_scaleout.py``. Each replica is
 ``python -m app.serve`` on its own port with the same ``DATABASE_URL`` and ``BFE_MODEL_DIR``;
 nginx listens on one more port and keeps each browser on one replica (a route cookie).
 """

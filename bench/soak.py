@@ -319,7 +319,7 @@ def main() -> None:
             proc.terminate()
             proc.wait(timeout=30)
     else:
-        from tests.postgres import postgres_server
+        from tests.helpers.postgres import postgres_server
 
         with postgres_server() as pg, cluster(args.replicas, {**env, "DATABASE_URL": pg}) as c:
             os.environ["DATABASE_URL"] = pg

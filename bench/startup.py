@@ -37,7 +37,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
+from tests.helpers.servers import CHROMIUM, CHROMIUM_ARGS, free_port  # noqa: E402
 
 FLOOR = ROOT / "bench" / "floor" / "floor_app.py"
 POINTS = ".js-plotly-plot .scatterlayer .point"

@@ -6,7 +6,7 @@
     python bench/verdicts.py report GROUP                                  # an experiment's verdicts again, from the database
     python bench/verdicts.py coverage [--draws 1000]                       # the intervals' coverage on simulated arms
 
-``coverage`` simulates arms whose seed and test-item noise are known (the simulator of ``tests/test_verdicts.py``)
+``coverage`` simulates arms whose seed and test-item noise are known (``tests/helpers/verdicts.py``, the simulator the verdict tests use)
 and prints how often the seeds-only t and the two-level interval cover the true effect, and how often a planted
 null gives "cannot tell". ``presets`` queues each preset at the budget through :func:`services.ablations.submit` (the same path as the page:
 worker processes, the downstream suite, the random-init control), waits, and prints its wall time from the submit,
@@ -145,7 +145,7 @@ def coverage(draws: int) -> None:
     import numpy as np
 
     from analysis import verdicts
-    from tests.test_verdicts import _arms
+    from tests.helpers.verdicts import arms
 
     cases = {"fixed test set, sure items": dict(shared=True, seed_sd=0.005, sure=True, seeds=5),
              "fixed test set": dict(shared=True, seeds=5),
@@ -157,11 +157,11 @@ def coverage(draws: int) -> None:
         rng = np.random.default_rng(11)
         old = new = null = 0
         for _ in range(draws):
-            a, b, ia, ib = _arms(rng, 0.02, items=300, **case)
+            a, b, ia, ib = arms(rng, 0.02, items=300, **case)
             v0, v1 = verdicts.verdict(a, b, ">"), verdicts.verdict(a, b, ">", items_a=ia, items_b=ib)
             old += v0.low <= 0.02 <= v0.high
             new += v1.low <= 0.02 <= v1.high
-            a, b, ia, ib = _arms(rng, 0.0, items=300, **case)
+            a, b, ia, ib = arms(rng, 0.0, items=300, **case)
             null += verdicts.verdict(a, b, ">", items_a=ia, items_b=ib).label == verdicts.CANNOT_TELL
         print(f"  {name:>40}: seeds-only t covers {old / draws:.3f}, two-level {new / draws:.3f}; "
               f"planted null → cannot tell {null / draws:.3f}")

@@ -10,7 +10,7 @@ headless Chromium (Debian's, ``/usr/bin/chromium``) at 1280×800, waits until it
 are drawn, scrolls to its main result when that is below the first screen, and writes ``docs/images/<page>.png``,
 plus ``present-attention.png`` in presentation mode at 1280×720. The pack is shot after adding Home's and the
 Attention explorer's charts to it (:data:`PREPARE`). Each PNG is reduced to a 256-colour palette (Pillow), and
-shrunk if still over :data:`MAX_BYTES`. Regenerate them when a page changes visibly; ``tests/test_docs.py`` checks
+shrunk if still over :data:`MAX_BYTES`. Regenerate them when a page changes visibly; ``tests/repo/test_docs.py`` checks
 that every page has one and that each is small enough; the temporary folder is removed unless the script fails.
 """
 

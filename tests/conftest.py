@@ -18,7 +18,7 @@ os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix
 
 import pytest
 
-from tests.tiny import build_all
+from tests.helpers.tiny import build_all
 
 
 @pytest.fixture(scope="session")
@@ -38,9 +38,9 @@ def model_env(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setattr(cache, "_default_cache", None)
     monkeypatch.setattr(locate, "_probe", None)
     monkeypatch.setattr(locate, "_hub_failed_at", None)
-    # No background warm-up racing the tests' own loads (tests/test_gate.py turns it on where it is tested).
+    # No background warm-up racing the tests' own loads (tests/models/test_gate.py turns it on where it is tested).
     monkeypatch.setenv("BFE_WARMUP", "0")
-    # AppTests run the pages' model calls in the test process (tests/test_runtime.py covers the model process, and
+    # AppTests run the pages' model calls in the test process (tests/services/test_runtime.py covers the model process, and
     # the browser tests' servers run with it, as the README starts them).
     monkeypatch.setenv("BFE_MODEL_PROCESS", "0")
     monkeypatch.setattr(gate, "_instances", {})
@@ -83,21 +83,11 @@ def lite(tmp_path: Path):
 
 @pytest.fixture(scope="session")
 def pg_url():
-    """A throwaway PostgreSQL server for the whole run (see tests/postgres.py)."""
-    from tests.postgres import postgres_server
+    """A throwaway PostgreSQL server for the whole run (see tests/helpers/postgres.py)."""
+    from tests.helpers.postgres import postgres_server
 
     with postgres_server() as url:
         yield url
-
-
-def fresh_pg(pg_url: str) -> str:
-    """``pg_url`` emptied of the results tables (the server lives for the run; tests start from nothing)."""
-    from analysis import results_db as db
-
-    db.dispose_engines()
-    db.drop_tables(db.get_engine(pg_url))
-    db.dispose_engines()
-    return pg_url
 
 
 @pytest.fixture
@@ -113,7 +103,7 @@ def empty_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def browser():
     from playwright.sync_api import sync_playwright
 
-    from tests.support import CHROMIUM, CHROMIUM_ARGS
+    from tests.helpers.servers import CHROMIUM, CHROMIUM_ARGS
 
     assert Path(CHROMIUM).exists(), f"Chromium not found at {CHROMIUM}: apt-get install -y chromium"
     with sync_playwright() as p:
@@ -128,8 +118,8 @@ def lab_env(empty_model_dir: Path):
     yield empty_model_dir
     from analysis.results_db import runs
     from services import lab
-    from tests.support import run_status as status
-    from tests.support import wait_for
+    from tests.helpers.lab import run_status as status
+    from tests.helpers.servers import wait_for
 
     for r in runs.list_runs().itertuples():
         if r.status in ("queued", "running"):
@@ -140,8 +130,8 @@ def lab_env(empty_model_dir: Path):
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """What the crawl and the fuzzers tried (tests.support.SUMMARY), after the results."""
-    from tests.support import SUMMARY
+    """What the crawl and the fuzzers tried (tests.helpers.servers.SUMMARY), after the results."""
+    from tests.helpers import SUMMARY
 
     if SUMMARY:
         terminalreporter.section("states and cases tried")

@@ -33,7 +33,7 @@ interval is Student's t with Satterthwaite's degrees of freedom for the two term
 spread of the clusters' independent parts). It is analytic rather than
 a bootstrap because with 3–5 seeds a bootstrap over seeds has 10–126 distinct resamples and is too narrow by
 (S−1)/S, while the analytic form is exact for the seed term and deterministic; its coverage with both kinds of
-noise is checked on simulated data in ``tests/test_verdicts.py``. Without per-item scores the method says so.
+noise is checked on simulated data in ``tests/analysis/test_verdicts.py``. Without per-item scores the method says so.
 
 Several measures per claim. Each claim has one primary measure (the paper's own); the others (each task of a
 downstream average, the part-of-speech probe) are exploratory and get Bonferroni intervals at a family-wise 95%

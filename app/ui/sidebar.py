@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import streamlit as st
@@ -107,9 +108,12 @@ def sidebar_status() -> None:
         for mid, (status, _) in avail.items():
             if status != "catalog-only":
                 st.caption(f"{STATUS_ICONS[status]} {mid}")
+    from app.ui.calls import slot_lent
     from services import runtime
 
-    engine = models.runtime_status(None if runtime.enabled() else model_cache())
+    on_backend = models.on_backend()
+    with slot_lent() if on_backend else nullcontext():  # a backend's answer needs no interpreter here: others may run
+        engine = models.runtime_status(None if runtime.enabled() or on_backend else model_cache())
     sb.markdown("**Model memory**")
     sb.caption(engine.memory)
     sb.caption(engine.queue + (f" · {engine.state}" if engine.state else ""))

@@ -5,7 +5,7 @@
   *input* is the heads' concatenated outputs (the attention output projection), so it works on every architecture
   listed in :func:`head_projections` without touching the attention code. transformers 5 dropped the ``head_mask``
   argument these models once took, so there is no library path to reuse; the hook multiplies exactly what
-  ``head_mask`` multiplied (a head's context vectors), and ``tests/test_interventions.py`` checks it against weight
+  ``head_mask`` multiplied (a head's context vectors), and ``tests/models/test_interventions.py`` checks it against weight
   surgery on the output projection (what ``prune_heads`` did).
 - :func:`head_importance`: Michel, Levy & Neubig 2019 ("Are Sixteen Heads Really Better than One?"): the importance of
   head h is the expected absolute gradient of the loss with respect to its mask variable ξ_h, summed over batches as

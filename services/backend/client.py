@@ -20,6 +20,7 @@ Faults, each a :class:`~core.errors.BackendError` with a message the page shows:
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import logging
@@ -65,7 +66,8 @@ CONNECT_TIMEOUT_S = 10.0
 #: heartbeat (every 15 s, GRADIO_HEARTBEAT_INTERVAL on the backend); a read timeout under that ended every call that
 #: took longer (httpx.ReadTimeout in gradio_client's stream: "failed the request"), whatever its own time limit.
 READ_TIMEOUT_S = 60.0
-#: How long an ``info`` answer is reused (the sidebar asks on every page run).
+#: How long an ``info`` answer is reused (the sidebar asks on every page run), and how long a failed ask is: a backend
+#: that does not answer costs the class one connect timeout every few seconds, not one per student per page run.
 INFO_TTL_S = 5.0
 
 
@@ -99,6 +101,7 @@ class Backend:
         self._client: Any = None
         self._lock = threading.Lock()
         self._info: tuple[float, BackendInfo] | None = None
+        self._info_failed: tuple[float, BackendError] | None = None
         self.sent_chars = 0  # what went over the network, both ways (the benches report it per call)
         self.received_chars = 0
         self.received_blob_bytes = 0  # of which: answers' array files
@@ -216,10 +219,22 @@ class Backend:
 
     # what the pages use
     def info(self, fresh: bool = False) -> BackendInfo:
-        """The backend's versions and device (cached :data:`INFO_TTL_S`); BackendMismatch for another version."""
-        cached = self._info
+        """The backend's versions and device, or why it did not answer (either reused for :data:`INFO_TTL_S`);
+        BackendMismatch for another version."""
+        cached, failed = self._info, self._info_failed
         if cached is not None and not fresh and time.monotonic() - cached[0] < INFO_TTL_S:
             return cached[1]
+        if failed is not None and not fresh and time.monotonic() - failed[0] < INFO_TTL_S:
+            raise copy.copy(failed[1]).with_traceback(None)  # a copy: re-raising one object grows its traceback
+        try:
+            got = self._ask_info()
+        except BackendError as err:
+            self._info_failed = (time.monotonic(), err)
+            raise
+        self._info, self._info_failed = (time.monotonic(), got), None
+        return got
+
+    def _ask_info(self) -> BackendInfo:
         raw, _ = self._submit("/info", (), CONNECT_TIMEOUT_S)
         try:
             data = json.loads(raw)
@@ -231,7 +246,6 @@ class Backend:
         if (got.app, got.wire) != (app_version(), wire.WIRE_VERSION):
             raise BackendMismatch(f"The model backend runs version {got.app} (wire {got.wire}); this front end runs "
                                   f"{app_version()} (wire {wire.WIRE_VERSION}).", "Update one so both run the same version.")
-        self._info = (time.monotonic(), got)
         return got
 
     def request_text(self, module: str, name: str, args: tuple[Any, ...]) -> str:

@@ -1,0 +1,142 @@
+"""Every state a user can reach draws: the crawl of ``tests/helpers/crawl.py`` over every page the entry script registers.
+
+A state fails when the page raises, shows Streamlit's exception box or the app's "Something unexpected went wrong", or
+offers a download that does not build. The pages and their widgets are discovered, not listed here.
+
+- ``test_a_sample_of_every_page_draws`` (the default suite, a few minutes): each page's defaults and presentation
+  mode and every :data:`SAMPLE`-th single move, on the tiny models and an empty database.
+- ``test_every_widget_of_a_page_draws`` (``slow``, run by CI): every single move and every URL key with a valid,
+  a malformed and an out-of-range value, in a seeded world: the labs hold finished experiments with verdicts, and
+  the presentation pack holds a chart and a table added on other pages, as a user would have put them there.
+- ``test_every_widget_draws_with_only_the_bundled_model`` (``slow``): every :data:`BUNDLED_SAMPLE`-th single move on
+  an offline machine that has only the model shipped in the pip package (the state of a new classroom laptop).
+- The whole crawl adds every pair of choice widgets (at most :data:`PAIR_CAP` options of each) and every widget a
+  choice reveals: about 3,200 states, over half an hour on 2 cores, more than CI can spend beside the rest of the
+  suite, so it is a bench: ``python bench/crawl.py`` (numbers in docs/benchmarks.md).
+
+Each page runs with its own model folder (a copy of the tiny models) and database, and no lab worker
+(``BFE_LAB_CONCURRENCY=0``): a pressed Start queues its runs, and the page shows the queue. A state that presses a
+button or uploads a file, and the state after it, get a fresh copy of that world (:class:`tests.helpers.crawl.Worlds`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import SUMMARY, crawl
+from tests.helpers.lab import seed_lab
+
+PAGES = crawl.pages()
+#: The quick crawl takes every SAMPLE-th single move of a page.
+SAMPLE = 7
+#: Options of each widget tried in the pairs (bench/crawl.py's default).
+PAIR_CAP = 3
+#: The bundled-model-only crawl takes every BUNDLED_SAMPLE-th single move of a page.
+BUNDLED_SAMPLE = 3
+
+
+@pytest.fixture(autouse=True)
+def own_world(tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A model folder of the page's own (a copy of the tiny models), a fresh database (conftest), no lab worker, and
+    Streamlit's caches empty, as on a new server."""
+    import streamlit as st
+
+    models = tmp_path / "models"
+    shutil.copytree(tiny_dir, models)
+    monkeypatch.setenv("BFE_MODEL_DIR", str(models))
+    monkeypatch.setenv("BFE_LAB_CONCURRENCY", "0")
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    return models
+
+
+def _check(result: crawl.Crawl, what: str) -> None:
+    SUMMARY.append(f"{what}: {result.line()}")
+    assert result.states >= 2, f"{result.page}: the crawl reached almost nothing ({result.states} states)"
+    assert not result.failures, "\n".join(result.failures[:15]) + (f"\n… {len(result.failures) - 15} more"
+                                                                   if len(result.failures) > 15 else "")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_sample_of_every_page_draws(page: str, tmp_path: Path) -> None:
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    _check(crawl.crawl_page(page, pairs=False, sample=SAMPLE, fresh=fresh), "state crawl (sample)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_every_widget_of_a_page_draws(page: str, tmp_path: Path) -> None:
+    seed_lab()
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    _check(crawl.crawl_page(page, pairs=False, prelude=crawl.preludes(page), fresh=fresh),
+           "state crawl (every widget, seeded labs)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_every_widget_draws_with_only_the_bundled_model(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bundled-only"
+    empty.mkdir()
+    monkeypatch.setenv("BFE_MODEL_DIR", str(empty))
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    _check(crawl.crawl_page(page, pairs=False, url=False, sample=BUNDLED_SAMPLE, fresh=fresh), "state crawl (bundled model only)")
+
+
+def test_a_state_that_writes_starts_from_a_fresh_world(tmp_path: Path) -> None:
+    """A pressed button's writes reach neither the next state nor the start copy: each world is the page's starting
+    one, so what a crawl finds does not depend on its order."""
+    from analysis import results_db
+    from analysis.results_db import runs
+
+    seed_lab()
+    before = len(runs.list_runs())
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    fresh()
+    first = os.environ["DATABASE_URL"]
+    for rid in runs.list_runs()["id"]:
+        runs.delete_run(int(rid))
+    assert runs.list_runs().empty
+    fresh()
+    assert os.environ["DATABASE_URL"] != first and len(runs.list_runs()) == before
+    results_db.dispose_engines()
+    assert not (tmp_path / "worlds" / "world1").exists()  # the old copy is swept
+
+
+def test_the_url_keys_a_page_declares_are_crawled() -> None:
+    """Every page that keeps URL state gives the crawl its keys (read from the dict it passes to restore_url_state,
+    whatever its name and whatever its values are)."""
+    declared = crawl.url_defaults("views/scaling.py")
+    assert {"sc_law", "sc_ds"} <= set(declared) and declared["sc_law"] == "power"
+    keeping = [p for p in PAGES if "restore_url_state(" in (crawl.ENTRY.parent / p).read_text(encoding="utf-8")]
+    assert len(keeping) >= 9 and all(crawl.url_defaults(p) for p in keeping), [p for p in keeping if not crawl.url_defaults(p)]
+    assert "sz_layers" in crawl.url_defaults("views/calculator.py")  # a dict named DEFAULTS_STATE
+    assert crawl._out_of_range("3") == [("below zero", "-1"), ("past any bound", "1e308")]
+    assert crawl._out_of_range("power")[0] == ("not offered", "no-such-option")
+
+
+def test_the_crawl_finds_what_it_exists_to_find(tmp_path: Path) -> None:
+    """The crawler itself: a page that crashes on one option of a selectbox, on a long text and on a deferred download
+    fails it, each by name; a page that refuses them with messages passes."""
+    page = tmp_path / "probe.py"
+    page.write_text(
+        "import streamlit as st\n"
+        "from app import ui\n"
+        "pick = st.selectbox('Pick', ['fine', 'crash'], key='pr_pick', format_func=str.upper)\n"
+        "text = st.text_input('Text', key='pr_text')\n"
+        "st.download_button('Get', lambda: 1 / 0 if pick == 'fine' else b'x', 'x.txt', key='pr_dl')\n"
+        "with ui.friendly_errors():\n"
+        "    if pick == 'crash':\n"
+        "        raise KeyError('boom')\n"
+        "    if len(text) > 5000:\n"
+        "        raise ValueError('too long')\n")
+    failures = {line.split(" [", 1)[1].split("]: ", 1)[0]: line.split("]: ", 1)[1]
+                for line in crawl.crawl_page(str(page), pairs=False, entry=page).failures}
+    assert "ZeroDivisionError" in failures["defaults"]  # the download fails while 'fine' is picked
+    assert "unexpected: KeyError: 'boom'" in failures["pr_pick := 'CRASH'"]
+    assert "download" not in failures["pr_pick := 'CRASH'"]  # ... and builds once 'crash' is
+    assert "unexpected: ValueError: too long" in failures["pr_text := 'huge (20,000 characters)'"]
+    assert "unexpected" not in failures["pr_text := 'markup'"]

@@ -1,0 +1,79 @@
+"""Settings: defaults, environment overrides, bad values, and that docs/settings.md documents each one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.errors import InvalidSetting
+from core.settings import SETTINGS, get_settings
+from tests.helpers import ROOT
+
+SETTINGS_DOC = ROOT / "docs" / "settings.md"
+
+
+def test_environment_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("BFE_DEVICE", "CPU")
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path))
+    monkeypatch.setenv("BFE_MODEL_CACHE_MB", "64")
+    monkeypatch.setenv("DATABASE_URL", "sqlite://")
+    monkeypatch.setenv("BFE_ONLINE", "false")
+    s = get_settings()
+    assert (s.device, s.model_dir, s.cache_bytes, s.database_url, s.online) == ("cpu", tmp_path, 64 * 2**20, "sqlite://", "0")
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for s in SETTINGS:
+        monkeypatch.delenv(s.env, raising=False)
+    s = get_settings()
+    assert s.device == "auto" and s.online == "auto" and s.cache_mb == 3072
+    assert "~" not in s.database_url and s.database_url.startswith("sqlite:///")
+    assert s.model_dir.is_absolute()
+
+
+@pytest.mark.parametrize(("env", "value"), [
+    ("BFE_DEVICE", "tpu"), ("BFE_DEVICE", "cpu:0"), ("BFE_MODEL_CACHE_MB", "lots"),
+    ("BFE_MODEL_CACHE_MB", "-5"), ("BFE_ONLINE", "maybe"), ("BFE_GRADIO_CONCURRENCY", "0"), ("BFE_GRADIO_CONCURRENCY", "many"),
+    ("BFE_LAB_CONCURRENCY", "-1"), ("BFE_LAB_CONCURRENCY", "65"),
+])
+def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: str, value: str) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(InvalidSetting, match=env):
+        get_settings()
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.env)
+def test_the_settings_page_documents_every_setting(setting) -> None:
+    rows = [line for line in SETTINGS_DOC.read_text(encoding="utf-8").splitlines() if line.startswith(f"| `{setting.env}` |")]
+    assert len(rows) == 1, f"docs/settings.md's table lacks {setting.env} (or has it twice)"
+    assert f"| `{setting.default}` |" in rows[0] or setting.default.startswith(("~", "sqlite")), rows[0]
+
+
+def test_a_replica_may_run_no_training_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BFE_LAB_CONCURRENCY=0: a web replica that only queues runs (a headless worker elsewhere trains them)."""
+    monkeypatch.setenv("BFE_LAB_CONCURRENCY", "0")
+    assert get_settings().lab_concurrency == 0
+
+
+def test_secrets_are_not_shown_on_a_page():
+    from core.settings import shown
+
+    assert shown("backend_token", "s3cret") == "(set)" and shown("backend_token", "") == "(not set)"
+    assert shown("database_url", "postgresql://bfe:p%40ss@db:5432/results") == "postgresql://bfe:***@db:5432/results"
+    assert shown("database_url", "sqlite:////tmp/r.db") == "sqlite:////tmp/r.db"
+    assert shown("model_dir", "/srv/models") == "/srv/models"
+
+
+def test_backend_address_is_checked(monkeypatch):
+    import pytest
+
+    from core.errors import InvalidSetting
+    from core.settings import get_settings
+
+    monkeypatch.setenv("BFE_BACKEND", "http://gpu-box:7861/")
+    assert get_settings().backend == "http://gpu-box:7861"
+    for bad in ("ftp://x", "http://a b", "javascript:alert(1)", "http://host/<script>"):
+        monkeypatch.setenv("BFE_BACKEND", bad)
+        with pytest.raises(InvalidSetting, match="BFE_BACKEND"):
+            get_settings()

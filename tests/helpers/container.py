@@ -1,0 +1,198 @@
+"""Build the project's Dockerfile and start the image here, without Docker: what the container test uses.
+
+Docker Hub and the Docker daemon are not available on this machine or in CI, so the image is built
+the one way that works here: Debian's ``mmdebstrap`` makes a minimal bookworm base
+with Python 3.11 (the Dockerfile's ``BASE`` argument accepts any Debian image with Python 3.11),
+``podman import`` turns it into an image, and ``podman build --isolation=chroot`` builds our
+Dockerfile with pip reaching PyPI. The CPU torch wheel comes from pip's local find-links folder
+(``WHEELS``), and the host's CA bundle is mounted because HTTPS goes through a TLS-inspecting proxy.
+
+``podman run`` needs cgroups this sandbox lacks, so :func:`start` runs the built filesystem the way
+a runtime would: ``podman create`` + ``podman mount``, /proc, /dev and /sys bound in, a host folder
+bound at ``/data`` (a Space's persistent storage), and the image's own entrypoint run by ``chroot``
+as uid 1000 with the image's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.helpers import ROOT
+
+BASE_IMAGE = "localhost/bfe-test-base"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+class ContainerToolsMissing(RuntimeError):
+    pass
+
+
+def _run(*cmd: str, timeout: float = 900) -> str:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd[:3])} … failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout.strip()
+
+
+def check_tools() -> None:
+    """Raise with the fix when what the build needs is missing (never a silent skip)."""
+    missing = [t for t in ("podman", "mmdebstrap", "chroot", "mount") if shutil.which(t) is None]
+    if missing:
+        raise ContainerToolsMissing(f"missing {', '.join(missing)}: apt-get install -y podman mmdebstrap (.ci/run does)")
+    if os.geteuid() != 0:
+        raise ContainerToolsMissing("building and starting the image here needs root (chroot, mounts); CI runs as root")
+
+
+def pip_find_links() -> str | None:
+    """The folder of local wheels pip is configured with (the CPU torch wheel), if any."""
+    out = subprocess.run(["pip", "config", "list"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.split("=", 1)[0].endswith("find-links"):
+            folder = line.split("=", 1)[1].strip().strip("'\"").split()[0]
+            if Path(folder).is_dir():
+                return folder
+    return None
+
+
+@dataclass
+class Build:
+    image: str
+    seconds: float
+    size_bytes: int
+
+
+def build(tag: str = "localhost/bfe:test") -> Build:
+    """Build the Dockerfile (CPU flavour) on a fresh Debian base; returns the image, build time and size."""
+    check_tools()
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bfe-base-") as tmp:
+        tar = Path(tmp) / "base.tar"
+        _run("mmdebstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates", "bookworm", str(tar))
+        _run("podman", "import", str(tar), BASE_IMAGE)
+    args = ["podman", "build", "--format", "docker", "--isolation=chroot", "--build-arg", f"BASE={BASE_IMAGE}", "-t", tag]
+    if Path(CA_BUNDLE).is_file():
+        args += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]
+    if wheels := pip_find_links():
+        args += ["--build-arg", "TORCH_INDEX_CPU=", "--build-arg", f"WHEELS={wheels}", "--volume", f"{wheels}:{wheels}:ro"]
+    _run(*args, str(ROOT), timeout=1800)
+    size = int(_run("podman", "image", "inspect", "--format", "{{.Size}}", tag))
+    return Build(tag, time.monotonic() - t0, size)
+
+
+@dataclass
+class Started:
+    url: str
+    data: Path  # the host folder mounted at /data
+    log: Path
+
+
+def _image_config(image: str) -> dict:
+    return json.loads(_run("podman", "image", "inspect", "--format", "{{json .Config}}", image))
+
+
+def run_as_user(image: str, root: Path, argv: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
+    """Run ``argv`` inside the image's file system, as its user, with its environment, in its working folder."""
+    cfg = _image_config(image)
+    uid = _run("chroot", str(root), "id", "-u", cfg.get("User") or "root")
+    workdir = cfg.get("WorkingDir") or "/"
+    return subprocess.run(["chroot", f"--userspec={uid}:{uid}", str(root), "/usr/bin/env", "-i",
+                           *(f"{k}={v}" for k, v in _environment(cfg, 0, None).items()),
+                           "sh", "-c", f'cd "{workdir}" && exec "$@"', "sh", *argv],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@contextmanager
+def rootfs(image: str, data: Path) -> Iterator[Path]:
+    """A writable root filesystem of ``image`` with /proc, /dev, /sys and ``data`` at /data mounted; cleaned up after."""
+    cid = _run("podman", "create", image)
+    root = Path(_run("podman", "mount", cid))
+    mounted: list[Path] = []
+    try:
+        # What a container runtime provides: /proc, /dev, /sys, and /etc/hosts (Gradio checks http://localhost at start).
+        for name in ("etc/hosts", "etc/resolv.conf"):
+            (root / name).touch()
+        for args, target in ((["-t", "proc", "proc"], "proc"), (["--rbind", "/dev"], "dev"), (["--rbind", "/sys"], "sys"),
+                             (["--bind", str(data)], "data"), (["--bind", "/etc/hosts"], "etc/hosts"),
+                             (["--bind", "/etc/resolv.conf"], "etc/resolv.conf")):
+            _run("mount", *args, str(root / target))
+            mounted.append(root / target)
+        yield root
+    finally:
+        for m in reversed(mounted):
+            subprocess.run(["umount", "-R", "-l", str(m)], capture_output=True)
+        subprocess.run(["podman", "umount", cid], capture_output=True)
+        subprocess.run(["podman", "rm", "-f", cid], capture_output=True)
+
+
+def _environment(cfg: dict, port: int, env: dict[str, str] | None) -> dict[str, str]:
+    environment = dict(e.split("=", 1) for e in cfg.get("Env") or [])
+    environment.update(PORT=str(port), **(env or {}))
+    return environment
+
+
+def healthcheck(image: str, root: Path, port: int, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the image's own HEALTHCHECK command inside it, as its user, with its environment."""
+    cfg = _image_config(image)
+    test = json.loads(_run("podman", "image", "inspect", "--format", "{{json .Config.Healthcheck}}", image))["Test"]
+    assert test[0] == "CMD-SHELL", test
+    uid = _run("chroot", str(root), "id", "-u", cfg.get("User") or "root")
+    return subprocess.run(["chroot", f"--userspec={uid}:{uid}", str(root), "/usr/bin/env", "-i",
+                           *(f"{k}={v}" for k, v in _environment(cfg, port, env).items()), "sh", "-c", test[1]],
+                          capture_output=True, text=True, timeout=30)
+
+
+@contextmanager
+def start(image: str, root: Path, port: int, env: dict[str, str] | None = None, args: list[str] | None = None,
+          log: Path | None = None) -> Iterator[str]:
+    """Run the image's entrypoint (and CMD, or ``args``) as its user on ``port``, as a runtime would.
+
+    Yields the base URL once the app answers (Streamlit's health endpoint, or Gradio's API info when
+    ``BFE_APP=gradio`` or the argument ``gradio`` picks the Gradio app).
+    """
+    cfg = _image_config(image)
+    environment = _environment(cfg, port, env)
+    user = cfg.get("User") or "root"
+    uid = _run("chroot", str(root), "id", "-u", user)
+    workdir = cfg.get("WorkingDir") or "/"
+    argv = [*(cfg.get("Entrypoint") or []), *(args if args is not None else cfg.get("Cmd") or [])]
+    command = (argv[1:2] or [environment.get("BFE_APP", "streamlit")])[0]
+    shell = f"cd {workdir} && exec " + " ".join(argv)
+    log = log or Path(tempfile.mkstemp(prefix="bfe-container-", suffix=".log")[1])
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["chroot", f"--userspec={uid}:{uid}", str(root), "/usr/bin/env", "-i",
+                                 *(f"{k}={v}" for k, v in environment.items()), "sh", "-c", shell],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    probe = f"{url}/_stcore/health" if command == "streamlit" else f"{url}/gradio_api/info"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(probe, timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the container's {command} did not answer:\n{log.read_text()[-3000:]}") from None
+                time.sleep(1)
+        yield url
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=20)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue

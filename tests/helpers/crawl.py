@@ -1,0 +1,575 @@
+"""A crawler over the app's reachable states: every page opened the way a browser opens it, its widgets discovered from
+what the page draws, and each widget moved as a user can move it. ``tests/app/test_states.py`` drives it; ``bench/crawl.py``
+runs the whole crawl and prints the states it tried per page.
+
+Streamlit's ``AppTest`` runs the entry script (``app/streamlit_app.py``: navigation, presentation mode, the error
+wrapper, the sidebar) and then switches to a page, as a browser that opens the app and clicks a page does. A state is
+a short list of moves from a page's defaults; it *draws* when neither run of it (the move, then a rerun with the state
+kept) raises, shows Streamlit's exception box, or shows the app's "Something unexpected went wrong" message, and when
+every deferred download the page offers builds its file.
+
+Moves are derived from the widgets themselves, so a widget added to a page is crawled the day it is added:
+
+- selectbox, radio, segmented control, pills: every option (and none, where the widget allows it);
+- multiselect: none, each option alone, all of them;
+- toggle, checkbox: flipped; number input, slider: its minimum and maximum (a bound the widget lacks: ±10¹²);
+- text input, text area: empty, at and past its length bound, and hostile text (markup, formulas, bidi and control
+  characters, ``[MASK]`` repeated, CJK and emoji);
+- button: pressed; file uploader: empty, binary, hostile CSV and text files;
+- URL state: every key a page writes to its address or declares among its URL defaults, with a value the page wrote
+  (else its default), a malformed one, and out-of-range ones (a number below zero and past any bound, an option the
+  page does not offer).
+
+A state that writes (a pressed button, an uploaded file) starts from a fresh copy of the page's world — its results
+database and model folder (:class:`Worlds`) — and so does the state after it, so no state sees what another wrote
+and the crawl's order does not change what it finds. Single moves take at most ``single_cap`` options of a widget
+(40 by default, spread from the first to the last); pairs at most ``pair_cap`` of each (3).
+
+Not crawled: ``st.data_editor`` (AppTest cannot set it; the library functions behind the scaling page's editor are
+covered by property tests), and widgets that appear only after a text is typed or a button pressed.
+
+Options are compared as the browser shows them (formatted), so a move is replayed on a fresh page by its label: the
+value behind a label is the page's business, as it is in a browser.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import logging
+import os
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import element_tree as et
+
+from tests.helpers import ROOT
+
+ENTRY = ROOT / "app" / "streamlit_app.py"
+UNEXPECTED = "Something unexpected went wrong"
+#: What a widget with no bound of its own is pushed to (a number a user can type).
+NO_BOUND = 10**12
+#: Text for every text box: each kind of input that has broken a web page somewhere.
+HOSTILE_TEXT = {
+    "markup": "<script>alert(1)</script><img src=x onerror=alert(2)> **bold** [link](javascript:alert(3)) $x^2$",
+    "formula": '=HYPERLINK("http://evil.example","click") +cmd|\'/c calc\'!A1 @SUM(1) -2+3',
+    "bidi-control": "abc\u202edcba\u2066x\u2069 \u200b\u200d\x00\x07\x1b[31m\r\n\tend",
+    "masks": " ".join(["[MASK]"] * 40),
+    "cjk-emoji": "東京は日本の首都です。 나는 학생이다 🤖🎉👩‍👩‍👧‍👦🏳️‍🌈",
+    "path": "../../../../etc/passwd",
+    "whitespace": "   \t  ",
+}
+#: Where a text box has no length bound of its own, this long a text stands for "huge".
+HUGE_TEXT = 20_000
+#: Files for every uploader: (name suffix, bytes).
+HOSTILE_FILES = {
+    "empty": b"",
+    "binary": bytes(range(256)) * 64,
+    "formula-csv": b'model,task,value\n=HYPERLINK("http://evil.example"),<b>x</b>,1e999\n"a,b",\xff\xfe,-inf\n',
+    "numbers-csv": b"N,D,loss\n1e6,2e9,3.1\n1e7,2e10,2.7\n1e8,2e11,2.4\n1e9,2e12,2.2\n0,-1,nan\n",
+    "text": "the cat sat on the mat .\n東京 🤖\n".encode() * 50,
+}
+CHOICE_KINDS = ("selectbox", "radio", "button_group", "select_slider")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A widget as a user finds it again on a fresh page: its key, else its kind, label and place among its kin."""
+
+    kind: str
+    key: str | None
+    label: str
+    nth: int = 0
+
+    def __str__(self) -> str:
+        return self.key or f"{self.kind} '{self.label[:40]}'" + (f" #{self.nth}" if self.nth else "")
+
+
+@dataclass(frozen=True)
+class Move:
+    """One thing a user does to one widget: pick an option (by its label; None clears it), set a value, click, upload."""
+
+    ref: Ref
+    how: str  # "option" | "options" | "value" | "click" | "upload"
+    value: Any = None
+    label: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.ref} := {self.label or self.value!r}"[:160]
+
+
+@dataclass
+class Crawl:
+    """What a crawl of one page tried, and what broke."""
+
+    page: str
+    states: int = 0
+    skipped: int = 0
+    failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        return (f"{self.page}: {self.states} states ({self.skipped} unreachable moves skipped), "
+                f"{len(self.failures)} failing, {self.seconds:.0f} s")
+
+
+def pages() -> list[str]:
+    """The pages the entry script registers (``st.Page("views/x.py", ...)``), read from its source."""
+    tree = ast.parse(ENTRY.read_text(encoding="utf-8"))
+    return [n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "Page"
+            and n.args and isinstance(n.args[0], ast.Constant)]
+
+
+# ------------------------------------------------------------------------------------------------ the browser's side
+# AppTest picks an option by value; a browser picks it by the label it shows, and the page's format_func maps the label
+# back. The forced labels below are sent exactly as the browser sends them.
+_FORCED = "_crawl_labels"
+
+
+def _forcing(cls: type, plural: bool) -> None:
+    original = cls._widget_state
+
+    def state(self: Any) -> WidgetState:
+        labels = self.__dict__.get(_FORCED)
+        if labels is None:
+            try:
+                return original.fget(self)
+            except ValueError:  # a value typed into a selectbox that accepts new options: not among its options
+                labels = [str(self.value)]
+        ws = WidgetState()
+        ws.id = self.id
+        if plural:
+            ws.string_array_value.data[:] = labels
+        elif labels:
+            ws.string_value = labels[0]
+        return ws
+
+    cls._widget_state = property(state)
+
+
+for _cls, _plural in ((et.Selectbox, False), (et.Radio, False), (et.ButtonGroup, True), (et.Multiselect, True),
+                      (et.SelectSlider, True)):
+    if not getattr(_cls, "_crawl_patched", False):
+        _forcing(_cls, _plural)
+        _cls._crawl_patched = True
+
+_deferred: list[tuple[str, Callable[[], Any]]] = []
+
+
+@contextmanager
+def recording_downloads() -> Iterator[None]:
+    """Record the deferred downloads a run registers (a callable ``data`` of ``st.download_button``), to build them."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    original = MediaFileManager.add_deferred
+
+    def add(self: Any, data_callable: Callable[[], Any], mimetype: Any, coordinates: str, file_name: str | None = None,
+            **kw: Any) -> str:
+        _deferred.append((file_name or coordinates, data_callable))
+        return original(self, data_callable, mimetype, coordinates, file_name, **kw)
+
+    MediaFileManager.add_deferred = add
+    try:
+        yield
+    finally:
+        MediaFileManager.add_deferred = original
+
+
+# ------------------------------------------------------------------------------------------------ finding widgets
+WIDGET_KINDS = ("selectbox", "radio", "button_group", "multiselect", "select_slider", "toggle", "checkbox",
+                "number_input", "slider", "text_input", "text_area", "button", "file_uploader")
+
+
+def widgets(at: AppTest) -> dict[Ref, Any]:
+    """Every widget the last run drew (main area and sidebar), by its :class:`Ref`; disabled ones left out."""
+    out: dict[Ref, Any] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for kind in WIDGET_KINDS:
+        for w in at.get(kind):
+            label = getattr(w, "label", "") or ""
+            n = seen.get((kind, label), 0)
+            seen[(kind, label)] = n + 1
+            if getattr(w.proto, "disabled", False):
+                continue
+            key = w.key if w.key and not w.key.startswith("$$") else None
+            out[Ref(kind, key, label, 0 if key else n)] = w
+    return out
+
+
+def _labels(w: Any) -> list[str]:
+    return list(w.options)
+
+
+def _current_labels(w: Any) -> list[str]:
+    try:
+        if isinstance(w, (et.Multiselect, et.ButtonGroup)):
+            return list(w.values if isinstance(w, et.Multiselect) else w.formatted_values)
+        if isinstance(w, (et.Selectbox, et.Radio)):
+            return [] if w.index is None else [w.options[w.index]]
+    except (KeyError, ValueError, TypeError, AssertionError):
+        pass
+    return []
+
+
+def moves(ref: Ref, w: Any, cap: int | None = None) -> list[Move]:
+    """What a user can do to this widget, from its current state (``cap``: at most that many options of a choice)."""
+    kind = ref.kind
+    if kind in ("selectbox", "radio", "button_group", "select_slider"):
+        now = _current_labels(w)
+        opts = [o for o in _labels(w) if [o] != now]
+        opts = _spread(opts, cap)
+        out = [Move(ref, "option", [o], label=o) for o in opts]
+        single = kind == "button_group" and w.proto.click_mode == w.proto.ClickMode.SINGLE_SELECT
+        if single and now and not getattr(w.proto, "required", False):  # a click on the chosen option clears it
+            out.append(Move(ref, "option", [], label="(deselected)"))
+        if kind == "selectbox" and getattr(w.proto, "accept_new_options", False):
+            out += [Move(ref, "option", [t], label=f"typed {name}") for name, t in HOSTILE_TEXT.items()]
+        return out
+    if kind == "multiselect":
+        opts = _labels(w)
+        out = [Move(ref, "options", [], label="(none)")]
+        out += [Move(ref, "options", [o], label=f"only {o}") for o in _spread(opts, cap)]
+        limit = int(getattr(w.proto, "max_selections", 0) or 0)
+        out.append(Move(ref, "options", opts[:limit] if limit else opts, label="(all)"))
+        return out
+    if kind in ("toggle", "checkbox"):
+        return [Move(ref, "value", not bool(w.value), label=f"flipped to {not bool(w.value)}")]
+    if kind == "number_input":
+        lo = w.min if w.min is not None else -NO_BOUND
+        hi = w.max if w.max is not None else NO_BOUND
+        return [Move(ref, "value", v, label=f"{name} {v!r}") for name, v in (("min", lo), ("max", hi)) if v != w.value]
+    if kind == "slider":
+        lo, hi = w.min, w.max
+        if isinstance(w.value, (list, tuple)):
+            return [Move(ref, "value", [lo, hi], label="full range"), Move(ref, "value", [lo, lo], label="empty range")]
+        return [Move(ref, "value", v, label=f"{name} {v!r}") for name, v in (("min", lo), ("max", hi)) if v != w.value]
+    if kind in ("text_input", "text_area"):
+        bound = int(getattr(w.proto, "max_chars", 0) or 0)
+        out = [Move(ref, "value", "", label="empty")]
+        if bound:
+            out += [Move(ref, "value", _long(bound), label=f"at its bound ({bound})"),
+                    Move(ref, "value", _long(bound + 1), label=f"past its bound ({bound + 1})"),
+                    Move(ref, "value", "x" * (bound + 1), label=f"one word past its bound ({bound + 1})")]
+        else:
+            out += [Move(ref, "value", _long(HUGE_TEXT), label=f"huge ({HUGE_TEXT:,} characters)"),
+                    Move(ref, "value", "x" * HUGE_TEXT, label=f"one huge word ({HUGE_TEXT:,} characters)")]
+        out += [Move(ref, "value", t, label=name) for name, t in HOSTILE_TEXT.items()]
+        return out
+    if kind == "button":
+        return [Move(ref, "click", True, label="pressed")]
+    if kind == "file_uploader":
+        suffix = (list(w.proto.type) or [".txt"])[0]
+        suffix = suffix if suffix.startswith(".") else f".{suffix}"
+        return [Move(ref, "upload", (f"crawl-{name}{suffix}", data, "application/octet-stream"), label=f"upload {name}")
+                for name, data in HOSTILE_FILES.items()]
+    return []
+
+
+def _spread(items: list, cap: int | None) -> list:
+    """``items``, or ``cap`` of them spread from the first to the last."""
+    if cap is None or len(items) <= cap:
+        return items
+    if cap == 1:
+        return [items[0]]
+    step = (len(items) - 1) / (cap - 1)
+    return [items[i] for i in dict.fromkeys(round(i * step) for i in range(cap))]
+
+
+def _long(n: int) -> str:
+    words = itertools.cycle(["the", "cat", "sat", "on", "the", "mat", "because", "it", "was", "tired"])
+    text = ""
+    while len(text) < n:
+        text += next(words) + " "
+    return text[:n]
+
+
+def apply(at: AppTest, move: Move) -> bool:
+    """Make ``move`` on the page ``at`` last drew; False when its widget (or option) is not there to move."""
+    w = widgets(at).get(move.ref)
+    if w is None:
+        return False
+    if move.how in ("option", "options"):
+        if any(o not in w.options for o in move.value) and not move.label.startswith("typed"):
+            return False
+        w.__dict__[_FORCED] = list(move.value)
+    elif move.how == "click":
+        w.click()
+    else:
+        w.set_value(move.value)
+    form = getattr(w, "form_id", "") or getattr(w.proto, "form_id", "")
+    if form and move.how != "click":
+        # In a form a value counts once the form is submitted: press its submit button too, as a user would.
+        for b in at.get("button"):
+            if getattr(b.proto, "form_id", "") == form and getattr(b.proto, "is_form_submitter", False):
+                b.click()
+                break
+    return True
+
+
+# ------------------------------------------------------------------------------------------------ running states
+class _Unexpected(logging.Handler):
+    """The exceptions the app logged as unexpected (app/ui/errors.py), to name them beside the message the page shows."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            err = record.exc_info[1]
+            frames = traceback.extract_tb(err.__traceback__)
+            where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames) if str(ROOT) in f.filename
+                          and ".venv" not in f.filename), "?")
+            self.seen.append(f"{type(err).__name__}: {str(err)[:300]} (at {where})")
+
+
+_unexpected = _Unexpected()
+logging.getLogger("bert_family_explorer").addHandler(_unexpected)
+# Deferred downloads run outside a script run (as a browser's click does): Streamlit warns about each; noise here.
+logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
+
+
+def problems(at: AppTest) -> list[str]:
+    """What on the page a user must never see: an exception box or the "unexpected" message (with the logged cause)."""
+    out = [f"exception: {e.value}"[:600] for e in at.exception]
+    if any(UNEXPECTED in e.value for e in at.error):
+        out += [f"unexpected: {cause}" for cause in _unexpected.seen] or ["unexpected (no logged cause)"]
+    _unexpected.seen.clear()
+    return out
+
+
+def build_downloads() -> list[str]:
+    """Build every deferred download the last run offered, as a click would; the failures."""
+    out = []
+    for name, make in _deferred:
+        try:
+            data = make()
+            if data is None:
+                out.append(f"download {name}: no data")
+        except Exception as err:
+            out.append(f"download {name}: {type(err).__name__}: {err}"[:600])
+    _deferred.clear()
+    return out
+
+
+def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 120, *,
+              prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY) -> AppTest:
+    """The entry script, then ``page``, as a browser opens the app and follows a link to the page (``query``: the link's
+    parameters). ``prelude``: (page, move) pairs made on the way, as a user who clicked elsewhere first; a move that
+    cannot be made fails loudly (the prelude is the crawl's setup, not a state). ``entry``: another script to open
+    alone (the crawler's own test)."""
+    at = AppTest.from_file(str(entry), default_timeout=timeout)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    at.run()
+    if entry != ENTRY:
+        return at
+    home = pages()[0]
+    for where, move in prelude:
+        if where != home:
+            at.switch_page(where).run()
+        if not apply(at, move):
+            raise AssertionError(f"the crawl's prelude could not make {move} on {where}")
+        at.run()
+    if page != home or prelude:
+        at.switch_page(page).run()
+    return at
+
+
+def run_state(page: str, path: tuple[Move, ...], query: dict[str, str] | None = None, *,
+              prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY) -> tuple[bool, list[str], AppTest]:
+    """Open ``page`` (with ``query``, after ``prelude``), make each move of ``path`` and run it twice (the move, then a
+    rerun with the state kept). Returns whether every move could be made, the problems of the state reached (those of
+    the states on the way are their own: each is crawled by itself), and the last AppTest."""
+    _deferred.clear()
+    _unexpected.seen.clear()
+    at = open_page(page, query, prelude=prelude, entry=entry)
+    found = problems(at) + build_downloads()
+    if not path:  # the defaults, a link's parameters, presentation mode: rerun with the state kept too
+        at.run()
+        found += problems(at) + build_downloads()
+    for move in path:
+        if not apply(at, move):
+            return False, found, at
+        at.run()
+        found = problems(at) + build_downloads()
+        at.run()
+        found += problems(at) + build_downloads()
+    return True, found, at
+
+
+def choice(move: Move) -> bool:
+    return move.ref.kind in (*CHOICE_KINDS, "multiselect", "toggle", "checkbox") and not move.label.startswith("typed")
+
+
+class Worlds:
+    """Fresh worlds for the states that write: each call points the app at a new copy of the world as it was when this
+    object was made (the SQLite results database named by ``DATABASE_URL`` and the model folder ``BFE_MODEL_DIR``),
+    and empties Streamlit's caches, as on a new server. Copies live under ``root``; the previous one is removed."""
+
+    def __init__(self, root: Path) -> None:
+        from analysis import results_db
+
+        url = os.environ.get("DATABASE_URL", "")
+        if not url.startswith("sqlite:///"):
+            raise ValueError(f"fresh worlds copy a SQLite file; DATABASE_URL is {url.split(':')[0]!r}")
+        results_db.ensure_seeded(results_db.get_engine())
+        results_db.dispose_engines()  # every connection closed: the file holds everything (no write-ahead log left)
+        self.root = root
+        self.start = root / "start"
+        self.start.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(url.removeprefix("sqlite:///"), self.start / "results.db")
+        shutil.copytree(os.environ["BFE_MODEL_DIR"], self.start / "models", dirs_exist_ok=True)
+        self.made = 0
+
+    def __call__(self) -> None:
+        import streamlit as st
+
+        from analysis import results_db
+        from models import cache
+
+        results_db.dispose_engines()
+        if self.made:
+            shutil.rmtree(self.root / f"world{self.made}", ignore_errors=True)
+        self.made += 1
+        here = self.root / f"world{self.made}"
+        here.mkdir()
+        shutil.copy2(self.start / "results.db", here / "results.db")
+        shutil.copytree(self.start / "models", here / "models")
+        os.environ["DATABASE_URL"] = f"sqlite:///{here / 'results.db'}"
+        os.environ["BFE_MODEL_DIR"] = str(here / "models")
+        cache._default_cache = None
+        st.cache_data.clear()
+        st.cache_resource.clear()
+
+
+def url_defaults(page: str) -> dict[str, Any]:
+    """The URL keys a page declares: the dict it passes first to ``restore_url_state``, read from its source, key by key;
+    a value that is not a literal (a constant from elsewhere, a call) is given as "" (the crawl then sends "" as the
+    valid value and the malformed and out-of-range ones beside it). {} where the page keeps no URL state."""
+    path = Path(page) if Path(page).is_absolute() else ENTRY.parent / page
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    name = next((n.args[0].id for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") ==
+                 "restore_url_state" and n.args and isinstance(n.args[0], ast.Name)), None)
+    if name is None:
+        return {}
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        if getattr(target, "id", "") == name and isinstance(node.value, ast.Dict):
+            for k, v in zip(node.value.keys, node.value.values, strict=True):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    try:
+                        out[k.value] = ast.literal_eval(v)
+                    except ValueError:
+                        out[k.value] = ""
+    return out
+
+
+def _url_text(value: Any) -> str:
+    """A value as the page writes it into its address (app/ui/state.py's format)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def preludes(page: str) -> tuple[tuple[str, Move], ...]:
+    """What a user does on other pages before this one is worth crawling: the pack page holds what was added to the
+    pack elsewhere (a chart on Home, a table on the results page), so its widgets for charts and tables are there."""
+    if page.endswith("pack.py"):
+        return (("views/home.py", Move(Ref("button", "home_chart_plot_pack", "Add to pack"), "click", True)),
+                ("views/results.py", Move(Ref("button", "gl_table_pack", "Add table to pack"), "click", True)))
+    return ()
+
+
+def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: int | None = 40,
+               sample: int | None = None, url: bool = True, log: Callable[[str], None] | None = None,
+               prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY, fresh: Callable[[], None] | None = None) -> Crawl:
+    """Crawl one page: its defaults and presentation mode; every widget moved once from the defaults; every pair of
+    choice widgets (each capped at ``pair_cap`` options), and after each choice every widget it reveals (each move of it,
+    capped the same); every URL key the page writes or declares, with a valid, a malformed and out-of-range values.
+    ``sample``: every n-th single move and URL key, no pairs (the quick crawl of the default suite). ``prelude`` and ``entry``: as
+    :func:`open_page` takes them. ``fresh``: called before a state that writes (a click, an upload) and before the state
+    after it, to give each a fresh world (:class:`Worlds`)."""
+    result = Crawl(page)
+    t0 = time.perf_counter()
+    dirty = [fresh is not None]  # the first state starts from a fresh world too: nothing of an earlier page leaks in
+
+    def visit(path: tuple[Move, ...], query: dict[str, str] | None = None, what: str = "") -> AppTest | None:
+        writes = any(m.how in ("click", "upload") for m in path)
+        if fresh and (writes or dirty[0]):
+            fresh()
+        dirty[0] = writes
+        try:
+            ok, found, at = run_state(page, path, query, prelude=prelude, entry=entry)
+        except Exception as err:
+            ok, found, at = True, [f"crawler: {type(err).__name__}: {str(err)[:300]}"], None
+        if not ok:
+            result.skipped += 1
+            return None
+        result.states += 1
+        name = what or " → ".join(map(str, path)) or "defaults"
+        if found:
+            result.failures.append(f"{page} [{name}]: " + " | ".join(dict.fromkeys(found)))
+        if log:
+            log(f"{page} #{result.states}: {name}" + (" FAIL" if found else ""))
+        return at
+
+    with recording_downloads():
+        base = visit(())
+        visit((), {"present": "1"}, "presentation mode")
+        if base is None:
+            return result
+        shown = widgets(base)
+        singles = [m for ref, w in shown.items() for m in moves(ref, w, single_cap)]
+        if sample:
+            singles = singles[::sample]
+        url_values: dict[str, set[str]] = {}
+        firsts: dict[Ref, list[Move]] = {}
+        for move in singles:
+            at = visit((move,))
+            if at is None:
+                continue
+            for k in at.query_params:
+                url_values.setdefault(k, set()).add(at.query_params[k][0] if isinstance(at.query_params[k], list)
+                                                    else at.query_params[k])
+            if sample or not pairs or not choice(move):
+                continue
+            firsts.setdefault(move.ref, []).append(move)
+            for ref, w in widgets(at).items():  # what this choice revealed, moved in turn
+                if ref not in shown:
+                    for second in moves(ref, w, pair_cap):
+                        visit((move, second))
+        if pairs and not sample:
+            for ref_a, ref_b in itertools.combinations(list(firsts), 2):
+                for a, b in itertools.product(_spread(firsts[ref_a], pair_cap), _spread(firsts[ref_b], pair_cap)):
+                    visit((a, b))
+        if url:
+            declared = {k: _url_text(v) for k, v in url_defaults(page).items()} if entry == ENTRY else {}
+            keys = [k for k in sorted(set(url_values) | set(declared)) if k != "present"]
+            for key in keys[::sample] if sample else keys:
+                valid = sorted(url_values[key])[0] if key in url_values else declared[key]
+                for name, value in (("valid", valid), ("malformed", "\x00<b>not-a-value</b>,,;"), *_out_of_range(valid)):
+                    visit((), {key: value}, f"?{key}= {name} {value[:40]!r}")
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _out_of_range(valid: str) -> list[tuple[str, str]]:
+    """Values past what a URL key accepts: for a number, below zero and past any bound; for a choice, an option the
+    page does not offer and a huge text."""
+    try:
+        float(valid)
+    except ValueError:
+        return [("not offered", "no-such-option"), ("huge", _long(HUGE_TEXT))]
+    return [("below zero", "-1" if not valid.startswith("-") else "-1e308"), ("past any bound", "1e308")]
