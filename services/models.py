@@ -89,7 +89,7 @@ def device_label() -> str:
 
     if backend.enabled():
         try:
-            return f"Model backend ({backend.default().url}): {backend.default().info().device}"
+            return f"Model backend ({backend.default().url}): {backend.default().info(status=True).device}"
         except ExplorerError as err:
             return f"Model backend ({backend.default().url}): not answering ({err.message})"
     return describe_device().label()
@@ -150,7 +150,7 @@ def runtime_status(local_cache: Any | None = None) -> RuntimeStatus:
     gate = default_gate().info()
     if backend.enabled():
         try:
-            info = backend.default().info()
+            info = backend.default().info(status=True)
             memory = (f"{info.cache_bytes / 2**20:,.0f} MB of {info.cache_budget / 2**20:,.0f} MB budget, "
                       f"{info.models_loaded} model(s) loaded on the model backend")
             state = "model backend answering"

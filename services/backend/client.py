@@ -66,8 +66,9 @@ CONNECT_TIMEOUT_S = 10.0
 #: heartbeat (every 15 s, GRADIO_HEARTBEAT_INTERVAL on the backend); a read timeout under that ended every call that
 #: took longer (httpx.ReadTimeout in gradio_client's stream: "failed the request"), whatever its own time limit.
 READ_TIMEOUT_S = 60.0
-#: How long an ``info`` answer is reused (the sidebar asks on every page run), and how long a failed ask is: a backend
-#: that does not answer costs the class one connect timeout every few seconds, not one per student per page run.
+#: How long an ``info`` answer is reused (the sidebar asks on every page run), and how long the sidebar reuses a failed
+#: ask: a backend that does not answer costs the class one connect timeout every few seconds, not one per student per
+#: page run.
 INFO_TTL_S = 5.0
 
 
@@ -218,13 +219,15 @@ class Backend:
                                  "answer.", "It may be restarting: rerun the page in a few seconds.")
 
     # what the pages use
-    def info(self, fresh: bool = False) -> BackendInfo:
-        """The backend's versions and device, or why it did not answer (either reused for :data:`INFO_TTL_S`);
-        BackendMismatch for another version."""
+    def info(self, fresh: bool = False, status: bool = False) -> BackendInfo:
+        """The backend's versions and device (reused for :data:`INFO_TTL_S`); BackendMismatch for another version.
+
+        ``status``: for a status line (the sidebar asks on every page run of every student), so why the backend did
+        not answer is reused for :data:`INFO_TTL_S` too. A call's version check asks again: the backend may be back."""
         cached, failed = self._info, self._info_failed
         if cached is not None and not fresh and time.monotonic() - cached[0] < INFO_TTL_S:
             return cached[1]
-        if failed is not None and not fresh and time.monotonic() - failed[0] < INFO_TTL_S:
+        if status and failed is not None and not fresh and time.monotonic() - failed[0] < INFO_TTL_S:
             raise copy.copy(failed[1]).with_traceback(None)  # a copy: re-raising one object grows its traceback
         try:
             got = self._ask_info()

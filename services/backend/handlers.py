@@ -22,18 +22,23 @@ Three endpoints, all through Gradio's queue (``/gradio_api/...``):
 
 Every request must carry the token (``BFE_BACKEND_TOKEN``) in the ``X-BFE-Token`` header, compared in constant time;
 without a token the server listens on the loopback interface only. A request is bounded (:data:`MAX_REQUEST_CHARS`)
-before it is parsed; the first argument of every call, the model id, is checked by the loader's rules (no paths) before
-any work starts. ``python -m app.backend --port PORT`` starts it.
+before it is parsed; the first argument of every call, the model id, is checked by the loader's rules (no paths), and
+every argument against the served function's signature and annotations, before any work starts. ``python -m app.backend --port PORT`` starts it.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import functools
 import importlib
+import inspect
 import json
 import logging
 import threading
 import time
+import types
+import typing
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -79,7 +84,75 @@ def _function(request: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         from services.requests import model_id
 
         model_id(args[0])
-    return getattr(importlib.import_module(module), name), tuple(args)
+    fn = getattr(importlib.import_module(module), name)
+    _check_arguments(fn, tuple(args))
+    return fn, tuple(args)
+
+
+def _check_arguments(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """BackendRefused unless ``args`` bind to ``fn``'s parameters and each is of its annotated type: a request from a
+    front end of this version always is, so anything else is refused before the function runs (it would fail inside
+    with whatever a wrong type raises there, after loading a model). Hand-written: the served functions take plain
+    values, and a validation library would need a model of each signature that the annotations already are."""
+    signature, hints = _signature(fn)
+    try:
+        bound = signature.bind(*args)
+    except TypeError:
+        raise BackendRefused(f"{fn.__name__} takes {_arity(signature)}; the request sent {len(args)}.") from None
+    for param, value in bound.arguments.items():
+        hint = hints.get(param)
+        if hint is not None and not _fits(value, hint):
+            raise BackendRefused(f"{fn.__name__}: {param} is not {_named(hint)}.")
+
+
+@functools.cache
+def _signature(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any]]:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # an annotation that names what only type checkers import: check the arguments' number only
+        hints = {}
+    return inspect.signature(fn), hints
+
+
+def _arity(signature: inspect.Signature) -> str:
+    params = [p for p in signature.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    least = sum(p.default is p.empty for p in params)
+    return f"{least} arguments" if least == len(params) else f"{least} to {len(params)} arguments"
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` (as the wire decodes it: lists for tuples) is of the annotated type ``hint``; a kind of hint
+    not known here passes (the function checks it)."""
+    origin, parts = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or hint is object:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, part) for part in parts)
+    if origin is typing.Literal:
+        return value in parts
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (list, tuple, collections.abc.Sequence, collections.abc.Iterable):
+        if not isinstance(value, list | tuple):
+            return False
+        if origin is tuple and parts and parts[-1] is not Ellipsis:
+            return len(value) == len(parts) and all(_fits(v, h) for v, h in zip(value, parts, strict=True))
+        return not parts or all(_fits(v, parts[0]) for v in value)
+    if origin in (dict, collections.abc.Mapping):
+        return isinstance(value, dict) and (not parts or all(_fits(k, parts[0]) and _fits(v, parts[1]) for k, v in value.items()))
+    return True
+
+
+def _named(hint: Any) -> str:
+    return "of the type " + (hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", ""))
 
 
 #: What a handler answers: JSON text (``{"ok": ...}`` or ``{"error": ...}``) and the blob its array references point

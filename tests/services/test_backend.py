@@ -32,12 +32,15 @@ import httpx
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.errors import (
     BackendMismatch,
     BackendRefused,
     BackendTimeout,
     BackendUnavailable,
+    ExplorerError,
     InvalidConfig,
     InvalidModelId,
     InvalidText,
@@ -47,6 +50,7 @@ from models.attention import AttentionResult, extract_attention, extract_attenti
 from services.backend import client as backend_client
 from services.backend import handlers, wire
 from services.backend.client import Backend
+from services.routing import BACKEND_ONLY, ROUTED
 from tests.helpers import ROOT
 from tests.helpers.servers import free_port
 
@@ -641,6 +645,48 @@ def test_a_model_id_with_a_path_trick_is_refused_before_any_work(backend: Simple
     assert after.calls == before and after.models_loaded == loaded
 
 
+FUZZ_MODELS = ["bert-base-uncased", "gpt2", "xlnet-base-cased", "google/electra-small-discriminator", "random:bert-base-uncased",
+               "../../etc/passwd", "", "nope/nope", "trained/../x"]
+FUZZ_TEXT = st.one_of(st.sampled_from(["the cat sat", "", " ", "[MASK]", "the [MASK] sat .", "a" * 3000, "<b>x</b>", "\u202e\x00",
+                                       "=HYPERLINK(1)", "東京 🤖"]), st.text(max_size=40))
+FUZZ_NUMBER = st.one_of(st.integers(-10**6, 10**6), st.sampled_from([0, -1, 2**63, 10**300, 0.5, -0.0]),
+                        st.floats(allow_nan=False, allow_infinity=False))
+FUZZ_VALUE = st.one_of(FUZZ_TEXT, FUZZ_NUMBER, st.none(), st.booleans(), st.lists(st.one_of(FUZZ_TEXT, st.integers(-5, 50)), max_size=4),
+                       st.lists(st.lists(st.integers(-2, 40), max_size=3), max_size=3),
+                       st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(fn=st.sampled_from(sorted((m, n) for table in (ROUTED, BACKEND_ONLY) for m, names in table.items() for n in names)),
+       model=st.sampled_from(FUZZ_MODELS), rest=st.lists(FUZZ_VALUE, max_size=5))
+def test_every_served_function_answers_a_result_or_a_named_refusal_to_any_arguments(model_env: Path, fn: tuple[str, str],
+                                                                                    model: str, rest: list[Any]) -> None:
+    """The handler under fuzzing: each function the backend serves, called with a model id (real, hostile or unknown)
+    and up to five arguments of any type. Every answer is a result or an error of the project's own (a named refusal,
+    as the Gradio API's fuzzer requires of its endpoints), never a TypeError from inside a function that was sent
+    arguments it does not take: those are refused, by name, before the function runs."""
+    answer, _ = handlers.call(request(fn[0], fn[1], model, *rest))
+    parsed = json.loads(answer)
+    assert set(parsed) in ({"ok"}, {"error"})
+    if "error" in parsed:
+        err = handler_error((answer, b""))
+        assert isinstance(err, ExplorerError), (fn, model, rest, err)
+        assert "Traceback" not in str(err)
+
+
+def test_arguments_a_function_does_not_take_are_refused_by_name_before_it_runs(model_env: Path) -> None:
+    from models.loader import default_cache
+
+    for args, says in ((["bert-base-uncased"], "extract_attention takes 2 to 4 arguments; the request sent 1"),
+                       (["bert-base-uncased", 3], "extract_attention: text is not of the type str"),
+                       (["bert-base-uncased", "the cat", "b", "ten"], "extract_attention: max_tokens is not"),
+                       (["bert-base-uncased", "the cat", None, None, None], "takes 2 to 4 arguments; the request sent 5")):
+        err = handler_error(handlers.call(request("models.attention", "extract_attention", *args)))
+        assert isinstance(err, BackendRefused) and says in err.message, (args, err)
+    assert not default_cache().info().entries  # refused before any model loaded
+    assert handlers._check_arguments(extract_attention, ("bert-base-uncased", "the cat", None, 16)) is None
+
+
 def test_a_request_over_the_bounds_is_refused_before_it_is_sent_and_by_the_handler(backend: SimpleNamespace) -> None:
     remote = Backend(backend.url, TOKEN)
     before = calls_on(backend)
@@ -854,7 +900,8 @@ def test_the_sidebar_lends_the_page_slot_while_it_asks_the_backend(tmp_path: Pat
 
 def test_a_backend_that_does_not_answer_is_asked_once_per_ttl_not_once_per_page_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sidebar asks for the backend's info on every page run of every student: a failed ask is reused for
-    INFO_TTL_S, so a dead backend costs one connect timeout per few seconds, not one per student."""
+    INFO_TTL_S by the status line, so a dead backend costs one connect timeout per few seconds, not one per student; a
+    call's version check asks again (the backend may be back)."""
     client = Backend(f"http://127.0.0.1:{free_port()}")
     asks: list[float] = []
     real = client._ask_info
@@ -870,17 +917,19 @@ def test_a_backend_that_does_not_answer_is_asked_once_per_ttl_not_once_per_page_
     raised = []
     for _ in range(20):
         with pytest.raises(BackendUnavailable) as err:
-            client.info()
+            client.info(status=True)
         raised.append(err.value)
     assert len(asks) == 1 and len({e.message for e in raised}) == 1 and "does not answer" in raised[0].message
     assert depth(raised[1].__traceback__) == depth(raised[-1].__traceback__)  # a copy each time: no traceback grows
     with pytest.raises(BackendUnavailable):
-        client.info(fresh=True)  # fresh: asks again
-    assert len(asks) == 2
+        client.info(status=True, fresh=True)  # fresh: asks again
+    with pytest.raises(BackendUnavailable):
+        client.info()  # a call's version check: asks again
+    assert len(asks) == 3
     monkeypatch.setattr(backend_client, "INFO_TTL_S", 0.0)
     with pytest.raises(BackendUnavailable):
-        client.info()  # past the TTL: asks again
-    assert len(asks) == 3
+        client.info(status=True)  # past the TTL: asks again
+    assert len(asks) == 4
 
 
 def test_bfloat16_values_travel_exactly_in_half_the_bytes() -> None:
