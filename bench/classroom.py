@@ -155,7 +155,11 @@ def report(results: dict[int, list[dict]], cores: int, idle_rss: float, model_mb
           f"action (median over repeats); floor = N * t1 / cores; p95 = the median of the repeats' p95; "
           f"RSS target = 1.5 x idle {idle_rss:.0f} MB + model {model_mb:.0f} MB = {rss_target:.0f} MB")
     print("server CPU: CPU seconds the server spent on the action, all sessions together (per run in brackets)")
-    print(f"{'N':>3s} {'action':>11s} {'p50 s':>7s} {'p95 s':>7s} {'floor s':>8s} {'p95/floor':>9s} {'server CPU s':>16s}")
+    print("p95/serial: p95 against 0.95 * N * the CPU per run, what one core running the N runs one after the other"
+          " reaches for its 95th percentile (the page scripts of one process share one GIL); about 1 means the server "
+          "wasted nothing, and p95/floor is then 0.95 * cores * (CPU per run / t1)")
+    print(f"{'N':>3s} {'action':>11s} {'p50 s':>7s} {'p95 s':>7s} {'floor s':>8s} {'p95/floor':>9s} {'server CPU s':>16s}"
+          f" {'p95/serial':>10s}")
     for n, runs in results.items():
         worst = 0.0
         per_repeat = [0.0] * len(runs)
@@ -172,8 +176,9 @@ def report(results: dict[int, list[dict]], cores: int, idle_rss: float, model_mb
                 if r["times"][a]:
                     per_repeat[k] = max(per_repeat[k], p95(r["times"][a]) / floor)
             every = [t for r in kept for t in r["times"][a]]
+            serial = 0.95 * cpu if n > 1 else cpu  # N runs of cpu / N each, one after the other: the 95th percentile
             print(f"{n:>3d} {a:>11s} {statistics.median(every):7.2f} {high:7.2f} {floor:8.2f} {high / floor:9.2f}"
-                  f" {cpu:7.2f} ({cpu / n:.3f})")
+                  f" {cpu:7.2f} ({cpu / n:.3f}) {high / serial if serial else float('nan'):10.2f}")
         errors = [e for r in runs for e in r["errors"]]
         print(f"{n:>3d} {'summary':>11s} worst p95/floor {worst:.2f} (per repeat: "
               f"{', '.join(f'{w:.2f}' for w in per_repeat)}); errors {len(errors)}; sessions complete "
