@@ -130,7 +130,7 @@ def lab_env(empty_model_dir: Path):
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """What the crawl and the fuzzers tried (tests.helpers.servers.SUMMARY), after the results."""
+    """What the crawl and the fuzzers tried (tests.helpers.SUMMARY), after the results."""
     from tests.helpers import SUMMARY
 
     if SUMMARY:

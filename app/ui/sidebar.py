@@ -93,27 +93,28 @@ def presentation_mode() -> bool:
 
 def sidebar_status() -> None:
     """Compute device, which catalog models are available now, and what the model cache holds."""
-    from services import models
+    from app.ui.calls import slot_lent
+    from services import models, runtime
 
+    on_backend = models.on_backend()
+    # With a model backend, all three ask it (each cached a while): a wait on another machine, so the page's slot goes
+    # to the next page run meanwhile, and a backend that does not answer stops no one else.
+    with slot_lent() if on_backend else nullcontext():
+        device = device_label()
+        avail = catalog_availability()
+        engine = models.runtime_status(None if runtime.enabled() or on_backend else model_cache())
     sb = st.sidebar
     sb.markdown("**Compute**")
-    sb.caption(device_label())
-    avail = catalog_availability()
+    sb.caption(device)
     ready = [m for m, (s, _) in avail.items() if s == "ready"]
     loadable = [m for m, (s, _) in avail.items() if s != "catalog-only"]
     sb.markdown("**Models**")
-    where = "the model backend" if models.on_backend() else "this machine"
+    where = "the model backend" if on_backend else "this machine"
     sb.caption(f"{len(ready)} of {len(loadable)} downloadable models are on {where}.")
     with sb.expander("Which ones"):
         for mid, (status, _) in avail.items():
             if status != "catalog-only":
                 st.caption(f"{STATUS_ICONS[status]} {mid}")
-    from app.ui.calls import slot_lent
-    from services import runtime
-
-    on_backend = models.on_backend()
-    with slot_lent() if on_backend else nullcontext():  # a backend's answer needs no interpreter here: others may run
-        engine = models.runtime_status(None if runtime.enabled() or on_backend else model_cache())
     sb.markdown("**Model memory**")
     sb.caption(engine.memory)
     sb.caption(engine.queue + (f" · {engine.state}" if engine.state else ""))

@@ -103,6 +103,7 @@ class Backend:
         self._lock = threading.Lock()
         self._info: tuple[float, BackendInfo] | None = None
         self._info_failed: tuple[float, BackendError] | None = None
+        self._status_lock = threading.Lock()
         self.sent_chars = 0  # what went over the network, both ways (the benches report it per call)
         self.received_chars = 0
         self.received_blob_bytes = 0  # of which: answers' array files
@@ -224,17 +225,36 @@ class Backend:
 
         ``status``: for a status line (the sidebar asks on every page run of every student), so why the backend did
         not answer is reused for :data:`INFO_TTL_S` too. A call's version check asks again: the backend may be back."""
-        cached, failed = self._info, self._info_failed
+        cached = self._info
         if cached is not None and not fresh and time.monotonic() - cached[0] < INFO_TTL_S:
             return cached[1]
-        if status and failed is not None and not fresh and time.monotonic() - failed[0] < INFO_TTL_S:
-            raise copy.copy(failed[1]).with_traceback(None)  # a copy: re-raising one object grows its traceback
+        if not status:
+            return self._ask_and_keep()
+        # A status ask: one at a time, so thirty sidebars waiting on a backend that does not accept connections send
+        # one probe, not thirty; the others wait for it (their page slot lent) and read what it found.
+        asked_at = time.monotonic()
+        with self._status_lock:
+            cached, failed = self._info, self._info_failed
+            for found in (cached, failed):
+                if found is not None and (not fresh or found[0] >= asked_at) and time.monotonic() - found[0] < INFO_TTL_S:
+                    if found is cached:
+                        return cached[1]
+                    raise copy.copy(failed[1])  # a copy: re-raising one object grows its traceback
+            return self._ask_and_keep()
+
+    def _ask_and_keep(self) -> BackendInfo:
+        """Ask, and keep the answer or why there was none, with the time it came (a slow failing ask does not replace
+        an answer that came after it started)."""
+        asked_at = time.monotonic()
         try:
             got = self._ask_info()
         except BackendError as err:
-            self._info_failed = (time.monotonic(), err)
+            with self._lock:
+                if self._info is None or self._info[0] < asked_at:
+                    self._info_failed = (time.monotonic(), copy.copy(err))  # no traceback: it would hold the page's frames
             raise
-        self._info, self._info_failed = (time.monotonic(), got), None
+        with self._lock:
+            self._info, self._info_failed = (time.monotonic(), got), None
         return got
 
     def _ask_info(self) -> BackendInfo:

@@ -80,13 +80,14 @@ def _function(request: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     args = wire.decode(args)  # only now: after the version check (another wire version may encode differently)
     if not isinstance(args, list | tuple) or len(args) > 12:
         raise BackendRefused("The call's arguments are not a short list.")
-    if args and isinstance(args[0], str):  # every served function takes the model id first: the loader's rules
-        from services.requests import model_id
-
-        model_id(args[0])
     fn = getattr(importlib.import_module(module), name)
     _check_arguments(fn, tuple(args))
     return fn, tuple(args)
+
+
+#: The parameters of served functions that name a model (annotated ``Any``: in-process they may be a loaded model):
+#: over the wire each is an id, checked by the loader's rules (no paths) before any work.
+MODEL_PARAMETERS = frozenset({"model", "model_id", "generator", "discriminator", "bert", "xlnet"})
 
 
 def _check_arguments(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -100,8 +101,16 @@ def _check_arguments(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     except TypeError:
         raise BackendRefused(f"{fn.__name__} takes {_arity(signature)}; the request sent {len(args)}.") from None
     for param, value in bound.arguments.items():
+        if param in MODEL_PARAMETERS:
+            if not isinstance(value, str):
+                raise BackendRefused(f"{fn.__name__}: {param} is not a model id (text).")
+            from services.requests import model_id
+
+            model_id(value)
+            continue
         hint = hints.get(param)
-        if hint is not None and not _fits(value, hint):
+        many = signature.parameters[param].kind is inspect.Parameter.VAR_POSITIONAL  # *args: each against the hint
+        if hint is not None and not all(_fits(v, hint) for v in (value if many else (value,))):
             raise BackendRefused(f"{fn.__name__}: {param} is not {_named(hint)}.")
 
 
@@ -110,6 +119,7 @@ def _signature(fn: Callable[..., Any]) -> tuple[inspect.Signature, dict[str, Any
     try:
         hints = typing.get_type_hints(fn)
     except Exception:  # an annotation that names what only type checkers import: check the arguments' number only
+        log.warning("backend: %s's annotations do not resolve; only its arguments' number is checked", fn.__name__)
         hints = {}
     return inspect.signature(fn), hints
 
@@ -235,7 +245,8 @@ def attention_batch(texts: list[str]) -> list[Answer]:
             answers[i] = _failure(err)
     with _stats_lock:
         _batch_sizes[len(texts)] += 1
-        _calls["extract_attention"] += sum(len(g) for g in groups.values())
+        if groups:  # not a zero count for a batch refused whole
+            _calls["extract_attention"] += sum(len(g) for g in groups.values())
     for model, items in groups.items():
         try:
             results = extract_attention_batch(model, [item for _, item in items])

@@ -213,6 +213,9 @@ def test_tests_sit_by_what_they_test_and_share_only_helpers() -> None:
         elif top in LAYERS and len(rel.parts) > 2 and not (ROOT / Path(*rel.parts[:-1])).is_dir():
             misplaced.append(str(rel))  # tests/models/pretrain/ only where models/pretrain/ exists
         for _, name in _imports(path, ".".join(("tests", *rel.with_suffix("").parts))):
-            if name.startswith("tests.") and not name.startswith("tests.helpers"):
+            if name.startswith("tests.") and not (name == "tests.helpers" or name.startswith("tests.helpers.")):
                 borrowed.append(f"{rel}: {name}")
-    assert misplaced == [] and borrowed == []
+    # Every folder a package: without its __init__.py, tests/app/ would be put on sys.path as `app` and hide the app.
+    loose = [str(d.relative_to(tests)) for d in [tests, *tests.rglob("*")] if d.is_dir() and d.name != "__pycache__"
+             and not (d / "__init__.py").exists()]
+    assert misplaced == [] and borrowed == [] and loose == []

@@ -646,7 +646,7 @@ def test_a_model_id_with_a_path_trick_is_refused_before_any_work(backend: Simple
 
 
 FUZZ_MODELS = ["bert-base-uncased", "gpt2", "xlnet-base-cased", "google/electra-small-discriminator", "random:bert-base-uncased",
-               "../../etc/passwd", "", "nope/nope", "trained/../x"]
+               "../../etc/passwd", "", "nope/nope", "trained/../x", None, 3, ["bert-base-uncased"], {"a": 1}]
 FUZZ_TEXT = st.one_of(st.sampled_from(["the cat sat", "", " ", "[MASK]", "the [MASK] sat .", "a" * 3000, "<b>x</b>", "\u202e\x00",
                                        "=HYPERLINK(1)", "東京 🤖"]), st.text(max_size=40))
 FUZZ_NUMBER = st.one_of(st.integers(-10**6, 10**6), st.sampled_from([0, -1, 2**63, 10**300, 0.5, -0.0]),
@@ -661,17 +661,18 @@ FUZZ_VALUE = st.one_of(FUZZ_TEXT, FUZZ_NUMBER, st.none(), st.booleans(), st.list
        model=st.sampled_from(FUZZ_MODELS), rest=st.lists(FUZZ_VALUE, max_size=5))
 def test_every_served_function_answers_a_result_or_a_named_refusal_to_any_arguments(model_env: Path, fn: tuple[str, str],
                                                                                     model: str, rest: list[Any]) -> None:
-    """The handler under fuzzing: each function the backend serves, called with a model id (real, hostile or unknown)
-    and up to five arguments of any type. Every answer is a result or an error of the project's own (a named refusal,
+    """The handler under fuzzing, both endpoints: each function the backend serves, called with a model id (real,
+    hostile, unknown or not text) and up to five arguments of any type. Every answer is a result or an error of the project's own (a named refusal,
     as the Gradio API's fuzzer requires of its endpoints), never a TypeError from inside a function that was sent
     arguments it does not take: those are refused, by name, before the function runs."""
-    answer, _ = handlers.call(request(fn[0], fn[1], model, *rest))
-    parsed = json.loads(answer)
-    assert set(parsed) in ({"ok"}, {"error"})
-    if "error" in parsed:
-        err = handler_error((answer, b""))
-        assert isinstance(err, ExplorerError), (fn, model, rest, err)
-        assert "Traceback" not in str(err)
+    text = request(fn[0], fn[1], model, *rest)
+    for answer, _ in (handlers.call(text), *handlers.attention_batch([text])):  # both endpoints take any call
+        parsed = json.loads(answer)
+        assert set(parsed) in ({"ok"}, {"error"})
+        if "error" in parsed:
+            err = handler_error((answer, b""))
+            assert isinstance(err, ExplorerError), (fn, model, rest, err)
+            assert "Traceback" not in str(err)
 
 
 def test_arguments_a_function_does_not_take_are_refused_by_name_before_it_runs(model_env: Path) -> None:
@@ -866,6 +867,55 @@ def test_the_attention_page_says_when_the_backend_is_down(tmp_path: Path, monkey
     assert any("backend" in e.lower() and "does not answer" in e for e in errors), errors
     assert not any("Traceback" in e for e in errors) and not at.get("plotly_chart")
     assert any("rerun the page" in e for e in errors), errors  # what to do about it
+
+
+def test_status_asks_at_once_send_one_probe_and_a_slow_failure_does_not_hide_a_newer_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thirty sidebars asking a backend that takes its connect timeout to fail: one probe, the others wait for it and
+    read its failure. And a failing ask that started before an answer came does not replace that answer."""
+    client = Backend("http://127.0.0.1:1")
+    asks: list[float] = []
+
+    def slow_failure() -> Any:
+        asks.append(time.monotonic())
+        time.sleep(0.3)
+        raise BackendUnavailable("The model backend does not answer (ConnectTimeout).")
+
+    monkeypatch.setattr(client, "_ask_info", slow_failure)
+    outcomes: list[BaseException] = []
+
+    def sidebar() -> None:
+        try:
+            client.info(status=True)
+        except BackendUnavailable as err:
+            outcomes.append(err)
+
+    threads = [threading.Thread(target=sidebar) for _ in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(asks) == 1 and len(outcomes) == 30
+    assert client._info_failed[1].__traceback__ is None  # what is kept holds no page's frames
+
+    answer = SimpleNamespace(app="x")
+    started = threading.Event()
+
+    def slow_then_fail() -> Any:
+        started.set()
+        time.sleep(0.3)
+        raise BackendUnavailable("late")
+
+    monkeypatch.setattr(client, "_ask_info", slow_then_fail)
+    client._info_failed = None
+    late = threading.Thread(target=sidebar)  # a status ask that will fail after the answer below came
+    late.start()
+    started.wait(5)
+    monkeypatch.setattr(client, "_ask_info", lambda: answer)
+    assert client.info() is answer  # a call's check, answered while the slow status ask is still out
+    late.join(timeout=10)
+    assert len(outcomes) == 31  # the late ask did fail
+    assert client._info_failed is None and client.info(status=True) is answer
 
 
 def test_the_sidebar_lends_the_page_slot_while_it_asks_the_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
