@@ -153,10 +153,8 @@ def test_every_gpu_and_optimizer_has_a_source() -> None:
 @pytest.mark.parametrize("readme", ["data/results/README.md", "data/reference/README.md"])
 def test_the_data_readmes_point_only_to_data_that_exists(readme: str) -> None:
     import re
-
-    root = ROOT
-    folder = (root / readme).parent
-    named = set(re.findall(r"`([^`<>]+\.(?:csv|json|py))`", (root / readme).read_text(encoding="utf-8")))
+    folder = (ROOT / readme).parent
+    named = set(re.findall(r"`([^`<>]+\.(?:csv|json|py))`", (ROOT / readme).read_text(encoding="utf-8")))
     assert named
     for name in named:
-        assert (folder / name).exists() or (root / name).exists(), f"{readme} names {name}, which does not exist"
+        assert (folder / name).exists() or (ROOT / name).exists(), f"{readme} names {name}, which does not exist"

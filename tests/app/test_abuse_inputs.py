@@ -13,7 +13,7 @@ from analysis import calculator, memory
 from analysis.params import LIMITS, MAX_PARAMETERS, count_parameters, parameter_breakdown
 from core.errors import InvalidConfig, InvalidOrder, UnsupportedArchitecture
 from models import permutation as P
-from tests.helpers import ROOT
+from tests.helpers import ENTRY, ROOT
 
 BERT = {"model_type": "bert", "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 1000}
 
@@ -56,7 +56,7 @@ def test_every_limit_is_the_pages_input_limit_and_one_past_it_is_refused() -> No
     from services.calculator_form import FORM_FIELDS
 
     assert {limit for _, _, limit, _, _ in FORM_FIELDS.values()} == set(LIMITS)  # every bound is a form field's maximum
-    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    at = AppTest.from_file(ENTRY, default_timeout=60)
     at.switch_page("views/calculator.py")
     at.query_params["sz_preset"] = "albert-base-v2"  # ALBERT's form shows every field
     at.run()

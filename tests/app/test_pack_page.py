@@ -8,9 +8,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers import ROOT
-
-ENTRY = str(ROOT / "app" / "streamlit_app.py")
+from tests.helpers import ENTRY
 
 
 @pytest.fixture(autouse=True)

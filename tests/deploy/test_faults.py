@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ENTRY, ROOT
 
 
 def _python(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -70,7 +70,7 @@ def test_a_postgres_restart_shows_unavailable_then_works_again_and_loses_no_ackn
         db.ensure_seeded(db.get_engine())
         writer = _python(WRITER, "14", env={"DATABASE_URL": pg.url})
         assert writer.stdout.readline().strip() == "ready"
-        at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60).run()
+        at = AppTest.from_file(ENTRY, default_timeout=60).run()
         at.switch_page("views/results.py").run()
         assert not at.exception and not at.error and "RoBERTa-large" in _table(at)
         time.sleep(2)

@@ -16,7 +16,7 @@ from models import checkpoint, locate
 from models.checkpoint import heads_from_names
 from models.inspection import inspect
 from models.loader import load
-from tests.helpers import ROOT
+from tests.helpers import ENTRY
 
 
 @pytest.fixture(autouse=True)
@@ -263,7 +263,7 @@ def test_download_reports_bytes_as_they_arrive(monkeypatch, tmp_path: Path) -> N
 def _page(path: str, **params: str):
     from streamlit.testing.v1 import AppTest
 
-    entry = str(ROOT / "app" / "streamlit_app.py")
+    entry = ENTRY
     at = AppTest.from_file(entry, default_timeout=90)
     at.switch_page(path)
     for k, v in params.items():

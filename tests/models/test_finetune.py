@@ -19,7 +19,7 @@ from analysis.stats import bootstrap_interval, macro_f1, seed_summary
 from core.errors import InvalidConfig, InvalidData, InvalidTaskFile, TrainingFailed, UnsupportedArchitecture
 from models import finetune as F
 from services import lab
-from tests.helpers import ROOT
+from tests.helpers import ENTRY, ROOT
 from tests.helpers.lab import run_status as status
 from tests.helpers.servers import wait_for
 
@@ -317,7 +317,7 @@ def test_the_page_starts_watches_and_finishes_a_fine_tune_on_minilm(lab_env: Pat
 
     from analysis.results_db import runs
 
-    entry = str(ROOT / "app" / "streamlit_app.py")
+    entry = ENTRY
     at = AppTest.from_file(entry, default_timeout=120)
     at.run()
     at.switch_page("views/finetune.py").run()

@@ -16,10 +16,8 @@ from streamlit.testing.v1 import AppTest
 from core.errors import ModelUnavailable
 from models import warmup
 from models.gate import CallCancelled, ModelGate
-from tests.helpers import ROOT
+from tests.helpers import ENTRY
 from tests.helpers.servers import home_and_calculator_draw
-
-ENTRY = str(ROOT / "app" / "streamlit_app.py")
 
 
 class SlowModel:

@@ -27,7 +27,7 @@ from core.errors import (
 )
 from models.inspection import inspect
 from models.loader import check_checkpoint, load, locate, preflight
-from tests.helpers import ROOT
+from tests.helpers import ENTRY, ROOT
 
 
 def _no_leak(err: BaseException, *paths: Path) -> None:
@@ -199,7 +199,7 @@ def test_the_models_page_explains_a_broken_folder_once(copy_of) -> None:
 
     folder = copy_of("bert-base-uncased")
     (folder / "config.json").write_text("[" * 100_000)
-    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    at = AppTest.from_file(ENTRY, default_timeout=60)
     at.run()
     at.switch_page("views/models.py").run()
     assert not at.exception

@@ -10,7 +10,7 @@ import pytest
 
 from analysis import representations as R
 from core.errors import AttentionUnavailable, InvalidData, InvalidText, UnsupportedTask
-from tests.helpers import ROOT
+from tests.helpers import ENTRY, ROOT
 from tests.helpers.tiny import TINY_MODELS
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -318,7 +318,7 @@ def _page(**params: str):
     from streamlit.testing.v1 import AppTest
 
     st.cache_data.clear()
-    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=300)
+    at = AppTest.from_file(ENTRY, default_timeout=300)
     at.switch_page("views/representations.py")
     for k, v in params.items():
         at.query_params[k] = v

@@ -17,7 +17,8 @@ from core.errors import InvalidConfig
 from models.pretrain import TrainConfig
 from services import ablations, lab
 from services.lab import claims
-from tests.helpers import ROOT
+from tests.helpers import ENTRY
+from tests.helpers.pages import run as draw_page
 
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
 SUITE = {"tasks": ["supersense"], "epochs": 1, "max_train": 40, "max_test": 30, "max_len": 32}
@@ -226,8 +227,7 @@ def test_the_lab_page_shows_a_finished_presets_verdict_and_the_results_so_far(la
 
     _fake("shown", {"sop": [0.80, 0.82, 0.81], "nsp": [0.50, 0.52, 0.51]})
     _fake("undecided", {"sop": [0.70, 0.60, 0.66], "nsp": [0.64, 0.66, 0.62]})
-    root = ROOT
-    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
+    at = AppTest.from_file(ENTRY, default_timeout=60)
     at.query_params["lb_show"] = "shown"
     at.run()
     at.switch_page("views/lab.py").run()
@@ -247,16 +247,8 @@ def test_the_lab_page_shows_a_finished_presets_verdict_and_the_results_so_far(la
 
 
 def test_the_page_starts_a_preset_at_its_budget(lab_env: Path) -> None:
-    from streamlit.testing.v1 import AppTest
-
-    root = ROOT
-    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
-    for k, v in {"lb_preset": "albert", "lb_budget": "classroom", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64",
-                 "lb_name": "budgeted"}.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page("views/lab.py").run()
-    assert not at.exception, at.exception
+    at = draw_page("views/lab.py", **{"lb_preset": "albert", "lb_budget": "classroom", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64",
+                 "lb_name": "budgeted"})
     planned = at.dataframe[0].value
     assert len(planned) == 6 and set(planned["steps"]) == {claims.BUDGETS["albert"]["classroom"].steps}
     [start] = [b for b in at.button if b.label.startswith("Start")]

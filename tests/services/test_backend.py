@@ -51,14 +51,13 @@ from services.backend import client as backend_client
 from services.backend import handlers, wire
 from services.backend.client import Backend
 from services.routing import BACKEND_ONLY, ROUTED
-from tests.helpers import ROOT
+from tests.helpers import ENTRY, ROOT
 from tests.helpers.servers import free_port
 
 TOKEN = "bfe-test-token-" + os.urandom(8).hex()
 RUN = "bt-run"  # the lab checkpoint in the backend's model folder: trained/bt-run
 TEXT = "the cat sat on the mat because it was tired ."
 PAIR = "a boy is outside ."
-ENTRY = str(ROOT / "app" / "streamlit_app.py")
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------

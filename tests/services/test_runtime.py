@@ -19,10 +19,9 @@ from streamlit.testing.v1 import AppTest
 
 from core.errors import ModelProcessFailed, UnknownModel
 from services import runtime
-from tests.helpers import ROOT
+from tests.helpers import ENTRY
 from tests.helpers.servers import free_port, home_and_calculator_draw, open_page, start_server, wait_for
 
-ENTRY = str(ROOT / "app" / "streamlit_app.py")
 TINY_BERT = "bert-base-uncased"  # a tiny checkpoint under that name (tests/helpers/tiny.py)
 
 

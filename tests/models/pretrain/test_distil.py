@@ -13,7 +13,8 @@ import torch
 
 from core.errors import InvalidConfig, InvalidModelId
 from models.pretrain import Batches, TrainConfig, build_model, distil, read_corpus, tokenizer, train
-from tests.helpers import ROOT
+from tests.helpers import ENTRY
+from tests.helpers.pages import run as draw_page
 
 TEACHER = TrainConfig(objective="mlm", layers=2, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=6, lr=3e-3,
                       corpus_lines=120, run="tiny-teacher")
@@ -333,19 +334,11 @@ def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(l
 
 
 def test_the_lab_page_lists_and_starts_the_distil_preset(lab_env: Path) -> None:
-    from streamlit.testing.v1 import AppTest
 
     from analysis.results_db import runs
     from services import lab
-
-    root = ROOT
-    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
-    for k, v in {"lb_preset": "distil", "lb_budget": "classroom", "lb_layers": "2", "lb_hidden": "32", "lb_ffn": "64",
-                 "lb_name": "kdpage"}.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page("views/lab.py").run()
-    assert not at.exception, at.exception
+    at = draw_page("views/lab.py", **{"lb_preset": "distil", "lb_budget": "classroom", "lb_layers": "2", "lb_hidden": "32", "lb_ffn": "64",
+                 "lb_name": "kdpage"})
     assert lab.PRESETS["distil"].title in at.selectbox(key="lb_preset").options
     planned = at.dataframe[0].value
     assert len(planned) == 9  # 3 arms × the classroom budget's 3 seeds
@@ -378,8 +371,7 @@ def test_the_lab_page_shows_a_finished_distil_experiments_verdicts(lab_env: Path
     from services import ablations
 
     _finished_experiment("kdshown")
-    root = ROOT
-    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
+    at = AppTest.from_file(ENTRY, default_timeout=60)
     at.query_params["lb_show"] = "kdshown"
     at.run()
     at.switch_page("views/lab.py").run()

@@ -18,7 +18,7 @@ from models.pretrain.phases import phase_lengths, update_plan, updates_of
 from models.training import optimizer_and_schedule
 from services import ablations, lab
 from services.lab import claim_entries, presets
-from tests.helpers import ROOT
+from tests.helpers.pages import run as draw_page
 
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
 
@@ -249,16 +249,8 @@ def test_the_grow_batch_verdict_states_each_arms_updates(lab_env: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["lion", "grow-batch"])
 def test_the_lab_page_plans_the_optimizer_presets(lab_env: Path, preset: str) -> None:
-    from streamlit.testing.v1 import AppTest
-
-    root = ROOT
-    at = AppTest.from_file(str(root / "app" / "streamlit_app.py"), default_timeout=60)
-    for k, v in {"lb_preset": preset, "lb_budget": "classroom", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64",
-                 "lb_name": "opt"}.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page("views/lab.py").run()
-    assert not at.exception, at.exception
+    at = draw_page("views/lab.py", **{"lb_preset": preset, "lb_budget": "classroom", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64",
+                 "lb_name": "opt"})
     planned = at.dataframe[0].value
     arms = ("lion", "adamw") if preset == "lion" else ("grow", "decay")
     assert list(planned["run"]) == [f"opt-{arm}-s{i}" for i in range(3) for arm in arms]

@@ -19,7 +19,7 @@ from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parame
 from models.pretrain.config import VOCAB_SIZES
 from services import ablations, lab
 from services.lab import claims
-from tests.helpers import ROOT
+from tests.helpers import ENTRY, ROOT
 from tests.helpers.lab import run_status as status
 from tests.helpers.servers import wait_for
 
@@ -254,7 +254,7 @@ def test_the_lab_page_starts_watches_and_cancels_a_run(lab_env: Path) -> None:
 
     from analysis.results_db import runs
 
-    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    at = AppTest.from_file(ENTRY, default_timeout=60)
     for k, v in {"lb_preset": "single", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64", "lb_seq": "32", "lb_batch": "8",
                  "lb_steps": "5000", "lb_name": "class-demo"}.items():
         at.query_params[k] = v
@@ -285,14 +285,14 @@ def test_a_trained_model_appears_in_the_pickers(lab_env: Path) -> None:
     from models.pretrain import train
 
     train(replace(TINY, objective="plm", steps=3, run="my-xlnet"))
-    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60).run()
+    at = AppTest.from_file(ENTRY, default_timeout=60).run()
     at.switch_page("views/permutation.py").run()
     box = at.selectbox(key="pm_model")
     assert "my-xlnet · trained here (plm, 1×32)" in box.options
     box.set_value("trained/my-xlnet").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.query_params["pm_model"] in ("trained/my-xlnet", ["trained/my-xlnet"])  # it lives in the page's link like the rest
-    again = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    again = AppTest.from_file(ENTRY, default_timeout=60)
     again.query_params["pm_model"] = "trained/my-xlnet"
     again.run()
     again.switch_page("views/permutation.py").run()
@@ -330,7 +330,7 @@ def test_a_scaling_experiment_feeds_the_scaling_law_page(lab_env: Path) -> None:
     table = lab.scaling_table(runs.list_runs())
     assert lab.flops_per_second(runs.list_runs()) == pytest.approx(lab.size(cfg).flops_per_token * 100 * 8 * 32 / 1.0)  # the newest
     assert len(table) == 4 and table["held-out loss"].is_monotonic_decreasing == (table["hidden"].is_monotonic_increasing)
-    at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=60)
+    at = AppTest.from_file(ENTRY, default_timeout=60)
     at.query_params["sc_src"] = "lab"
     at.run()
     at.switch_page("views/scaling.py").run()
