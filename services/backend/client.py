@@ -233,13 +233,16 @@ class Backend:
         # A status ask: one at a time, so thirty sidebars waiting on a backend that does not accept connections send
         # one probe, not thirty; the others wait for it (their page slot lent) and read what it found.
         asked_at = time.monotonic()
+
+        def usable(kept: tuple[float, Any] | None) -> bool:  # recent, and for ``fresh`` come after this ask began
+            return kept is not None and (not fresh or kept[0] >= asked_at) and time.monotonic() - kept[0] < INFO_TTL_S
+
         with self._status_lock:
             cached, failed = self._info, self._info_failed
-            for found in (cached, failed):
-                if found is not None and (not fresh or found[0] >= asked_at) and time.monotonic() - found[0] < INFO_TTL_S:
-                    if found is cached:
-                        return cached[1]
-                    raise copy.copy(failed[1])  # a copy: re-raising one object grows its traceback
+            if usable(cached):
+                return cached[1]
+            if usable(failed):
+                raise copy.copy(failed[1])  # a copy: re-raising one object grows its traceback
             return self._ask_and_keep()
 
     def _ask_and_keep(self) -> BackendInfo:

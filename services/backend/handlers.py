@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from core.errors import BackendMismatch, BackendRefused, ExplorerError, InvalidConfig
+from core.errors import BackendMismatch, BackendRefused, ExplorerError
 from core.version import app_version
 from services.backend import wire
 from services.routing import backend_serves, pack_error
@@ -236,10 +236,7 @@ def attention_batch(texts: list[str]) -> list[Answer]:
             if fn is not extract_attention or not 2 <= len(args) <= 4:
                 answers[i] = _run(fn, args)  # checked once, above
                 continue
-            text_a, pair, max_tokens = (*args[1:], None, None)[:3]
-            if not isinstance(text_a, str) or not (pair is None or isinstance(pair, str)) \
-                    or not (max_tokens is None or isinstance(max_tokens, int)):
-                raise InvalidConfig("The attention request's arguments are not (text, sentence B, most tokens).")
+            text_a, pair, max_tokens = (*args[1:], None, None)[:3]  # their types checked by _function
             groups.setdefault(args[0], []).append((i, (text_a, pair, max_tokens)))
         except BaseException as err:
             answers[i] = _failure(err)
