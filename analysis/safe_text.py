@@ -107,10 +107,18 @@ def restore_cell(value: str) -> str:
 
 def safe_frame(df: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``df`` whose text cells, column names and index labels are neutralised (numeric columns untouched)."""
+    import pandas as pd
+
     out = df.copy()
     for col in out.columns:
         if out[col].dtype == object or str(out[col].dtype) in ("string", "str"):
-            out[col] = out[col].map(neutralise_cell).astype(object)
+            # each distinct value neutralised once (a long-form export repeats a few hundred tokens millions of times)
+            values = out[col].astype(object)
+            try:
+                distinct = pd.unique(values)
+                out[col] = values.map(dict(zip(distinct, map(neutralise_cell, distinct), strict=True))).astype(object)
+            except TypeError:  # unhashable cells (lists): one by one
+                out[col] = values.map(neutralise_cell).astype(object)
     out.columns = [neutralise_cell(c) for c in out.columns]
     if out.index.dtype == object:
         out.index = out.index.map(neutralise_cell)

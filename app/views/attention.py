@@ -1,6 +1,5 @@
 """Attention explorer: what each head of a real model looks at, in plotly and bertviz, offline."""
 
-import json
 
 import pandas as pd
 import streamlit as st
@@ -146,11 +145,11 @@ def model_column(r: AttentionResult, main: bool, view: str, li: int, hi: int) ->
     st.caption(use_case.head(r, li, hi).caption())
     # Built only when clicked: at 512 tokens a layer is 3 million rows and the JSON tens of MB.
     d1, d2, d3 = st.columns(3)
-    d1.download_button(f"Layer {li} CSV", lambda: csv_bytes(pd.DataFrame(r.layer_rows(li))),
+    d1.download_button(r.export_label(li, hi), lambda: csv_bytes(pd.DataFrame(r.export_rows(li, hi))),
                        f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
     d2.download_button("Statistics CSV", lambda: csv_bytes(pd.DataFrame(use_case.stats_rows(stats))),
                        f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}", icon=":material/download:")
-    d3.download_button("JSON", lambda: json.dumps(r.to_dict()), f"attention-{key}.json", "application/json",
+    d3.download_button("JSON", r.to_json, f"attention-{key}.json", "application/json",
                        key=f"at_dl_j_{key}", icon=":material/download:")
 
 

@@ -227,3 +227,21 @@ def test_modernbert_local_layers_attend_within_their_window() -> None:
 def test_each_architecture_says_what_is_particular_about_its_attention(model_id: str, words: str) -> None:
     r = extract_attention(model_id, "the cat sat on the mat .")
     assert (words in r.architecture_note) if words else r.architecture_note == ""
+
+
+def test_the_csv_export_is_the_long_form_of_the_weights_and_one_head_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built from arrays, the export holds exactly the naive row-by-row long form; a layer past MAX_EXPORT_ROWS
+    exports the chosen head only, and its button says so."""
+    r = extract_attention("bert-base-uncased", "the cat sat on the mat")
+    t = len(r.tokens)
+    rows = r.export_rows(1, 2)
+    naive = [(1, h, i, r.tokens[i], j, r.tokens[j], float(r.weights[1, h, i, j])) for h in range(r.heads) for i in range(t) for j in range(t)]
+    got = list(zip(*(rows[c].tolist() for c in ("layer", "head", "from", "from_token", "to", "to_token", "weight")), strict=True))
+    assert got == naive and r.export_label(1, 2) == "Layer 1 CSV"
+    monkeypatch.setattr(att, "MAX_EXPORT_ROWS", r.heads * t * t - 1)
+    one = r.export_rows(1, 2)
+    assert set(one["head"].tolist()) == {2} and len(one["weight"]) == t * t
+    assert one["weight"].tolist() == [w for (_, h, *_, w) in naive if h == 2]
+    assert r.export_label(1, 2) == "Layer 1, head 2 CSV"
+    doc = __import__("json").loads(r.to_json())
+    assert doc["shape"] == list(r.weights.shape) and np.allclose(doc["weights"], np.round(r.weights, 4), atol=1e-6)
