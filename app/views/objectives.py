@@ -39,6 +39,43 @@ class _NoModel(Exception):
     """No model to run yet (another model not typed in, or refused: the picker said why)."""
 
 
+# Model results cached by their inputs, as the other model pages keep theirs: a rerun that changed nothing else
+# (another tab's widget, a student following the teacher's page) runs no model.
+@st.cache_data(show_spinner="Filling the masks…", max_entries=32, ttl=600)
+def fill(text: str, models: tuple[str, ...], k: int, mode: str) -> objectives.FillMask:
+    return objectives.fill_mask(text, list(models), k, mode, call=ui.model_call)
+
+
+@st.cache_data(show_spinner="Scoring the sentence…", max_entries=32, ttl=600)
+def pll(model: str, text: str) -> objectives.PseudoLikelihood:
+    return objectives.pseudo_perplexity(model, text, call=ui.model_call)
+
+
+@st.cache_data(show_spinner=False, max_entries=32, ttl=600)
+def relation(model: str, a: str, b: str) -> dict:
+    return objectives.sentence_relation(model, a, b, call=ui.model_call)
+
+
+@st.cache_data(show_spinner=False, max_entries=32, ttl=600)
+def electra(text: str, seed: int) -> tuple[str, objectives.Detection]:
+    return objectives.electra_round(GEN, DISC, text, seed, call=ui.model_call)
+
+
+@st.cache_data(show_spinner=False, max_entries=32, ttl=600)
+def discriminated(hand: str, text: str) -> objectives.Detection:
+    return objectives.discriminate(DISC, hand, text, call=ui.model_call)
+
+
+@st.cache_data(show_spinner="Generating…", max_entries=32, ttl=600)
+def generated(prompt: str, new: int, sample: bool, temp: float, topk: int, topp: float, seed: int) -> objectives.Generation:
+    return objectives.generate("gpt2", prompt, new, sample, temp, topk, topp, seed, call=ui.model_call)
+
+
+@st.cache_data(show_spinner="BERT appending [MASK] after [MASK]…", max_entries=32, ttl=600)
+def bert_generated(prompt: str, new: int) -> objectives.Generation:
+    return objectives.bert_generate("bert-base-uncased", prompt, new, call=ui.model_call)
+
+
 def label(mid: str) -> str:
     return f"{mid} · {ui.STATUS_LABELS[ui.catalog_availability()[mid][0]]}"
 
@@ -76,8 +113,7 @@ with tabs[0]:
         st.info("Pick at least one model.")
     elif runnable:
         try:
-            filled = objectives.fill_mask(state["ob_fill"], runnable, state["ob_k"], state["ob_mode"] or "independent",
-                                          call=ui.model_call)
+            filled = fill(state["ob_fill"], tuple(runnable), state["ob_k"], state["ob_mode"] or "independent")
         except ExplorerError as err:
             ui.show_error(err)
             filled = objectives.FillMask(state["ob_fill"], "independent", {})
@@ -138,8 +174,7 @@ with tabs[2]:
     try:
         if pll_model is None:
             raise _NoModel
-        r1 = objectives.pseudo_perplexity(pll_model, state["ob_s1"], call=ui.model_call)
-        r2 = objectives.pseudo_perplexity(pll_model, state["ob_s2"], call=ui.model_call)
+        r1, r2 = pll(pll_model, state["ob_s1"]), pll(pll_model, state["ob_s2"])
     except _NoModel:
         pass
     except ExplorerError as err:
@@ -163,7 +198,7 @@ with tabs[3]:
     try:
         if nsp_model is None:
             raise _NoModel
-        rel = objectives.sentence_relation(nsp_model, state["ob_a"], state["ob_b"], call=ui.model_call)
+        rel = relation(nsp_model, state["ob_a"], state["ob_b"])
     except _NoModel:
         pass
     except ExplorerError as err:
@@ -181,7 +216,7 @@ with tabs[4]:
     c[0].text_input("Sentence", key="ob_etext", max_chars=500)
     c[1].number_input("Seed", 0, 10**6, key="ob_eseed")
     try:
-        corrupted, det = objectives.electra_round(GEN, DISC, state["ob_etext"], state["ob_eseed"], call=ui.model_call)
+        corrupted, det = electra(state["ob_etext"], state["ob_eseed"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
@@ -194,7 +229,7 @@ with tabs[4]:
         st.caption("Shade: the discriminator's probability that the token was replaced; outline: it really was.")
         st.text_input("Replace a word by hand", key="ob_hand", max_chars=500)
         try:
-            hand = objectives.discriminate(DISC, state["ob_hand"], state["ob_etext"], call=ui.model_call)
+            hand = discriminated(state["ob_hand"], state["ob_etext"])
             st.dataframe(pd.DataFrame({"token": hand.tokens, "p(replaced)": hand.p_replaced, "really replaced": hand.replaced}),
                          hide_index=True, width="stretch")
         except ExplorerError as err:
@@ -213,8 +248,8 @@ with tabs[5]:
     with left:
         st.markdown("**GPT-2** (trained left to right)")
         try:
-            g = objectives.generate("gpt2", state["ob_prompt"], state["ob_new"], state["ob_sample"], state["ob_temp"],
-                                    state["ob_topk"], state["ob_topp"], state["ob_gseed"], call=ui.model_call)
+            g = generated(state["ob_prompt"], state["ob_new"], state["ob_sample"], state["ob_temp"], state["ob_topk"],
+                          state["ob_topp"], state["ob_gseed"])
             st.markdown(f"{state['ob_prompt']} **{g.new_text}**")
             st.caption(f"{g.seconds:.2f} s")
         except ExplorerError as err:
@@ -222,7 +257,7 @@ with tabs[5]:
     with right:
         st.markdown("**BERT** (appending [MASK] and filling it, again and again)")
         try:
-            b = objectives.bert_generate("bert-base-uncased", state["ob_prompt"], state["ob_new"], call=ui.model_call)
+            b = bert_generated(state["ob_prompt"], state["ob_new"])
             st.markdown(f"{state['ob_prompt']} **{b.new_text}**")
             st.caption(f"{b.seconds:.2f} s — BERT cannot generate: it was never trained to predict the next word.")
         except ExplorerError as err:
