@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +16,64 @@ os.environ.pop("BFE_ONLINE", None)
 os.environ.pop("BFE_DEVICE", None)
 # Never the developer's own results database: each test gets its own (see results_db_url below).
 os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="bfe-db-"), "results.db")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One torch (OpenMP) thread per worker, and per server a test starts: n workers on n cores, not 2n threads
+    # fighting over them. Read by torch when it is first imported, which is after this.
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 import pytest
 
+from tests.helpers import parallel
 from tests.helpers.tiny import build_all
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import uuid
+
+    from tests.helpers import apptest
+
+    if getattr(config.option, "numprocesses", None) and not getattr(config.option, "testrunuid", None):
+        # named here, not by xdist, so that the controller's scheduler finds what the workers write down
+        config.option.testrunuid = uuid.uuid4().hex
+    config.addinivalue_line("markers", f"{parallel.MACHINE}: needs the whole machine (a container build, replicas, a "
+                                       "classroom-sized load, a time measured against the machine): runs with no other test "
+                                       "beside it (tests/helpers/parallel.py)")
+    apptest.install()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    parallel.order(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    return parallel.scheduler(config, log)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Every test holds the machine, shared or, for a ``machine`` test, alone (tests/helpers/parallel.py)."""
+    with parallel.hold(item.get_closest_marker(parallel.MACHINE) is not None):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """The summary lines this test added travel with its report (from an xdist worker to the controller)."""
+    from tests.helpers import SUMMARY
+
+    report = yield
+    if SUMMARY:
+        report.user_properties = [*report.user_properties, *((parallel.SUMMARY_KEY, line) for line in SUMMARY)]
+        SUMMARY.clear()
+    return report
+
+
+_summary: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _summary.extend(value for key, value in report.user_properties if key == parallel.SUMMARY_KEY)
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +122,45 @@ def results_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("DATABASE_URL", url)
     yield url
     results_db.dispose_engines()
+
+
+@pytest.fixture(scope="session")
+def seeded_world(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A world as the labs leave it, built once per test process (tests/helpers/lab.py's ``seed_lab``: finished
+    experiments with verdicts, checkpoints trained for real): a folder with ``results.db`` and ``models/`` (the tiny
+    models and the trained ones). Never pointed at by a test: :func:`seeded_world_copy` gives each test a copy."""
+    import streamlit as st
+
+    from analysis import results_db
+    from models import cache
+    from tests.helpers.lab import seed_lab
+
+    root = tmp_path_factory.mktemp("seeded-world")
+    shutil.copytree(tiny_dir, root / "models")
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in {"DATABASE_URL": f"sqlite:///{root / 'results.db'}", "BFE_MODEL_DIR": str(root / "models"),
+                            "BFE_LAB_CONCURRENCY": "0", "BFE_WARMUP": "0", "BFE_MODEL_PROCESS": "0"}.items():
+            mp.setenv(name, value)
+        mp.setattr(cache, "_default_cache", None)
+        results_db.dispose_engines()
+        seed_lab()
+        results_db.dispose_engines()  # every connection closed: the file holds everything
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    return root
+
+
+@pytest.fixture
+def seeded_world_copy(seeded_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own copy of :func:`seeded_world`, which ``DATABASE_URL`` and ``BFE_MODEL_DIR`` now name."""
+    from analysis import results_db
+
+    here = tmp_path / "seeded"
+    shutil.copytree(seeded_world, here)
+    results_db.dispose_engines()
+    monkeypatch.setenv("DATABASE_URL", f"sqlite:///{here / 'results.db'}")
+    monkeypatch.setenv("BFE_MODEL_DIR", str(here / "models"))
+    return here
 
 
 @pytest.fixture
@@ -130,10 +224,8 @@ def lab_env(empty_model_dir: Path):
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
-    """What the crawl and the fuzzers tried (tests.helpers.SUMMARY), after the results."""
-    from tests.helpers import SUMMARY
-
-    if SUMMARY:
+    """What the crawl and the fuzzers tried (tests.helpers.SUMMARY, gathered from every worker), after the results."""
+    if _summary:
         terminalreporter.section("states and cases tried")
-        for line in SUMMARY:
+        for line in _summary:
             terminalreporter.write_line(line)

@@ -121,6 +121,13 @@ def _scores(name: str, values: Sequence[float]) -> np.ndarray:
     return x
 
 
+def _texts(values: Any) -> tuple[str, ...]:
+    """Ids, clusters or strata as strings (an array converted at once: a simulation passes thousands per verdict)."""
+    if isinstance(values, np.ndarray):
+        return tuple(values.astype(str).tolist())
+    return tuple(map(str, values))
+
+
 def items_of(name: str, raw: Any) -> Items:
     """One seed's :class:`Items` from a list of scores (item j is the same item in every seed) or a mapping with
     ``values`` (or ``correct``) and optional ``ids`` (or ``items``), ``clusters``, ``strata`` and ``weights``.
@@ -137,9 +144,9 @@ def items_of(name: str, raw: Any) -> Items:
 
         values = np.asarray(list(given("values", "correct") if given("values", "correct") is not None else []), dtype=float)
         n = len(values)
-        ids = tuple(str(i) for i in (given("ids", "items") if given("ids", "items") is not None else range(n)))
-        clusters = tuple(str(c) for c in (given("clusters") if given("clusters") is not None else ids))
-        strata = tuple(str(t) for t in (given("strata") if given("strata") is not None else [""] * n))
+        ids = _texts(given("ids", "items") if given("ids", "items") is not None else range(n))
+        clusters = _texts(given("clusters")) if given("clusters") is not None else ids
+        strata = _texts(given("strata") if given("strata") is not None else [""] * n)
         weights = np.asarray(list(spec["weights"]) if spec.get("weights") is not None else np.full(n, 1.0 / max(n, 1)), dtype=float)
     except (TypeError, ValueError):
         raise InvalidData(f"{name} must hold numbers per test item (and optional ids, clusters, strata, weights).") from None

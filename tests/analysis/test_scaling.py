@@ -197,6 +197,7 @@ def test_user_csv_limits_and_garbage() -> None:
 
 # ------------------------------------------------------------------------------------------ properties
 
+@pytest.mark.slow  # 60 bootstrap fits of 200 resamples each: about 30 s
 def test_the_interval_covers_the_true_exponent_at_about_its_stated_rate() -> None:
     """60 data sets of 20 points from L(x) = (x_c / x)^α with 3% noise: the bootstrap's 95% interval holds the true α
     in about 95% of them (a binomial 95% band around 57 of 60 is 52 to 60)."""

@@ -373,6 +373,7 @@ def test_results_page_explains_an_unusable_database(monkeypatch: pytest.MonkeyPa
     assert any("DATABASE_URL" in e.value for e in at.error) and not at.exception
 
 
+@pytest.mark.slow  # trains and fine-tunes tiny models for real first: about 11 s
 def test_a_lab_run_opens_at_the_steps_it_kept(tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A pre-training run kept its weights over its training: the parts and attention pages load it at a chosen step
     (their slider over its steps), and the lab's page shows its probes at each step."""

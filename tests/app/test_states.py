@@ -3,11 +3,12 @@
 A state fails when the page raises, shows Streamlit's exception box or the app's "Something unexpected went wrong", or
 offers a download that does not build. The pages and their widgets are discovered, not listed here.
 
-- ``test_a_sample_of_every_page_draws`` (the default suite, a few minutes): each page's defaults and presentation
-  mode and every :data:`SAMPLE`-th single move, on the tiny models and an empty database.
 - ``test_every_widget_of_a_page_draws`` (``slow``, run by CI): every single move and every URL key with a valid,
   a malformed and an out-of-range value, in a seeded world: the labs hold finished experiments with verdicts, and
   the presentation pack holds a chart and a table added on other pages, as a user would have put them there.
+- ``test_a_sample_of_every_page_draws`` (the default suite, a few minutes): each page's defaults and presentation
+  mode and every :data:`SAMPLE`-th single move and URL key, in the same seeded world; in a run that also crawls every
+  widget, these states are the every-widget crawl's own, counted apart, and not tried a second time.
 - ``test_every_widget_draws_with_only_the_bundled_model`` (``slow``): every :data:`BUNDLED_SAMPLE`-th single move on
   an offline machine that has only the model shipped in the pip package (the state of a new classroom laptop).
 - The whole crawl adds every pair of choice widgets (at most :data:`PAIR_CAP` options of each) and every widget a
@@ -15,8 +16,10 @@ offers a download that does not build. The pages and their widgets are discovere
   suite, so it is a bench: ``python bench/crawl.py`` (numbers in docs/benchmarks.md).
 
 Each page runs with its own model folder (a copy of the tiny models) and database, and no lab worker
-(``BFE_LAB_CONCURRENCY=0``): a pressed Start queues its runs, and the page shows the queue. A state that presses a
-button or uploads a file, and the state after it, get a fresh copy of that world (:class:`tests.helpers.crawl.Worlds`).
+(``BFE_LAB_CONCURRENCY=0``): a pressed Start queues its runs, and the page shows the queue. The seeded world is built
+once per test process (``conftest.seeded_world``) and copied for each page. Every state starts from an unwritten copy
+of its page's world: one is made after each state that wrote, detected from the files
+(:class:`tests.helpers.crawl.Worlds`).
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import SUMMARY, crawl
-from tests.helpers.lab import seed_lab
 
 PAGES = crawl.pages()
+#: Each page's every-widget crawl and its sampled crawl run on one xdist worker, in that order (the sample reads what
+#: the every-widget crawl found: test_a_sample_of_every_page_draws).
+PAIRED = [pytest.param(p, marks=pytest.mark.xdist_group(f"crawl-{Path(p).stem}")) for p in PAGES]
 #: The quick crawl takes every SAMPLE-th single move of a page.
 SAMPLE = 7
 #: Options of each widget tried in the pairs (bench/crawl.py's default).
@@ -61,19 +66,32 @@ def _check(result: crawl.Crawl, what: str) -> None:
                                                                    if len(result.failures) > 15 else "")
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_a_sample_of_every_page_draws(page: str, tmp_path: Path) -> None:
-    fresh = crawl.Worlds(tmp_path / "worlds")
-    _check(crawl.crawl_page(page, pairs=False, sample=SAMPLE, fresh=fresh), "state crawl (sample)")
+#: What the every-widget crawl of each page found in this process (the sampled crawl of the page reads it).
+EVERY_WIDGET: dict[str, crawl.Crawl] = {}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES)
-def test_every_widget_of_a_page_draws(page: str, tmp_path: Path) -> None:
-    seed_lab()
+@pytest.mark.parametrize("page", PAIRED)
+def test_every_widget_of_a_page_draws(page: str, seeded_world_copy: Path, tmp_path: Path) -> None:
     fresh = crawl.Worlds(tmp_path / "worlds")
-    _check(crawl.crawl_page(page, pairs=False, prelude=crawl.preludes(page), fresh=fresh),
-           "state crawl (every widget, seeded labs)")
+    result = crawl.crawl_page(page, pairs=False, prelude=crawl.preludes(page), fresh=fresh, mark_sample=SAMPLE)
+    EVERY_WIDGET[page] = result
+    _check(result, "state crawl (every widget, seeded labs)")
+
+
+@pytest.mark.parametrize("page", PAIRED)
+def test_a_sample_of_every_page_draws(page: str, seeded_world_copy: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Every SAMPLE-th state of the every-widget crawl. Where that crawl runs in the same session (the full suite), it
+    has just tried these very states in the same world (conftest orders the two, on one worker) and counted them apart,
+    so they are checked from what it found instead of being tried twice; else (``-m "not slow"``) they are tried here."""
+    ran = [i for i in request.session.items if i.originalname == "test_every_widget_of_a_page_draws"
+           and i.callspec.params["page"] == page]
+    if ran and page in EVERY_WIDGET:
+        _check(EVERY_WIDGET[page].sample(), "state crawl (sample, tried by the every-widget crawl)")
+        return
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    _check(crawl.crawl_page(page, pairs=False, sample=SAMPLE, prelude=crawl.preludes(page), fresh=fresh),
+           "state crawl (sample)")
 
 
 @pytest.mark.slow
@@ -86,24 +104,30 @@ def test_every_widget_draws_with_only_the_bundled_model(page: str, tmp_path: Pat
     _check(crawl.crawl_page(page, pairs=False, url=False, sample=BUNDLED_SAMPLE, fresh=fresh), "state crawl (bundled model only)")
 
 
-def test_a_state_that_writes_starts_from_a_fresh_world(tmp_path: Path) -> None:
+def test_a_state_that_writes_starts_from_a_fresh_world(seeded_world_copy: Path, tmp_path: Path) -> None:
     """A pressed button's writes reach neither the next state nor the start copy: each world is the page's starting
-    one, so what a crawl finds does not depend on its order."""
+    one, so what a crawl finds does not depend on its order. A copy is made where the world was written (the
+    database or the model folder), detected from the files, and not where it was only read."""
     from analysis import results_db
     from analysis.results_db import runs
 
-    seed_lab()
     before = len(runs.list_runs())
     fresh = crawl.Worlds(tmp_path / "worlds")
-    fresh()
+    assert fresh.ready()  # the first state always gets a copy of its own
     first = os.environ["DATABASE_URL"]
+    assert len(runs.list_runs()) == before and not fresh.written()  # reading writes nothing
+    assert not fresh.ready() and os.environ["DATABASE_URL"] == first
     for rid in runs.list_runs()["id"]:
         runs.delete_run(int(rid))
-    assert runs.list_runs().empty
-    fresh()
+    assert runs.list_runs().empty and fresh.written()
+    assert fresh.ready()
     assert os.environ["DATABASE_URL"] != first and len(runs.list_runs()) == before
+    second = os.environ["DATABASE_URL"]
+    (Path(os.environ["BFE_MODEL_DIR"]) / "stray.bin").write_bytes(b"x")  # a model folder written: a copy too
+    assert fresh.ready() and os.environ["DATABASE_URL"] != second
+    assert not (Path(os.environ["BFE_MODEL_DIR"]) / "stray.bin").exists()
     results_db.dispose_engines()
-    assert not (tmp_path / "worlds" / "world1").exists()  # the old copy is swept
+    assert not (tmp_path / "worlds" / "world1").exists()  # the old copies are swept
 
 
 def test_the_url_keys_a_page_declares_are_crawled() -> None:
@@ -140,3 +164,30 @@ def test_the_crawl_finds_what_it_exists_to_find(tmp_path: Path) -> None:
     assert "download" not in failures["pr_pick := 'CRASH'"]  # ... and builds once 'crash' is
     assert "unexpected: ValueError: too long" in failures["pr_text := 'huge (20,000 characters)'"]
     assert "unexpected" not in failures["pr_text := 'markup'"]
+
+
+class _Builds:
+    """How many times the downloads below were built (a class: pickled by name, so not part of their inputs)."""
+
+    count = 0
+
+
+def _download(value: int, fail: bool = False):
+    def make() -> bytes:
+        _Builds.count += 1
+        if fail:
+            raise ValueError(f"cannot build {value}")
+        return str(value).encode()
+    return make
+
+
+def test_a_download_with_the_same_inputs_is_built_once_and_its_failure_reported_each_time() -> None:
+    """The crawl builds each distinct download once: the same function of the same values (a state's rerun, a widget
+    that did not change it) gives the same file or the same error, and the error is still reported where offered."""
+    _Builds.count = 0
+    crawl._deferred[:] = [("a.csv", _download(1)), ("b.csv", _download(1)), ("c.csv", _download(2))]
+    assert crawl.build_downloads() == [] and _Builds.count == 2
+    crawl._deferred[:] = [("d.csv", _download(3, fail=True))]
+    first = crawl.build_downloads()
+    crawl._deferred[:] = [("d.csv", _download(3, fail=True))]
+    assert crawl.build_downloads() == first == ["download d.csv: ValueError: cannot build 3"] and _Builds.count == 3

@@ -38,6 +38,8 @@ def _add_result(page, model: str, value: str, source: str) -> None:
 
 @pytest.mark.slow
 def test_the_image_builds_starts_healthy_and_keeps_results_on_persistent_storage(tmp_path: Path) -> None:
+    """Not a ``machine`` test: its four minutes are mostly pip and apt downloading inside the build (a quarter of one
+    core, measured with the suite beside it), and its waits (180 s for the app to answer) leave room for a busy core."""
     from playwright.sync_api import sync_playwright
 
     built = container.build()
@@ -127,3 +129,35 @@ def test_start_script_puts_data_on_persistent_storage_only_when_it_is_there(tmp_
     assert subprocess.run(["sh", str(fake)], capture_output=True, text=True, env=env).stdout.strip() == "streamlit"
     assert subprocess.run(["sh", str(fake)], capture_output=True, text=True, env={**env, "BFE_APP": "gradio"}).stdout.strip() == "gradio"
     assert subprocess.run(["sh", str(fake), "gradio"], capture_output=True, text=True, env=env).stdout.strip() == "gradio"
+
+
+def test_the_base_tree_is_made_from_nothing_without_a_cache_and_reused_only_while_recent(tmp_path: Path, monkeypatch) -> None:
+    """The cache outside the checkout is a shortcut only: an empty or stale one means mmdebstrap runs; a write to it
+    that fails leaves the run with its own tree."""
+    import os
+    import time
+
+    made: list[str] = []
+
+    def fake_run(*cmd: str, timeout: float = 900) -> str:
+        assert cmd[0] == "mmdebstrap" and cmd[1:-1] == container.BASE_RECIPE
+        made.append(cmd[-1])
+        Path(cmd[-1]).write_bytes(b"tree %d" % len(made))
+        return ""
+
+    monkeypatch.setattr(container, "_run", fake_run)
+    monkeypatch.setattr(container, "CACHE", tmp_path / "cache")
+    work = tmp_path / "work"
+    work.mkdir()
+    first = container.base_tree(work)
+    assert len(made) == 1 and first.parent == work and (tmp_path / "cache" / first.name).read_bytes() == b"tree 1"
+    again = container.base_tree(work)
+    assert len(made) == 1 and again == tmp_path / "cache" / first.name  # recent: reused
+    old = time.time() - (container.CACHE_DAYS + 1) * 86400
+    os.utime(again, (old, old))
+    container.base_tree(work)
+    assert len(made) == 2 and again.read_bytes() == b"tree 2"  # stale: made again, and the cache refreshed
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("x")
+    monkeypatch.setattr(container, "CACHE", blocked)
+    assert container.base_tree(work).read_bytes() == b"tree 3" and len(made) == 3  # an unwritable cache: its own tree

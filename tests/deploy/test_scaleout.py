@@ -16,7 +16,7 @@ from bench.scaleout import cluster
 from bench.st_client import CLICK, StreamlitSession
 from tests.helpers.postgres import fresh_pg
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.machine]  # two replicas, nginx and PostgreSQL: a server's share of the cores
 
 
 async def _open_until_both(url: str, counts, most: int = 24) -> tuple[list[StreamlitSession], dict[int, StreamlitSession]]:

@@ -1,7 +1,8 @@
 """Build the project's Dockerfile and start the image here, without Docker: what the container test uses.
 
 Docker Hub and the Docker daemon are not available on this machine or in CI, so the image is built
-the one way that works here: Debian's ``mmdebstrap`` makes a minimal bookworm base
+the one way that works here: Debian's ``mmdebstrap`` makes a minimal bookworm base (kept outside the checkout for a
+week, :func:`base_tree`, so a developer's second run skips it)
 with Python 3.11 (the Dockerfile's ``BASE`` argument accepts any Debian image with Python 3.11),
 ``podman import`` turns it into an image, and ``podman build --isolation=chroot`` builds our
 Dockerfile with pip reaching PyPI. The CPU torch wheel comes from pip's local find-links folder
@@ -72,14 +73,42 @@ class Build:
     size_bytes: int
 
 
+#: What the base is made from (the cached tree's name carries its hash, so a change here makes a new one).
+BASE_RECIPE = ("--variant=minbase", "--include=python3,python3-venv,ca-certificates", "bookworm")
+#: Where a base tree made by an earlier run is kept, outside the checkout (``BFE_TEST_CACHE`` moves it; CI on a new
+#: machine has none and makes its own), and how old it may be before it is made again (Debian's security updates).
+CACHE = Path(os.environ.get("BFE_TEST_CACHE") or Path.home() / ".cache" / "bfe-tests")
+CACHE_DAYS = 7
+
+
+def base_tree(folder: Path) -> Path:
+    """The Debian base as a tar: the cached one when a recent one is there, else made now with mmdebstrap (and kept
+    in the cache for the next run, where the cache can be written). The cache is only a shortcut: without it the
+    base is made from nothing, as on a new machine."""
+    import hashlib
+
+    name = "base-" + hashlib.sha1(" ".join(BASE_RECIPE).encode()).hexdigest()[:12] + ".tar"
+    cached = CACHE / name
+    if cached.is_file() and time.time() - cached.stat().st_mtime < CACHE_DAYS * 86400:
+        return cached
+    tar = folder / name
+    _run("mmdebstrap", *BASE_RECIPE, str(tar))
+    try:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(".partial")
+        shutil.copyfile(tar, partial)
+        partial.replace(cached)  # whole or absent: a run killed while copying leaves no half tree behind
+    except OSError:
+        pass  # a read-only or full cache: the next run makes its own
+    return tar
+
+
 def build(tag: str = "localhost/bfe:test") -> Build:
-    """Build the Dockerfile (CPU flavour) on a fresh Debian base; returns the image, build time and size."""
+    """Build the Dockerfile (CPU flavour) on a Debian base (:func:`base_tree`); returns the image, build time and size."""
     check_tools()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bfe-base-") as tmp:
-        tar = Path(tmp) / "base.tar"
-        _run("mmdebstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates", "bookworm", str(tar))
-        _run("podman", "import", str(tar), BASE_IMAGE)
+        _run("podman", "import", str(base_tree(Path(tmp))), BASE_IMAGE)
     args = ["podman", "build", "--format", "docker", "--isolation=chroot", "--build-arg", f"BASE={BASE_IMAGE}", "-t", tag]
     if Path(CA_BUNDLE).is_file():
         args += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]

@@ -20,9 +20,9 @@ Moves are derived from the widgets themselves, so a widget added to a page is cr
   (else its default), a malformed one, and out-of-range ones (a number below zero and past any bound, an option the
   page does not offer).
 
-A state that writes (a pressed button, an uploaded file) starts from a fresh copy of the page's world — its results
-database and model folder (:class:`Worlds`) — and so does the state after it, so no state sees what another wrote
-and the crawl's order does not change what it finds. Single moves take at most ``single_cap`` options of a widget
+Every state starts from the page's world as it was — its results database and model folder (:class:`Worlds`): a
+state after one that wrote (detected from the files, not guessed from the move) gets a fresh copy, so no state sees
+what another wrote and the crawl's order does not change what it finds. Single moves take at most ``single_cap`` options of a widget
 (40 by default, spread from the first to the last); pairs at most ``pair_cap`` of each (3).
 
 Not crawled: ``st.data_editor`` (AppTest cannot set it; the library functions behind the scaling page's editor are
@@ -115,10 +115,19 @@ class Crawl:
     skipped: int = 0
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: Fresh worlds made (the first state's, and one after each state that wrote).
+    worlds: int = 0
+    #: Of the states above, those the sampled crawl takes (``mark_sample``), and their failures.
+    sample_states: int = 0
+    sample_failures: list[str] = field(default_factory=list)
+
+    def sample(self) -> Crawl:
+        """The part of this crawl that the sampled crawl would have tried (:func:`crawl_page`'s ``mark_sample``)."""
+        return Crawl(self.page, self.sample_states, 0, list(self.sample_failures), 0.0, self.worlds)
 
     def line(self) -> str:
         return (f"{self.page}: {self.states} states ({self.skipped} unreachable moves skipped), "
-                f"{len(self.failures)} failing, {self.seconds:.0f} s")
+                f"{len(self.failures)} failing, {self.worlds} fresh worlds, {self.seconds:.0f} s")
 
 
 def pages() -> list[str]:
@@ -346,16 +355,68 @@ def problems(at: AppTest) -> list[str]:
     return out
 
 
+#: What each download built so far came to (None: it built; else its failure), by :func:`_inputs_key`.
+_built: dict[str, str | None] = {}
+
+
+def _inputs_key(make: Callable[[], Any]) -> str | None:
+    """A digest of everything a deferred download is built from: its function's code, the values it closes over and
+    the globals it names (a module by its name), its defaults, a bound method's object, and the state of the results
+    database it may read (its file's and its write-ahead log's size and time). None where one of them cannot be
+    pickled, and where the code names Streamlit (it may read the session's state): then it is built every time."""
+    import hashlib
+    import inspect
+    import pickle
+    import types
+
+    db = os.environ.get("DATABASE_URL", "").removeprefix("sqlite:///")
+    stamp = [(p, st.st_size, st.st_mtime_ns) for p in (db, db + "-wal") if os.path.isfile(p) and (st := os.stat(p))]
+    fn, parts = make, [os.environ.get("DATABASE_URL"), stamp]
+    if inspect.ismethod(fn):
+        parts.append(fn.__self__)
+        fn = fn.__func__
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    names, todo = set(), [code]
+    while todo:  # the code's own names and those of the code nested in it (a comprehension, an inner lambda)
+        c = todo.pop()
+        names |= set(c.co_names)
+        todo += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    named = []
+    for name in sorted(names & set(fn.__globals__)):
+        value = fn.__globals__[name]
+        if isinstance(value, types.ModuleType):
+            if value.__name__.split(".")[0] == "streamlit":
+                return None
+            value = ("module", value.__name__)
+        named.append((name, value))
+    parts += [code.co_filename, code.co_firstlineno, code.co_code, fn.__defaults__, fn.__kwdefaults__,
+              [c.cell_contents for c in fn.__closure__ or ()], named]
+    try:
+        return hashlib.sha1(pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()
+    except Exception:  # a local function, a lock, a connection: not comparable, so built
+        return None
+
+
 def build_downloads() -> list[str]:
-    """Build every deferred download the last run offered, as a click would; the failures."""
+    """Build every deferred download the last run offered, as a click would; the failures. A download whose inputs are
+    exactly those of one already built (:func:`_inputs_key`: the rerun of a state, a widget that did not change what
+    is downloaded) is not built again: the same function of the same values gives the same file, or the same error."""
     out = []
     for name, make in _deferred:
-        try:
-            data = make()
-            if data is None:
-                out.append(f"download {name}: no data")
-        except Exception as err:
-            out.append(f"download {name}: {type(err).__name__}: {err}"[:600])
+        key = _inputs_key(make)
+        if key is not None and key in _built:
+            failure = _built[key]
+        else:
+            try:
+                failure = None if make() is not None else "no data"
+            except Exception as err:
+                failure = f"{type(err).__name__}: {err}"
+            if key is not None:
+                _built[key] = failure
+        if failure:
+            out.append(f"download {name}: {failure}"[:600])
     _deferred.clear()
     return out
 
@@ -411,9 +472,12 @@ def choice(move: Move) -> bool:
 
 
 class Worlds:
-    """Fresh worlds for the states that write: each call points the app at a new copy of the world as it was when this
-    object was made (the SQLite results database named by ``DATABASE_URL`` and the model folder ``BFE_MODEL_DIR``),
-    and empties Streamlit's caches, as on a new server. Copies live under ``root``; the previous one is removed."""
+    """Fresh worlds for the states that write: :meth:`ready` points the app at a copy of the world as it was when this
+    object was made (the SQLite results database named by ``DATABASE_URL`` and the model folder ``BFE_MODEL_DIR``)
+    whenever the world the app points at is not that one any more, and then empties Streamlit's caches, as on a new
+    server. Whether a world was written is detected, not guessed from the move: the database's bytes (and its
+    write-ahead log's) and the model folder's files (names, sizes, times) against what they were when the copy was
+    made. Copies live under ``root``; the previous one is removed."""
 
     def __init__(self, root: Path) -> None:
         from analysis import results_db
@@ -429,8 +493,40 @@ class Worlds:
         shutil.copy2(url.removeprefix("sqlite:///"), self.start / "results.db")
         shutil.copytree(os.environ["BFE_MODEL_DIR"], self.start / "models", dirs_exist_ok=True)
         self.made = 0
+        self._made_as: tuple | None = None
+
+    @property
+    def here(self) -> Path:
+        return self.root / f"world{self.made}"
+
+    def _signature(self) -> tuple:
+        import hashlib
+
+        db = self.here / "results.db"
+        files = [f for f in (db, db.with_name("results.db-wal")) if f.is_file() and f.stat().st_size]
+        digests = []
+        for f in files:
+            with f.open("rb") as fh:
+                digests.append(hashlib.file_digest(fh, "sha1").hexdigest())
+        models = self.here / "models"
+        listing = tuple((str(p.relative_to(models)), st.st_size, st.st_mtime_ns)
+                        for p in sorted(models.rglob("*")) if p.is_file() and (st := p.stat()))
+        return tuple(digests), listing
+
+    def written(self) -> bool:
+        """Whether the world the app points at is no longer the start: never made yet, or written since it was."""
+        return self._made_as is None or self._signature() != self._made_as
+
+    def ready(self) -> bool:
+        """Point the app at an unwritten copy of the start world, making a new one only when the current one was
+        written (:meth:`written`). Returns whether a copy was made."""
+        if not self.written():
+            return False
+        self()
+        return True
 
     def __call__(self) -> None:
+        """A new copy of the start world, and empty caches, whatever the current one holds."""
         import streamlit as st
 
         from analysis import results_db
@@ -438,9 +534,9 @@ class Worlds:
 
         results_db.dispose_engines()
         if self.made:
-            shutil.rmtree(self.root / f"world{self.made}", ignore_errors=True)
+            shutil.rmtree(self.here, ignore_errors=True)
         self.made += 1
-        here = self.root / f"world{self.made}"
+        here = self.here
         here.mkdir()
         shutil.copy2(self.start / "results.db", here / "results.db")
         shutil.copytree(self.start / "models", here / "models")
@@ -449,6 +545,7 @@ class Worlds:
         cache._default_cache = None
         st.cache_data.clear()
         st.cache_resource.clear()
+        self._made_as = self._signature()
 
 
 def url_defaults(page: str) -> dict[str, Any]:
@@ -493,23 +590,22 @@ def preludes(page: str) -> tuple[tuple[str, Move], ...]:
 
 
 def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: int | None = 40,
-               sample: int | None = None, url: bool = True, log: Callable[[str], None] | None = None,
-               prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY, fresh: Callable[[], None] | None = None) -> Crawl:
+               sample: int | None = None, mark_sample: int | None = None, url: bool = True,
+               log: Callable[[str], None] | None = None,
+               prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY, fresh: Worlds | None = None) -> Crawl:
     """Crawl one page: its defaults and presentation mode; every widget moved once from the defaults; every pair of
     choice widgets (each capped at ``pair_cap`` options), and after each choice every widget it reveals (each move of it,
     capped the same); every URL key the page writes or declares, with a valid, a malformed and out-of-range values.
-    ``sample``: every n-th single move and URL key, no pairs (the quick crawl of the default suite). ``prelude`` and ``entry``: as
-    :func:`open_page` takes them. ``fresh``: called before a state that writes (a click, an upload) and before the state
-    after it, to give each a fresh world (:class:`Worlds`)."""
+    ``sample``: every n-th single move and URL key, no pairs (the quick crawl of the default suite); ``mark_sample``:
+    count apart the states such a sample takes (:meth:`Crawl.sample`), so one crawl answers for both. ``prelude`` and ``entry``: as
+    :func:`open_page` takes them. ``fresh``: the page's worlds; every state starts from an unwritten one (a copy is
+    made only where the state before wrote: :meth:`Worlds.ready`)."""
     result = Crawl(page)
     t0 = time.perf_counter()
-    dirty = [fresh is not None]  # the first state starts from a fresh world too: nothing of an earlier page leaks in
 
-    def visit(path: tuple[Move, ...], query: dict[str, str] | None = None, what: str = "") -> AppTest | None:
-        writes = any(m.how in ("click", "upload") for m in path)
-        if fresh and (writes or dirty[0]):
-            fresh()
-        dirty[0] = writes
+    def visit(path: tuple[Move, ...], query: dict[str, str] | None = None, what: str = "", sampled: bool = False) -> AppTest | None:
+        if fresh is not None and fresh.ready():
+            result.worlds += 1
         try:
             ok, found, at = run_state(page, path, query, prelude=prelude, entry=entry)
         except Exception as err:
@@ -518,16 +614,20 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
             result.skipped += 1
             return None
         result.states += 1
+        result.sample_states += sampled
         name = what or " → ".join(map(str, path)) or "defaults"
         if found:
             result.failures.append(f"{page} [{name}]: " + " | ".join(dict.fromkeys(found)))
+            if sampled:
+                result.sample_failures.append(result.failures[-1])
         if log:
             log(f"{page} #{result.states}: {name}" + (" FAIL" if found else ""))
         return at
 
     with recording_downloads():
-        base = visit(())
-        visit((), {"present": "1"}, "presentation mode")
+        every = sample or mark_sample or 0
+        base = visit((), sampled=True)
+        visit((), {"present": "1"}, "presentation mode", sampled=True)
         if base is None:
             return result
         shown = widgets(base)
@@ -536,8 +636,8 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
             singles = singles[::sample]
         url_values: dict[str, set[str]] = {}
         firsts: dict[Ref, list[Move]] = {}
-        for move in singles:
-            at = visit((move,))
+        for i, move in enumerate(singles):
+            at = visit((move,), sampled=bool(sample or (every and i % every == 0)))
             if at is None:
                 continue
             for k in at.query_params:
@@ -557,10 +657,10 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
         if url:
             declared = {k: _url_text(v) for k, v in url_defaults(page).items()} if entry == ENTRY else {}
             keys = [k for k in sorted(set(url_values) | set(declared)) if k != "present"]
-            for key in keys[::sample] if sample else keys:
+            for i, key in enumerate(keys[::sample] if sample else keys):
                 valid = sorted(url_values[key])[0] if key in url_values else declared[key]
                 for name, value in (("valid", valid), ("malformed", "\x00<b>not-a-value</b>,,;"), *_out_of_range(valid)):
-                    visit((), {key: value}, f"?{key}= {name} {value[:40]!r}")
+                    visit((), {key: value}, f"?{key}= {name} {value[:40]!r}", sampled=bool(sample or (every and i % every == 0)))
     result.seconds = time.perf_counter() - t0
     return result
 

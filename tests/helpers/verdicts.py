@@ -48,13 +48,14 @@ def arms(rng, true: float, seeds: int, items: int, shared: bool | float, cluster
             values, ids, clusters, strata, weights = [], [], [], [], []
             for t, (p, effect, i, c) in enumerate(draws[s]):
                 values.append(rng.binomial(1, np.clip(p + sign * (effect + u) / 2 + v, 0, 1)))
-                ids += list(i)
-                clusters += list(c)
-                strata += [f"t{t}"] * len(i)
-                weights += [1 / (len(i) * tasks)] * len(i)
-            y = np.concatenate(values)
-            scores.append(float((np.asarray(weights) * y).sum()))
-            rows.append({"values": y, "ids": ids, "clusters": clusters, "strata": strata, "weights": weights})
+                ids.append(i)
+                clusters.append(c)
+                strata.append(np.full(len(i), f"t{t}"))
+                weights.append(np.full(len(i), 1 / (len(i) * tasks)))
+            y, w = np.concatenate(values), np.concatenate(weights)
+            scores.append(float((w * y).sum()))
+            rows.append({"values": y, "ids": np.concatenate(ids), "clusters": np.concatenate(clusters),
+                         "strata": np.concatenate(strata), "weights": w})
         return scores, rows
 
     draws = [draw(s) for s in range(max(seeds, seeds_b or 0))]

@@ -246,6 +246,7 @@ def test_the_lab_page_shows_a_finished_presets_verdict_and_the_results_so_far(la
     assert not at.exception and any(x.value.startswith("Cannot tell") for x in at.warning)
 
 
+@pytest.mark.slow  # its runs start training in a worker process, which the test then stops: about 30 s
 def test_the_page_starts_a_preset_at_its_budget(lab_env: Path) -> None:
     at = draw_page("views/lab.py", **{"lb_preset": "albert", "lb_budget": "classroom", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64",
                  "lb_name": "budgeted"})

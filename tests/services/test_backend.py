@@ -486,6 +486,7 @@ def test_long_texts_go_alone_and_short_ones_to_the_batch(backend: SimpleNamespac
     assert sum(after.batch_sizes.values()) == sum(middle.batch_sizes.values()) + 1  # through the batching endpoint
 
 
+@pytest.mark.slow  # starts, kills and restarts a backend server: about 20 s
 def test_a_backend_down_then_up_then_killed_then_restarted(backend_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()
     remote = Backend(f"http://127.0.0.1:{port}", TOKEN)

@@ -333,6 +333,7 @@ def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(l
     assert sorted(round(shape.y0, 3) for shape in speed_fig.layout.shapes) == [1.0, round(668 / 410, 3)]
 
 
+@pytest.mark.slow  # the page starts the preset's runs in a worker process: about 15 s
 def test_the_lab_page_lists_and_starts_the_distil_preset(lab_env: Path) -> None:
 
     from analysis.results_db import runs

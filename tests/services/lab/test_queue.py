@@ -258,6 +258,7 @@ def _pid(rid: int) -> int:
         return s.get(TrainingRun, rid).pid
 
 
+@pytest.mark.slow  # a worker process trains a run to the end: about 12 s
 def test_a_headless_worker_trains_what_a_web_replica_with_no_slots_queued(lab_env: Path, monkeypatch) -> None:
     """``BFE_LAB_CONCURRENCY=0`` on the web side: a submit only queues. ``python -m services.lab worker --slots 1``
     (another process, as on the GPU machine) claims the run and trains it to the end; bad slots are refused by name."""
