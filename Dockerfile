@@ -24,8 +24,9 @@ ENV PYTHONUNBUFFERED=1 \
 
 # Chromium for server-side chart images (analysis.export: PNG/SVG, slide decks; kaleido drives it headless) and
 # Noto fonts so Chinese, Japanese, Korean and emoji in titles and captions render instead of boxes.
+# nginx (light): the proxy in front of one Streamlit replica per core (app/replicas.py, BFE_REPLICAS).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends chromium fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji \
+    && apt-get install -y --no-install-recommends chromium fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji nginx-light \
     && rm -rf /var/lib/apt/lists/*
 ENV BFE_CHROMIUM=/usr/bin/chromium
 

@@ -42,7 +42,12 @@ page = st.navigation(PAGES, expanded=True)
 with ui.page_run():
     ui.presentation_mode()
     with ui.friendly_errors():
-        page.run()
+        ui.class_panel(PAGES, page)  # a follower goes to the teacher's page before it draws
+    try:
+        with ui.friendly_errors():
+            page.run()
+    finally:  # also after a page's st.stop(): its address is saved by then
+        ui.lead_class(page)
     ui.restart_notice()
     ui.pack_notice()
     # After the page, so the memory figure includes a model the page has just loaded.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import string
 import subprocess
 import sys
 import tempfile
@@ -45,10 +44,10 @@ def nginx_binary() -> str:
 
 
 def render_config(prefix: Path, listen: int, upstream_ports: list[int]) -> str:
-    """deploy/nginx-replicas.conf with its placeholders filled."""
-    servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=0;" for p in upstream_ports)
-    return string.Template(TEMPLATE.read_text()).safe_substitute(
-        PREFIX=str(prefix), LISTEN=f"127.0.0.1:{listen}", SERVERS=servers)
+    """deploy/nginx-replicas.conf with its placeholders filled (the container's own rendering, on 127.0.0.1)."""
+    from app.replicas import render_config as render
+
+    return render(prefix, f"127.0.0.1:{listen}", upstream_ports)
 
 
 def wait_healthy(url: str, timeout: float = 90) -> None:

@@ -8,7 +8,9 @@ and a widget change sends that widget's new value as the browser does (number in
 Only 127.0.0.1/localhost are allowed as targets.
 
 A student session: :meth:`StreamlitSession.open` then :meth:`run` for each action; each returns a
-:class:`RunResult` with the seconds from sending the rerun to ``script_finished``.
+:class:`RunResult` with the seconds from sending the rerun to ``script_finished``. A fragment with ``run_every``
+(the server's ``auto_rerun`` message) is rerun by :meth:`StreamlitSession.auto_rerun`, as the browser's timer does,
+and a page the server switched to (``st.switch_page``, the ``navigation`` message) becomes the session's page.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class StreamlitSession:
         self.session_id = ""
         self.texts: list[str] = []  # markdown and alert texts the last run showed
         self.query_string = ""  # the page's URL query after the last run (pages keep their state there)
+        self.auto: dict[str, float] = {}  # fragment id -> its run_every (seconds), as the server asked
+        self.pages: dict[str, str] = {}  # page script hash -> url path
 
     async def open(self) -> None:
         """GET the page first (a proxy's sticky cookie comes with it), then open the websocket."""
@@ -93,6 +97,7 @@ class StreamlitSession:
         """Rerun on ``page`` (default: the current one) with ``widgets`` (key -> new value) changed."""
         if page is not None and page != self.page:
             self.page, self.widgets = page, {}
+            self.query = ""  # as the browser's page links do: another page starts from its own address
         if query is not None:
             self.query = urlencode(query)
         msg = BackMsg()
@@ -122,6 +127,23 @@ class StreamlitSession:
         await self.ws.send(msg.SerializeToString())
         return await self._read_until_finished(t0)
 
+    async def auto_rerun(self) -> RunResult | None:
+        """Rerun the page's auto-rerunning fragments once, as the browser's timer does (None: there are none)."""
+        if not self.auto:
+            return None
+        result = None
+        for fragment in list(self.auto):
+            msg = BackMsg()
+            state = msg.rerun_script
+            state.query_string = self.query_string
+            state.page_name = self.page
+            state.fragment_id = fragment
+            state.is_auto_rerun = True
+            t0 = time.perf_counter()
+            await self.ws.send(msg.SerializeToString())
+            result = await self._read_until_finished(t0)
+        return result
+
     def options(self, key: str) -> list[str]:
         """The options a select box or multiselect shows (as their text), from the last run."""
         if key not in self.widgets:
@@ -147,6 +169,16 @@ class StreamlitSession:
                 self._note_element(fwd, errors)
             elif kind == "page_info_changed":
                 self.query_string = fwd.page_info_changed.query_string
+                self.query = self.query_string
+            elif kind == "auto_rerun":
+                self.auto[fwd.auto_rerun.fragment_id] = fwd.auto_rerun.interval
+            elif kind == "stop_auto_rerun":
+                self.auto.clear()
+            elif kind == "navigation":  # the page this run is on (st.switch_page on the server moves it)
+                self.pages.update({p.page_script_hash: p.url_pathname for p in fwd.navigation.app_pages})
+                page = self.pages.get(fwd.navigation.page_script_hash)
+                if page is not None and page != self.page:
+                    self.page, self.widgets = page, {}
             elif kind == "script_finished":
                 status = ForwardMsg.ScriptFinishedStatus.Name(fwd.script_finished)
                 if status == "FINISHED_EARLY_FOR_RERUN":

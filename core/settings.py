@@ -89,12 +89,18 @@ SETTINGS: tuple[Setting, ...] = (
             "together (at least 16; the newest 1,000 are kept as well). Past it, the packs nobody opened in the "
             "last hour go first, the biggest saver's oldest first, so a flood of saves evicts itself before a "
             "teacher's link."),
+    Setting("replicas", "BFE_REPLICAS", "auto",
+            "The container's start (deploy/start.sh): how many Streamlit replicas serve the app behind its nginx, with "
+            "sticky sessions and one database. `auto`: one per core, at most 4; `1`: one process, no proxy."),
     Setting("max_params", "BFE_MAX_PARAMS", "1000000000",
             "Largest model (parameters) that may be loaded; a checkpoint is measured from its config and tensor "
             "headers before any weights are read. The default (10^9, about 4 GB in fp32) suits a 16 GB CPU Space."),
 )
 
 _DEVICES = ("auto", "cpu", "cuda", "mps")
+#: ``BFE_REPLICAS=auto``: one replica per core up to this many (each holds its own models: ~600 MB at rest).
+MAX_AUTO_REPLICAS = 4
+MAX_REPLICAS = 32
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ class Settings:
     pack_budget_mb: int = 256
     backend: str = ""
     backend_token: str = ""
+    replicas: int = 1
 
     @property
     def cache_bytes(self) -> int:
@@ -201,6 +208,8 @@ def get_settings() -> Settings:
     if backend and not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?", backend):
         raise InvalidSetting(f"BFE_BACKEND={backend[:60]!r} is not an address.", "Use http://host:port or "
                              "https://host (the address `python -m app.backend` printed).")
+    replicas = min(os.cpu_count() or 1, MAX_AUTO_REPLICAS) if raw["replicas"] == "auto" else \
+        _count(raw, "replicas", "BFE_REPLICAS", MAX_REPLICAS, 2)
     database_url = raw["database_url"]
     if database_url.startswith("sqlite:///~"):
         database_url = "sqlite:///" + str(Path(database_url[len("sqlite:///"):]).expanduser())
@@ -224,6 +233,7 @@ def get_settings() -> Settings:
         pack_budget_mb=pack_budget_mb,
         backend=backend,
         backend_token=raw["backend_token"],
+        replicas=replicas,
     )
 
 

@@ -1,5 +1,6 @@
 #!/bin/sh
 # Start the app in a container: `start.sh` or `start.sh streamlit` (port 8501), `start.sh gradio` (port 7860).
+# Streamlit runs as one replica per core behind the image's nginx (app/replicas.py; BFE_REPLICAS=1: one process).
 # Without an argument, BFE_APP (streamlit or gradio) picks: a Space sets it as a variable.
 # When persistent storage is mounted at /data (a Space with storage, a volume), the results database,
 # the model folder and Hugging Face's cache go there and survive restarts; settings given in the
@@ -16,7 +17,7 @@ fi
 cd "$(dirname "$0")/.."
 case "${1:-${BFE_APP:-streamlit}}" in
     streamlit)
-        exec python -m app.serve --server.port "${PORT:-8501}" --server.address 0.0.0.0 ;;
+        exec python -m app.replicas --port "${PORT:-8501}" --address 0.0.0.0 ;;
     gradio)
         exec python -m app.gradio_app --host 0.0.0.0 --port "${PORT:-7860}" ;;
     *)

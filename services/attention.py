@@ -17,8 +17,8 @@ from models.neuron_view import NOT_PLAIN
 from services import requests as req
 from services.calls import Call, direct
 
-__all__ = ["NOT_PLAIN", "STAT_LABELS", "AttentionResult", "HeadView", "align", "bertviz", "head", "query_key", "result_stats",
-           "rollout", "run", "stats_rows"]
+__all__ = ["NOT_PLAIN", "STAT_LABELS", "AttentionResult", "HeadView", "WordQuestion", "align", "bertviz", "head", "query_key", "result_stats",
+           "rollout", "run", "stats_rows", "word_question"]
 EXAMPLE = "The cat sat on the mat."
 
 
@@ -95,3 +95,38 @@ def rollout_row(model: str, text: str, pair: str, row: int, *, call: Call = dire
     """How much token ``row`` attends to each token through all layers (attention rollout, Abnar & Zuidema 2020)."""
     r = run(model, text, pair, call=call)
     return rollout(r.weights)[-1][min(row, len(r.tokens) - 1)]
+
+
+@dataclass(frozen=True)
+class WordQuestion:
+    """A class's question about one head: which token does ``query`` (the last word of sentence A) attend to most?
+    ``choices``: the text's tokens (special tokens left out, each once, at most 64); ``weights``: the head's weight on
+    each choice from the query (a token that occurs twice: summed)."""
+
+    prompt: str
+    query: str
+    choices: tuple[str, ...]
+    weights: dict[str, float]
+
+
+def word_question(result: AttentionResult, layer: int, head_index: int) -> WordQuestion | None:
+    """The question a teacher can ask about layer ``layer``, head ``head_index``; None for a text with no word."""
+    from analysis.results_db.classes import MAX_ANSWER_CHARS, MAX_CHOICES
+
+    view = head(result, layer, head_index)
+    words = [i for i, t in enumerate(result.tokens) if not result.special[i] and any(ch.isalpha() for ch in t)]
+    in_a = [i for i in words if result.sentence_b_start is None or i < result.sentence_b_start]
+    if not in_a:
+        return None
+    qi = in_a[-1]
+    weights: dict[str, float] = {}
+    for i, tok in enumerate(result.tokens):
+        if not result.special[i] and tok.strip():
+            t = tok.strip()[:MAX_ANSWER_CHARS]
+            weights[t] = weights.get(t, 0.0) + float(view.weights[qi, i])
+    if len(weights) > MAX_CHOICES:  # the heaviest keys, then the query's own token
+        keep = sorted(weights, key=lambda t: -weights[t])[:MAX_CHOICES]
+        weights = {t: w for t, w in weights.items() if t in keep}
+    query = result.tokens[qi].strip()
+    return WordQuestion(f"In layer {layer}, head {head_index}, which token of the text (not [CLS] or [SEP]) does “{query}” attend to most?", query,
+                        tuple(weights), weights)

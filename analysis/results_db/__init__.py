@@ -19,11 +19,13 @@ One job per module:
 - :mod:`.csvio`: the import/export CSV format, bounded in and formula-safe out;
 - :mod:`.packs`: presentation packs saved as links;
 - :mod:`.runs`: the pre-training lab's runs (config, curve, evaluation, state);
+- :mod:`.classes`: a class that follows its teacher (its code, the teacher's page, questions and answers);
 - :mod:`.queries`: results joined with their provenance, and the reference tables.
 
 No torch and no streamlit here.
 """
 
+from analysis.results_db.classes import ClassFull, ClassNotFound, ClassRateLimited, NotTheTeacher
 from analysis.results_db.csvio import (
     EXPORT_COLUMNS,
     IMPORT_COLUMNS,
@@ -66,10 +68,14 @@ __all__ = [
     "USER_MARK",
     "WRITE_ATTEMPTS",
     "Base",
+    "ClassFull",
+    "ClassNotFound",
+    "ClassRateLimited",
     "ImportReport",
     "Meta",
     "Metric",
     "Model",
+    "NotTheTeacher",
     "PackNotFound",
     "PackRateLimited",
     "Result",

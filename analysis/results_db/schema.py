@@ -4,7 +4,8 @@
 link to ``data/catalog.json``), :class:`Task` and its :class:`Metric` (with the metric's valid
 range), :class:`Result` (one number with split, single/ensemble, source table, leaderboard snapshot
 date and a note), :class:`SavedPack` (a presentation pack saved as a link), :class:`TrainingRun`
-(a pre-training run of the lab) and :class:`Meta`
+(a pre-training run of the lab), a class that follows its teacher (:class:`Classroom`, its :class:`ClassMember`,
+:class:`ClassQuestion` and :class:`ClassAnswer`) and :class:`Meta`
 (schema and seed-data versions). ``origin`` is ``seed`` for the
 published data and ``user`` for what users add.
 """
@@ -31,9 +32,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from analysis.run_status import RunStatus
 
-SCHEMA_VERSION = 6  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts;
+SCHEMA_VERSION = 7  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts;
 # 5: bfe_packs' size, saver and last opening (the byte budget and its eviction order); 6: bfe_runs' lease (the queue
-# across replicas)
+# across replicas); 7: a class (bfe_classes, its members, questions and answers)
 SPLITS = ("dev", "test", "unspecified")
 SETTINGS = ("single", "ensemble")
 
@@ -207,3 +208,63 @@ class TrainingRun(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=lambda: dt.datetime.now(dt.UTC).replace(tzinfo=None))
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     lease_at: Mapped[dt.datetime | None] = mapped_column(DateTime)  # the worker's last progress write (UTC)
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+class Classroom(Base):
+    """A class a teacher leads (:mod:`analysis.results_db.classes`): its join code, the teacher key's hash, when it
+    ends, and the page and address the teacher shows (``version`` grows with each change of those or of a question,
+    so a follower polls one number)."""
+
+    __tablename__ = "bfe_classes"
+    code: Mapped[str] = mapped_column(String(6), primary_key=True)
+    teacher: Mapped[str] = mapped_column(String(64))  # sha256 of the teacher key, never the key
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=_utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime, index=True)
+    page: Mapped[str] = mapped_column(String(64), default="")
+    query: Mapped[str] = mapped_column(Text, default="{}")  # the teacher page's URL state, JSON
+    version: Mapped[int] = mapped_column(default=0)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=_utcnow)
+
+
+class ClassMember(Base):
+    """A student's browser session in a class: anonymous (a random id), whether it follows, when it was last seen,
+    and its answers in the current minute (the rate limit)."""
+
+    __tablename__ = "bfe_class_members"
+    code: Mapped[str] = mapped_column(String(6), ForeignKey("bfe_classes.code", ondelete="CASCADE"), primary_key=True)
+    member: Mapped[str] = mapped_column(String(32), primary_key=True)
+    following: Mapped[bool] = mapped_column(default=True)
+    joined_at: Mapped[dt.datetime] = mapped_column(DateTime, default=_utcnow)
+    last_seen: Mapped[dt.datetime] = mapped_column(DateTime, default=_utcnow)
+    window_start: Mapped[dt.datetime] = mapped_column(DateTime, default=_utcnow)
+    actions: Mapped[int] = mapped_column(default=0)
+
+
+class ClassQuestion(Base):
+    """A question the teacher asked the class about what a page will show (``context``: a digest of the page's
+    inputs it is about), its choices (empty: a free word), and the model's answer once revealed."""
+
+    __tablename__ = "bfe_class_questions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    code: Mapped[str] = mapped_column(String(6), ForeignKey("bfe_classes.code", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    context: Mapped[str] = mapped_column(String(64))
+    prompt: Mapped[str] = mapped_column(String(300))
+    choices: Mapped[str] = mapped_column(Text, default="[]")  # JSON list of strings
+    status: Mapped[str] = mapped_column(String(10), default="open")  # open | revealed | closed
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=_utcnow)
+    revealed_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+
+
+class ClassAnswer(Base):
+    """One student's answer to one question (editable until the reveal), as plain text."""
+
+    __tablename__ = "bfe_class_answers"
+    question_id: Mapped[int] = mapped_column(ForeignKey("bfe_class_questions.id", ondelete="CASCADE"), primary_key=True)
+    member: Mapped[str] = mapped_column(String(32), primary_key=True)
+    answer: Mapped[str] = mapped_column(String(40))
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=_utcnow)

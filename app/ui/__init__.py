@@ -8,7 +8,8 @@
 - :mod:`.sidebar`: presentation mode and the sidebar's status panel;
 - :mod:`.calls`: model calls through the process's model queue, page slots, and the background warm-up;
 - :mod:`.charts`: charts and tables with their exports, and the presentation pack;
-- :mod:`.pickers`: the model picker, "another model…", checkpoints trained here, and which models can run here.
+- :mod:`.pickers`: the model picker, "another model…", checkpoints trained here, and which models can run here;
+- :mod:`.classroom`: a class that follows its teacher: the sidebar's class panel, following, predict then reveal.
 
 Each module imports only the ones listed above it (and none imports a page). Nothing here imports torch.
 Code that replaces one of these names (a test's monkeypatch) patches the module that defines it: the others
@@ -28,6 +29,7 @@ from app.ui.calls import (
     start_warmup,
 )
 from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
+from app.ui.classroom import Ask, ask_the_class, class_panel, lead_class, question_context, reveal_chart
 from app.ui.errors import friendly_errors, log, show_error
 from app.ui.pickers import (
     LAST_STEP,
@@ -43,7 +45,7 @@ from app.ui.pickers import (
     valid_model_id,
 )
 from app.ui.sidebar import PRESENTATION_CSS, main_result, presentation_mode, presenting, sidebar_status
-from app.ui.state import context_url, local_viewer, restore_url_state, save_url_state, warn_ignored
+from app.ui.state import context_url, local_viewer, restore_url_state, save_url_state, url_tabs, warn_ignored
 
 __all__ = [
     "LAST_STEP",
@@ -52,10 +54,13 @@ __all__ = [
     "PRESENTATION_CSS",
     "STATUS_ICONS",
     "STATUS_LABELS",
+    "Ask",
     "_run_abandoned",
+    "ask_the_class",
     "await_warmup",
     "catalog_availability",
     "chart",
+    "class_panel",
     "context_url",
     "device_label",
     "download_buttons",
@@ -63,6 +68,7 @@ __all__ = [
     "free_model_memory",
     "friendly_errors",
     "inspect_checkpoint",
+    "lead_class",
     "loaded_models",
     "local_viewer",
     "log",
@@ -78,8 +84,10 @@ __all__ = [
     "picker_values",
     "presentation_mode",
     "presenting",
+    "question_context",
     "restart_notice",
     "restore_url_state",
+    "reveal_chart",
     "save_url_state",
     "show_error",
     "sidebar_status",
@@ -88,6 +96,7 @@ __all__ = [
     "step_picker",
     "table_to_pack",
     "trained_here",
+    "url_tabs",
     "valid_model_id",
     "warn_ignored",
 ]

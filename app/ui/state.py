@@ -102,6 +102,18 @@ def warn_ignored(ignored: list[str], prefix: str) -> None:
                    + ", ".join(k.removeprefix(prefix) for k in ignored) + ".", icon=":material/link_off:")
 
 
+#: Tabs whose open tab is in the address (:func:`url_tabs`): their key and default (first) label. Streamlit keeps such a
+#: parameter itself (``bind="query-params"``): it is changed through the widget's session state, never st.query_params.
+URL_TABS: dict[str, str] = {}
+
+
+def url_tabs(labels: list[str], key: str) -> Any:
+    """``st.tabs`` whose open tab is kept in the address under ``key`` (a link, and a class following its teacher,
+    open the same tab)."""
+    URL_TABS[key] = labels[0]
+    return st.tabs(labels, key=key, bind="query-params")
+
+
 def context_url() -> str:
     """The address the browser shows for this page ("" where Streamlit cannot tell, as in AppTest)."""
     try:

@@ -174,12 +174,23 @@ def aligned(results: list[AttentionResult], li: int, hi: int) -> None:
 def draw(results: list[AttentionResult]) -> None:
     """The view controls and what they draw, for each model, and the two aligned by words."""
     view, li, hi = controls(results)
-    for col, r in zip(st.columns(len(results)), results, strict=True):
-        with col:
-            model_column(r, r is results[0], view, li, hi)
-    if len(results) == 2:
-        aligned(results, li, hi)
+    r0 = results[0]
+    question = use_case.word_question(r0, li, hi)
+    asked = ui.Ask()
+    if question is not None:  # a class predicts the head's favourite word before it is drawn
+        asked = ui.ask_the_class("choice", ui.question_context("attention", r0.model_id, r0.tokens, li, hi), question.prompt,
+                                 question.choices, key="at_q")
+    if asked.revealed:
+        ui.reveal_chart(asked.revealed, question.weights, key="at_q", model_label=f"{r0.model_id}, layer {li} head {hi}",
+                        value_label="attention weight", sources=(f"Attention weights of {r0.model_id}, computed by BERT Family Explorer",))
+    if not asked.hide:
+        for col, r in zip(st.columns(len(results)), results, strict=True):
+            with col:
+                model_column(r, r is results[0], view, li, hi)
+        if len(results) == 2:
+            aligned(results, li, hi)
     ui.save_url_state(DEFAULTS)
+    ui.lead_class()  # the view's controls rerun only this fragment: the class follows them too
 
 
 @st.fragment

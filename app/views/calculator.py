@@ -144,7 +144,7 @@ if card is not None:
     st.caption(f"{card.id}: the paper reports {card.parameters_reported} ({card.paper}, arXiv {card.arxiv})."
                + (" **Edited:** the numbers above are for your changes, not the checkpoint." if edited else ""))
 
-tab_p, tab_m, tab_g, tab_c = st.tabs(["Parameters", "Training memory", "Fits on a GPU?", "Compute & cost"])
+tab_p, tab_m, tab_g, tab_c = ui.url_tabs(["Parameters", "Training memory", "Fits on a GPU?", "Compute & cost"], key="sz_tab")
 
 # ------------------------------------------------------------------------------------ parameters
 with tab_p:
@@ -204,37 +204,46 @@ with tab_m:
         ui.show_error(err)
     else:
         est, gpu, zero_nd = plan.estimate, plan.gpu, plan.zero_gpus
-        verdict = "fits" if plan.fits else "does **not** fit"
-        st.markdown(f"**{calc.human_bytes(est.total)} per GPU** for batch {state['sz_batch']} × {state['sz_seq']} tokens: "
-                    f"it {verdict} a {gpu.name} (keeping 1 GiB for the CUDA context and fragmentation).")
-        left, right = st.columns(2)
-        ui.chart(calc.memory_bars(plan.stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", plan.capacity_gib), "sz_zero_chart",
-                 where=left, title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs",
-                 caption=f"Batch {state['sz_batch']} × {state['sz_seq']} tokens.",
-                 sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
-        z = {k: calc.fact(f"zero_{k}") for k in ("max_params", "bigger", "faster", "cheaper")}
-        left.caption(f"What ZeRO promised at its release: models of {z['max_params'].value / 1e9:.0f}B parameters, "
-                     f"{z['bigger'].value:.0f}× bigger, up to {z['faster'].value:.0f}× faster and up to "
-                     f"{z['cheaper'].value:.0f}× cheaper training ({z['max_params'].source}).")
-        seqs = plan.curve_sequences
-        ui.chart(calc.memory_curve(bd, setup, seqs, 256, plan.capacity_gib), "sz_curve", where=right,
-                 title="Training memory against batch size",
-                 caption=f"Sequence lengths {', '.join(map(str, seqs))}; {gpu.name} capacity line.",
-                 sources=("Korthikanti et al. 2022 (activations); the calculator's own count",))
-        right.caption("Memory against batch size for three sequence lengths, with the settings above.")
-        table = pd.DataFrame(est.rows())
-        table["how"] = ["exact" if e else "estimate" for e in table.pop("exact")]
-        st.dataframe(table, hide_index=True, width="stretch",
-                     column_config={"bytes": st.column_config.NumberColumn(format="localized"),
-                                    "GiB": st.column_config.NumberColumn(format="%.3f")})
-        ui.download_buttons(table, "training-memory", "sz_mem")
-        for note in est.notes:
-            st.caption(note)
-        with st.expander("Where each number comes from"):
-            for key in ("zero", "korthikanti", "flash", "megatron", "adam8bit", "adafactor", "lion", "torch"):
-                st.markdown(f"- {calc.SOURCES[key]}")
-            st.markdown("- Activations are an estimate: frameworks also keep workspace and allocator slack. "
-                        "Model states are exact for the tensors of this config (checked against a real AdamW step).")
+        setting = (f"{name}, {calc.OPTIMIZERS[state['sz_opt']].label}, {calc.PRECISIONS[state['sz_precision']]}, batch "
+                   f"{state['sz_batch']} × {state['sz_seq']} tokens" + (f", ZeRO {state['sz_zero']} on {zero_nd} GPUs" if state["sz_zero"] else ""))
+        asked = ui.ask_the_class("choice", ui.question_context("fit", setting, sorted(config.items()), setup, gpu.name),
+                                 f"{setting}: does it fit a {gpu.name}?", ("fits", "does not fit"), key="sz_fit_q")
+        if asked.revealed:
+            ui.reveal_chart(asked.revealed, {"fits": float(plan.fits), "does not fit": float(not plan.fits)}, key="sz_fit_q",
+                            model_label="the calculator", value_label="answer",
+                            sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
+        if not asked.hide:  # the class is answering: the verdict, charts and table wait for the reveal
+            verdict = "fits" if plan.fits else "does **not** fit"
+            st.markdown(f"**{calc.human_bytes(est.total)} per GPU** for batch {state['sz_batch']} × {state['sz_seq']} tokens: "
+                        f"it {verdict} a {gpu.name} (keeping 1 GiB for the CUDA context and fragmentation).")
+            left, right = st.columns(2)
+            ui.chart(calc.memory_bars(plan.stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", plan.capacity_gib), "sz_zero_chart",
+                     where=left, title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs",
+                     caption=f"Batch {state['sz_batch']} × {state['sz_seq']} tokens.",
+                     sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
+            z = {k: calc.fact(f"zero_{k}") for k in ("max_params", "bigger", "faster", "cheaper")}
+            left.caption(f"What ZeRO promised at its release: models of {z['max_params'].value / 1e9:.0f}B parameters, "
+                         f"{z['bigger'].value:.0f}× bigger, up to {z['faster'].value:.0f}× faster and up to "
+                         f"{z['cheaper'].value:.0f}× cheaper training ({z['max_params'].source}).")
+            seqs = plan.curve_sequences
+            ui.chart(calc.memory_curve(bd, setup, seqs, 256, plan.capacity_gib), "sz_curve", where=right,
+                     title="Training memory against batch size",
+                     caption=f"Sequence lengths {', '.join(map(str, seqs))}; {gpu.name} capacity line.",
+                     sources=("Korthikanti et al. 2022 (activations); the calculator's own count",))
+            right.caption("Memory against batch size for three sequence lengths, with the settings above.")
+            table = pd.DataFrame(est.rows())
+            table["how"] = ["exact" if e else "estimate" for e in table.pop("exact")]
+            st.dataframe(table, hide_index=True, width="stretch",
+                         column_config={"bytes": st.column_config.NumberColumn(format="localized"),
+                                        "GiB": st.column_config.NumberColumn(format="%.3f")})
+            ui.download_buttons(table, "training-memory", "sz_mem")
+            for note in est.notes:
+                st.caption(note)
+            with st.expander("Where each number comes from"):
+                for key in ("zero", "korthikanti", "flash", "megatron", "adam8bit", "adafactor", "lion", "torch"):
+                    st.markdown(f"- {calc.SOURCES[key]}")
+                st.markdown("- Activations are an estimate: frameworks also keep workspace and allocator slack. "
+                            "Model states are exact for the tensors of this config (checked against a real AdamW step).")
 
 # ------------------------------------------------------------------------------------ GPU fit
 with tab_g:

@@ -29,6 +29,10 @@ VERDICT_ICONS = {"agrees": ":material/check_circle:", "cannot tell at this budge
                  "disagrees": ":material/cancel:", "no verdict": ":material/info:"}
 STATUS_ICONS = {RunStatus.QUEUED: "⏳ queued", RunStatus.RUNNING: "▶ running", RunStatus.FINISHED: "✔ finished",
                 RunStatus.FAILED: "✖ failed", RunStatus.CANCELLED: "■ cancelled", RunStatus.INTERRUPTED: "⚠ interrupted"}
+#: A class predicts a verdict as one of three answers ("agrees on direction only" counts as agrees).
+CLASS_CHOICES = ("agrees", "cannot tell", "disagrees")
+CLASS_ANSWER = {"agrees": "agrees", "agrees on direction only": "agrees", "cannot tell at this budget": "cannot tell",
+                "disagrees": "disagrees"}
 VOCAB_LABELS = {"wordnet-8k": "8,192 WordPiece (glosses)", "bert": "30,522 WordPiece (BERT's)"}
 state = st.session_state
 
@@ -262,12 +266,24 @@ def watch() -> None:
 watch()
 
 
-def claim_view(i: int, c: dict, group: str) -> None:
-    """One claim of a preset: the paper's statement and source, its verdict, and the chart of its measure."""
+def claim_view(i: int, c: dict, group: str) -> bool:
+    """One claim of a preset: the paper's statement and source, its verdict, and the chart of its measure; False while
+    a class is predicting the verdict (hidden until the teacher reveals it)."""
     claim, v = c["claim"], c.get("verdict")
     role = "Primary measure" if c.get("primary", True) else "Exploratory"
     st.markdown(f"##### {role}: {c.get('label', claim['measure'])}\n**The paper:** {claim['statement']}  \n"
                 f":gray[Source: {claim['source']}]")
+    asked = ui.Ask()
+    if v and c.get("primary", True):  # a class predicts the verdict before it is shown
+        asked = ui.ask_the_class("choice", ui.question_context("lab", group, i, claim["statement"]),
+                                 f"Will the lab's runs agree with the paper? {claim['statement']}", CLASS_CHOICES, key=f"lb_q_{i}")
+    if asked.revealed:
+        said = CLASS_ANSWER.get(v["label"], "cannot tell")
+        ui.reveal_chart(asked.revealed, {ch: float(ch == said) for ch in CLASS_CHOICES}, key=f"lb_q_{i}",
+                        model_label="the lab's verdict", value_label="verdict",
+                        sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
+    if asked.hide:
+        return False
     if v:
         VERDICT_BOXES.get(v["label"], st.info)(c["sentence"], icon=VERDICT_ICONS.get(v["label"]))
     elif c.get("why_none"):
@@ -277,6 +293,7 @@ def claim_view(i: int, c: dict, group: str) -> None:
         fig, how = drawn
         ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})", caption=(c.get("sentence") or "No verdict yet.") + how,
                  sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
+    return True
 
 
 def claim_figure(c: dict) -> tuple | None:
@@ -342,8 +359,8 @@ def verdict_view(group: str) -> None:
                         f"with a Bonferroni interval over the {c.get('family', 1)} exploratory comparisons (family-wise "
                         "95%), so that one spurious decisive label among them stays unlikely. The verdict is the primary "
                         "measure's above.")
-        claim_view(i, c, group)
-        claim_notes(c, budget)
+        if claim_view(i, c, group):
+            claim_notes(c, budget)
     st.caption("How the interval is made: Student's t over seeds (each seed's difference of scores is one paired "
                "observation), plus the test items' noise where the seeds share test items (a cluster-robust covariance "
                "term from the per-item scores; a lemma's items count as one cluster), with Satterthwaite's degrees of "

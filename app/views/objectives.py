@@ -92,8 +92,8 @@ st.title("Pre-training objectives")
 st.markdown("#### What each family member was trained to do: masked LM, NSP and SOP, replaced-token detection, left to right")
 ui.warn_ignored(ignored, "ob_")
 state = st.session_state
-tabs = st.tabs(["Fill the mask", "How BERT masks", "Which sentence is more natural?", "Does B follow A?",
-                "Spot the replaced word", "Left to right"])
+tabs = ui.url_tabs(["Fill the mask", "How BERT masks", "Which sentence is more natural?", "Does B follow A?",
+                    "Spot the replaced word", "Left to right"], key="ob_tab")
 
 with tabs[0]:
     c = st.columns([3, 2])
@@ -120,7 +120,17 @@ with tabs[0]:
         table = filled.table()
         for mid, msg in filled.errors.items():
             st.error(f"**{mid}**: {msg}", icon=":material/error:")
-        if len(table):
+        asked = ui.Ask()
+        if len(table):  # a class predicts the first model's first [MASK] before it is shown
+            first_model = table["model"].iloc[0]
+            asked = ui.ask_the_class(
+                "word", ui.question_context("fill", state["ob_fill"], first_model, state["ob_mode"]),
+                f"What will {first_model} put in the first mask of “{state['ob_fill'][:120]}”?", key="ob_fill_q")
+        if asked.revealed:
+            top = filled.predictions[first_model][0]
+            ui.reveal_chart(asked.revealed, {p.token_str.strip().lower(): p.probability for p in top}, key="ob_fill_q",
+                            model_label=first_model, sources=(f"Predictions of {first_model}, computed by BERT Family Explorer",))
+        if len(table) and not asked.hide:
             cols = st.columns(len(table["model"].unique()))
             first = (table["model"].iloc[0], table["mask"].iloc[0])  # its first chart is the page's main result
             for col, (mid, grp) in zip(cols, table.groupby("model", sort=False), strict=True):

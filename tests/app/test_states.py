@@ -94,6 +94,28 @@ def test_a_sample_of_every_page_draws(page: str, seeded_world_copy: Path, tmp_pa
            "state crawl (sample)")
 
 
+@pytest.mark.parametrize("page", list(crawl.QUESTIONS))
+def test_every_widget_draws_while_a_class_answers(page: str, seeded_world_copy: Path, tmp_path: Path) -> None:
+    """The teacher's page with its question open (the model's answer hidden): every widget of the class (Reveal,
+    Cancel, End the class) moved, and a sample of the page's own (every one of them is crawled outside a class; the
+    class panel's widgets outside a class are crawled with Home's states)."""
+    fresh = crawl.Worlds(tmp_path / "worlds")
+    result = crawl.crawl_page(page, pairs=False, url=False, single_cap=3, sample=SAMPLE, prelude=crawl.asked(page), fresh=fresh)
+    fresh.ready()
+    base = crawl.open_page(page, prelude=crawl.asked(page))
+    ours = {ref: w for ref, w in crawl.widgets(base).items() if ref.key and ref.key.startswith((crawl.QUESTIONS[page], "class_"))}
+    assert {f"{crawl.QUESTIONS[page]}_reveal", f"{crawl.QUESTIONS[page]}_cancel", "class_end"} <= {r.key for r in ours}
+    for ref, w in ours.items():
+        for move in crawl.moves(ref, w):
+            if fresh.ready():
+                result.worlds += 1
+            ok, found, _ = crawl.run_state(page, (move,), prelude=crawl.asked(page))
+            assert ok, f"{move} could not be made"
+            result.states += 1
+            result.failures += [f"{page} [{move}]: " + " | ".join(dict.fromkeys(found))] if found else []
+    _check(result, "state crawl (a class answering)")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_every_widget_draws_with_only_the_bundled_model(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

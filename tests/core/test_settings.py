@@ -35,7 +35,8 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("env", "value"), [
     ("BFE_DEVICE", "tpu"), ("BFE_DEVICE", "cpu:0"), ("BFE_MODEL_CACHE_MB", "lots"),
     ("BFE_MODEL_CACHE_MB", "-5"), ("BFE_ONLINE", "maybe"), ("BFE_GRADIO_CONCURRENCY", "0"), ("BFE_GRADIO_CONCURRENCY", "many"),
-    ("BFE_LAB_CONCURRENCY", "-1"), ("BFE_LAB_CONCURRENCY", "65"),
+    ("BFE_LAB_CONCURRENCY", "-1"), ("BFE_LAB_CONCURRENCY", "65"), ("BFE_REPLICAS", "0"), ("BFE_REPLICAS", "lots"),
+    ("BFE_REPLICAS", "33"),
 ])
 def test_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch, env: str, value: str) -> None:
     monkeypatch.setenv(env, value)
@@ -48,6 +49,19 @@ def test_the_settings_page_documents_every_setting(setting) -> None:
     rows = [line for line in SETTINGS_DOC.read_text(encoding="utf-8").splitlines() if line.startswith(f"| `{setting.env}` |")]
     assert len(rows) == 1, f"docs/settings.md's table lacks {setting.env} (or has it twice)"
     assert f"| `{setting.default}` |" in rows[0] or setting.default.startswith(("~", "sqlite")), rows[0]
+
+
+def test_replicas_default_to_one_per_core_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from core.settings import MAX_AUTO_REPLICAS
+
+    monkeypatch.delenv("BFE_REPLICAS", raising=False)
+    assert get_settings().replicas == min(os.cpu_count() or 1, MAX_AUTO_REPLICAS)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert get_settings().replicas == MAX_AUTO_REPLICAS
+    monkeypatch.setenv("BFE_REPLICAS", "1")
+    assert get_settings().replicas == 1
 
 
 def test_a_replica_may_run_no_training_at_all(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,7 +106,8 @@ def test_the_dockerfile_follows_the_docker_space_conventions() -> None:
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "tests", "artifacts"} <= set(ignored)
     start = (ROOT / "deploy" / "start.sh").read_text()
-    assert "/data/bfe/results.db" in start and "0.0.0.0" in start
+    assert "/data/bfe/results.db" in start and "0.0.0.0" in start and "app.replicas" in start
+    assert "nginx-light" in text  # the proxy of one replica per core
 
 
 def test_start_script_puts_data_on_persistent_storage_only_when_it_is_there(tmp_path: Path) -> None:
@@ -123,7 +124,7 @@ def test_start_script_puts_data_on_persistent_storage_only_when_it_is_there(tmp_
     assert with_data == f"sqlite:///{tmp_path}/data/bfe/results.db|{tmp_path}/data/bfe/models|{tmp_path}/data/huggingface"
     mine = subprocess.run(show, capture_output=True, text=True, env={**env, "DATABASE_URL": "postgresql://db/x"}, check=True).stdout
     assert mine.startswith("postgresql://db/x|")  # a setting given in the environment wins
-    pick = script.replace('exec python -m app.serve', 'echo streamlit; exit 0; exec python -m app.serve').replace(
+    pick = script.replace('exec python -m app.replicas', 'echo streamlit; exit 0; exec python -m app.replicas').replace(
         'exec python -m app.gradio_app', 'echo gradio; exit 0; exec python -m app.gradio_app')
     fake.write_text(pick)
     assert subprocess.run(["sh", str(fake)], capture_output=True, text=True, env=env).stdout.strip() == "streamlit"

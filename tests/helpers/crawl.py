@@ -580,6 +580,21 @@ def _url_text(value: Any) -> str:
     return str(value)
 
 
+#: Widgets the entry script draws in the sidebar of every page, the same on each (the class panel outside a class):
+#: crawled with Home's states only, not again with each page's.
+SHARED_SIDEBAR = frozenset({"class_code_typed", "class_join", "class_hours", "class_start"})
+#: What starts a class as its teacher (the sidebar's button), for a crawl of the pages a class sees.
+START_CLASS = Move(Ref("button", "class_start", "Start a class"), "click", True)
+#: The pages that ask a class, and the key of their question (its "Ask" button is ``<key>_ask``).
+QUESTIONS = {"views/calculator.py": "sz_fit_q", "views/objectives.py": "ob_fill_q", "views/attention.py": "at_q"}
+
+
+def asked(page: str) -> tuple[tuple[str, Move], ...]:
+    """A teacher's way to ``page`` with its question open: a class started on Home, "Ask" pressed on the page."""
+    key = QUESTIONS[page]
+    return ((pages()[0], START_CLASS), (page, Move(Ref("button", f"{key}_ask", "Ask"), "click", True)))
+
+
 def preludes(page: str) -> tuple[tuple[str, Move], ...]:
     """What a user does on other pages before this one is worth crawling: the pack page holds what was added to the
     pack elsewhere (a chart on Home, a table on the results page), so its widgets for charts and tables are there."""
@@ -630,7 +645,7 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
         visit((), {"present": "1"}, "presentation mode", sampled=True)
         if base is None:
             return result
-        shown = widgets(base)
+        shown = {ref: w for ref, w in widgets(base).items() if page == pages()[0] or ref.key not in SHARED_SIDEBAR}
         singles = [m for ref, w in shown.items() for m in moves(ref, w, single_cap)]
         if sample:
             singles = singles[::sample]
@@ -647,7 +662,7 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
                 continue
             firsts.setdefault(move.ref, []).append(move)
             for ref, w in widgets(at).items():  # what this choice revealed, moved in turn
-                if ref not in shown:
+                if ref not in shown and ref.key not in SHARED_SIDEBAR:
                     for second in moves(ref, w, pair_cap):
                         visit((move, second))
         if pairs and not sample:

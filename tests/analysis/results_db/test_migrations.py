@@ -1,6 +1,6 @@
 """The results database's Alembic migrations, on SQLite and on a real PostgreSQL.
 
-Every older schema (1 to 5) is written two ways: by the migrations up to its revision, and the way
+Every older schema (1 to 6) is written two ways: by the migrations up to its revision, and the way
 the app wrote it before Alembic (``create_all`` of that version's tables, its version in ``bfe_meta``,
 no version table). Rows written at that version must survive :func:`ensure_seeded`, which must leave
 exactly the tables of :mod:`analysis.results_db.schema`. The old tables are frozen here from the
@@ -43,7 +43,8 @@ from core.errors import DatabaseUnavailable
 from tests.helpers.postgres import fresh_pg
 from tests.helpers.results import count_results
 
-OLD_VERSIONS = (1, 2, 3, 4, 5)
+OLD_VERSIONS = (1, 2, 3, 4, 5, 6)
+CLASS_TABLES = ("bfe_classes", "bfe_class_members", "bfe_class_questions", "bfe_class_answers")
 V1_TABLES = ("bfe_meta", "bfe_sources", "bfe_models", "bfe_tasks", "bfe_metrics", "bfe_results")
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5)
 TOKEN = "abcdefghijklmnopqrstuv"
@@ -96,6 +97,9 @@ def old_metadata(version: int) -> MetaData:
         _runs_v3(md) if version < 6 else current["bfe_runs"].to_metadata(md)
     if version >= 4:
         current["bfe_verdicts"].to_metadata(md)
+    if version >= 7:
+        for name in CLASS_TABLES:
+            current[name].to_metadata(md)
     return md
 
 
@@ -208,10 +212,13 @@ def test_a_fresh_database_is_built_by_the_migrations_and_equals_the_models(empty
 
 
 def test_compare_metadata_sees_a_difference_when_there_is_one(empty) -> None:
-    """The oracle of the tests below can fail: the column that revision 0006 adds is missing at 0005."""
+    """The oracle of the tests below can fail: the column that revision 0006 adds is missing at 0005, and so are the
+    tables that 0007 adds."""
     build_by_migrations(empty, 5)
     diffs = schema_differences(empty)
-    assert [(d[0], d[2], d[3].name) for d in diffs] == [("add_column", "bfe_runs", "lease_at")]
+    assert [(d[0], d[2], d[3].name) for d in diffs if d[0] == "add_column"] == [("add_column", "bfe_runs", "lease_at")]
+    assert sorted(d[1].name for d in diffs if d[0] == "add_table") == sorted(CLASS_TABLES)
+    assert {d[0] for d in diffs} <= {"add_column", "add_table", "add_index"}
 
 
 @pytest.mark.parametrize("version", [*OLD_VERSIONS, db.SCHEMA_VERSION])

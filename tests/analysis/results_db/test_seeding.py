@@ -15,6 +15,9 @@ from tests.helpers import ROOT
 from tests.helpers.results import count_results as count
 from tests.helpers.results import value
 
+#: Schema 7's tables, children first.
+CLASS_TABLES = ("bfe_class_answers", "bfe_class_questions", "bfe_class_members", "bfe_classes")
+
 SEEDS = ROOT.parent / "shared" / "seeds"
 
 
@@ -279,6 +282,8 @@ def test_a_schema_4_database_gains_the_packs_budget_columns(lite) -> None:
         s.execute(text("CREATE TABLE bfe_packs (token VARCHAR(32) PRIMARY KEY, title VARCHAR(200), items INTEGER, "
                        "data BLOB, created_at DATETIME)"))
         s.execute(text("ALTER TABLE bfe_runs DROP COLUMN lease_at"))
+        for table in CLASS_TABLES:  # schema 7's: an older database has none
+            s.execute(text(f"DROP TABLE {table}"))
         s.execute(text("DROP TABLE bfe_alembic_version"))
         s.get(db.Meta, "schema_version").value = "4"
     from analysis.export import pack_to_bytes
@@ -304,12 +309,14 @@ def test_a_schema_5_database_gains_the_runs_lease_and_keeps_its_runs(lite) -> No
     rid = runs.create_run("before-the-lease", "mlm", {"steps": 3}, lite)
     with db.session(lite, write=True) as s:
         s.execute(text("ALTER TABLE bfe_runs DROP COLUMN lease_at"))
+        for table in CLASS_TABLES:  # schema 7's: an older database has none
+            s.execute(text(f"DROP TABLE {table}"))
         s.execute(text("DROP TABLE bfe_alembic_version"))
         s.get(db.Meta, "schema_version").value = "5"
     seeding.SEEDED.clear()
     db.dispose_engines()
     db.ensure_seeded(lite)
-    assert db.meta(lite)["schema_version"] == "6"
+    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION)
     with db.session(lite) as s:
         assert "lease_at" in {c["name"] for c in inspect(s.connection()).get_columns("bfe_runs")}
     assert runs.get_run(rid, lite)["name"] == "before-the-lease"
@@ -322,11 +329,11 @@ def test_a_schema_1_database_gains_the_packs_table(lite) -> None:
     from analysis.results_db import seeding
 
     with db.session(lite, write=True) as s:
-        for table in ("bfe_packs", "bfe_runs", "bfe_verdicts", "bfe_alembic_version"):
+        for table in (*CLASS_TABLES, "bfe_packs", "bfe_runs", "bfe_verdicts", "bfe_alembic_version"):
             s.execute(text(f"DROP TABLE {table}"))
         s.get(db.Meta, "schema_version").value = "1"
     before = count(lite)
     seeding.SEEDED.clear()
     db.ensure_seeded(lite)
-    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION) == "6" and count(lite) == before
+    assert db.meta(lite)["schema_version"] == str(db.SCHEMA_VERSION) == "7" and count(lite) == before
     assert db.load_pack(db.save_pack([], "empty", lite), lite) == ("empty", [])
