@@ -382,8 +382,8 @@ def _teacher_question(s: Any, code: str, key: str, qid: Any, now: dt.datetime) -
     return row, q
 
 
-def reveal(code: str, key: str, question: int, engine: Engine | None = None) -> None:
-    """The teacher reveals a question: answers are closed and counted for all to see."""
+def _move_question(code: str, key: str, question: int, to: str, engine: Engine | None) -> None:
+    """The teacher moves a question on: ``open`` → ``revealed`` → ``closed`` (never back)."""
     code = normalise_code(code)
     engine = engine or get_engine()
     ensure_seeded(engine)
@@ -391,27 +391,23 @@ def reveal(code: str, key: str, question: int, engine: Engine | None = None) -> 
     def go(s: Any) -> None:
         now = _now()
         row, q = _teacher_question(s, code, key, question, now)
-        if q.status == "open":
-            q.status, q.revealed_at = "revealed", now
+        if q.status == "open" or (q.status == "revealed" and to == "closed"):
+            q.status = to
+            if to == "revealed":
+                q.revealed_at = now
             _bump(row, now)
 
     write(engine, go)
+
+
+def reveal(code: str, key: str, question: int, engine: Engine | None = None) -> None:
+    """The teacher reveals a question: answers are closed and counted for all to see."""
+    _move_question(code, key, question, "revealed", engine)
 
 
 def close_question(code: str, key: str, question: int, engine: Engine | None = None) -> None:
     """The teacher puts a question away (its answers stay until the class ends)."""
-    code = normalise_code(code)
-    engine = engine or get_engine()
-    ensure_seeded(engine)
-
-    def go(s: Any) -> None:
-        now = _now()
-        row, q = _teacher_question(s, code, key, question, now)
-        if q.status != "closed":
-            q.status = "closed"
-            _bump(row, now)
-
-    write(engine, go)
+    _move_question(code, key, question, "closed", engine)
 
 
 def answer(code: str, member: str, question: int, text: str, engine: Engine | None = None) -> str:

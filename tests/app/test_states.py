@@ -94,6 +94,7 @@ def test_a_sample_of_every_page_draws(page: str, seeded_world_copy: Path, tmp_pa
            "state crawl (sample)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", list(crawl.QUESTIONS))
 def test_every_widget_draws_while_a_class_answers(page: str, seeded_world_copy: Path, tmp_path: Path) -> None:
     """The teacher's page with its question open (the model's answer hidden): every widget of the class (Reveal,

@@ -66,3 +66,69 @@ def test_two_replicas_behind_nginx_share_one_postgres(pg_url: str, tiny_dir) -> 
 
     with cluster(2, env) as c:
         asyncio.run(scenario(c))
+
+
+async def _poll_until(s: StreamlitSession, done, timeout: float = 20) -> bool:
+    """Rerun ``s``'s polling fragment as its browser would until ``done(s)``."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if done(s):
+            return True
+        r = await s.auto_rerun()
+        assert r is None or r.ok, r
+        await asyncio.sleep(min(s.auto.values()) if s.auto else 0.5)
+    return done(s)
+
+
+def test_a_class_across_two_replicas_follows_and_keeps_its_answers_when_a_replica_stops(pg_url: str, tiny_dir) -> None:
+    """Students on both replicas follow one teacher (the class is in PostgreSQL), answer, and a replica that stops
+    mid-question loses none of the answers its students gave."""
+    import re
+
+    from analysis import results_db
+    from analysis.results_db import classes
+
+    url = fresh_pg(pg_url)
+    env = {**os.environ, "DATABASE_URL": url, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1", "BFE_WARMUP": "0"}
+
+    async def scenario(c) -> None:
+        teacher = StreamlitSession(c.url)
+        await teacher.open()
+        await teacher.run(page="")
+        assert (await teacher.run(widgets={"class_start": CLICK})).ok
+        code = next(m.group(1) for t in teacher.texts if (m := re.search(r"Join code: \*\*`([A-Z2-9]{6})`", t)))
+        teacher_on = c.sessions_per_replica()
+        assert (await teacher.run(page="calculator")).ok
+        students, where, before = [], {}, c.sessions_per_replica()
+        for _ in range(24):  # through the proxy until both replicas hold students
+            s = StreamlitSession(c.url)
+            await s.open()
+            assert (await s.run(page="", query={"class": code})).ok
+            after = c.sessions_per_replica()
+            where.setdefault(next(i for i, (a, b) in enumerate(zip(before, after, strict=True)) if b > a), []).append(s)
+            students.append(s)
+            before = after
+            if len(where) == 2 and len(students) >= 4:
+                break
+        assert set(where) == {0, 1} and all(s.page == "calculator" for s in students)  # joined: on the teacher's page
+        assert (await teacher.run(widgets={"sz_batch": 77})).ok
+        for s in students:  # every follower, on either replica, reaches the teacher's state
+            assert await _poll_until(s, lambda s: "sz_batch=77" in s.query_string), s.query_string
+        assert (await teacher.run(widgets={"sz_fit_q_ask": CLICK})).ok
+        for i, s in enumerate(students):
+            assert await _poll_until(s, lambda s: "sz_fit_q_answer" in s.widgets)
+            r = await s.run(widgets={"sz_fit_q_answer": ("fits", "does not fit")[i % 2], "sz_fit_q_send": CLICK})
+            assert r.ok, r
+        engine = results_db.get_engine(url)
+        assert classes.class_state(code, engine=engine).question.answers == len(students)
+        gone = 1 if teacher_on[1] == 0 else 0  # a replica without the teacher stops mid-question
+        c.replicas[gone].kill()
+        c.replicas[gone].wait(timeout=10)
+        assert classes.class_state(code, engine=engine).question.answers == len(students)  # none lost
+        survivor = where[1 - gone][0]
+        assert (await survivor.auto_rerun()).ok  # the class goes on on the other replica
+        for s in [teacher, *students]:
+            await s.close()
+
+    with cluster(2, env) as c:
+        asyncio.run(scenario(c))
