@@ -328,7 +328,7 @@ def test_the_page_starts_watches_and_finishes_a_fine_tune_on_minilm(lab_env: Pat
     at.text_input(key="ft_name").set_value("page-ft").run()
     planned = at.dataframe[0].value
     assert list(planned["run"]) == ["page-ft-all-MiniLM-L6-v2-finetune-s0"] and planned["trainable (exact)"].iloc[0] > 20_000_000
-    next(b for b in at.button if b.label.startswith("Start")).click().run()
+    next(b for b in at.main.button if b.label.startswith("Start")).click().run()
     assert not at.exception, at.exception
     rid = int(runs.list_runs()["id"].iloc[0])
     wait_for(lambda: status(rid) in ("finished", "failed"), timeout=300)

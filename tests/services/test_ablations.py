@@ -252,7 +252,7 @@ def test_the_page_starts_a_preset_at_its_budget(lab_env: Path) -> None:
                  "lb_name": "budgeted"})
     planned = at.dataframe[0].value
     assert len(planned) == 6 and set(planned["steps"]) == {claims.BUDGETS["albert"]["classroom"].steps}
-    [start] = [b for b in at.button if b.label.startswith("Start")]
+    [start] = [b for b in at.main.button if b.label.startswith("Start")]  # the page's own, not the sidebar's "Start a class"
     start.click().run()
     assert not at.exception, at.exception
     assert not [e for e in at.error if "unexpected" in e.value]

@@ -343,7 +343,7 @@ def test_the_lab_page_lists_and_starts_the_distil_preset(lab_env: Path) -> None:
     assert lab.PRESETS["distil"].title in at.selectbox(key="lb_preset").options
     planned = at.dataframe[0].value
     assert len(planned) == 9  # 3 arms × the classroom budget's 3 seeds
-    [start] = [b for b in at.button if b.label.startswith("Start")]
+    [start] = [b for b in at.main.button if b.label.startswith("Start")]  # the page's own, not the sidebar's "Start a class"
     start.click().run()
     assert not at.exception, at.exception
     frame = runs.list_runs(group="kdpage")

@@ -264,7 +264,7 @@ def test_the_lab_page_starts_watches_and_cancels_a_run(lab_env: Path) -> None:
     planned = at.dataframe[0].value
     assert list(planned["run"]) == ["class-demo"] and planned["parameters (exact)"].iloc[0] == lab.size(
         replace(TINY, steps=5000, batch=8)).parameters
-    [start] = [b for b in at.button if b.label.startswith("Start")]
+    [start] = [b for b in at.main.button if b.label.startswith("Start")]  # the page's own, not the sidebar's "Start a class"
     start.click().run()
     assert not at.exception, at.exception
     (rid,) = runs.list_runs()["id"]
