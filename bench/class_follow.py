@@ -35,8 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.classroom import p95, wait_warm  # noqa: E402
-from bench.scaleout import cluster, free_port, start_replica, wait_healthy  # noqa: E402
+from bench.classroom import p95  # noqa: E402
+from bench.scaleout import cluster, warm_server  # noqa: E402
 from bench.st_client import CLICK, StreamlitSession  # noqa: E402
 
 POLL_S = 1.0  # until the page's own interval (its fragment's run_every, app/ui/classroom.py) is known
@@ -169,17 +169,9 @@ def main() -> None:
         return alone, asyncio.run(one_class(url, args.students, args.changes, pids))
 
     if args.replicas == 1:
-        port = free_port()
-        log = tmp / "server.log"
-        proc = start_replica(port, env, log)
-        try:
-            wait_healthy(f"http://127.0.0.1:{port}/_stcore/health")
-            wait_warm(log)
+        with warm_server(env, tmp / "server.log") as (url, proc):
             os.environ["DATABASE_URL"] = env["DATABASE_URL"]
-            alone, result = measure(f"http://127.0.0.1:{port}", [proc.pid])
-        finally:
-            proc.terminate()
-            proc.wait(timeout=15)
+            alone, result = measure(url, [proc.pid])
     else:
         from tests.helpers.postgres import postgres_server
 

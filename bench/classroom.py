@@ -39,7 +39,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.scaleout import cluster, free_port, start_replica, wait_healthy  # noqa: E402
+from bench.scaleout import cluster, warm_server  # noqa: E402
 from bench.st_client import StreamlitSession  # noqa: E402
 
 NOUNS = ["bank", "bat", "light", "spring", "match", "seal", "crane", "pitcher", "bark", "date"]
@@ -188,15 +188,6 @@ def report(results: dict[int, list[dict]], cores: int, idle_rss: float, model_mb
             print(f"      {e}")
 
 
-def wait_warm(log: Path, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if b"warm-up ready" in log.read_bytes():
-            return
-        time.sleep(0.2)
-    raise RuntimeError("the warm-up did not finish: " + log.read_text(errors="replace")[-2000:])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 30])
@@ -215,21 +206,13 @@ def main() -> None:
     model_mb = registry.find(registry.bundled_id()).parameters * 4 / 2**20
     results: dict[int, list[dict]] = {n: [] for n in sizes}
     if args.replicas == 1:
-        port = free_port()
-        log = tmp / "server.log"
-        proc = start_replica(port, env, log)
-        try:
-            wait_healthy(f"http://127.0.0.1:{port}/_stcore/health")
-            wait_warm(log)
+        with warm_server(env, tmp / "server.log") as (url, proc):
             time.sleep(1)
             idle = RssMonitor([proc.pid]).now()  # warmed and at rest: imports and the bundled model loaded
             for rep in range(args.repeats):
                 for n in sizes:
-                    results[n].append(asyncio.run(one_class(f"http://127.0.0.1:{port}", n, [proc.pid], first=1000 * rep + n)))
+                    results[n].append(asyncio.run(one_class(url, n, [proc.pid], first=1000 * rep + n)))
                     print(f"N = {n}: done (repeat {rep + 1})", flush=True)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=15)
     else:
         from tests.helpers.postgres import postgres_server
 

@@ -77,6 +77,31 @@ class Cluster:
         return counts
 
 
+def wait_warm(log: Path, timeout: float = 180) -> None:
+    """Until the server's log says its background warm-up is done (the bundled model loaded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if b"warm-up ready" in log.read_bytes():
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the warm-up did not finish: " + log.read_text(errors="replace")[-2000:])
+
+
+@contextmanager
+def warm_server(env: dict[str, str], log: Path, stop_s: float = 15) -> Iterator[tuple[str, subprocess.Popen]]:
+    """One ``python -m app.serve`` on a free local port with ``env``, healthy and warmed up: (its URL, the process);
+    stopped after."""
+    port = free_port()
+    proc = start_replica(port, env, log)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health")
+        wait_warm(log)
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=stop_s)
+
+
 def start_replica(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
         return subprocess.Popen([sys.executable, "-m", "app.serve", "--server.port", str(port), "--server.address", "127.0.0.1",

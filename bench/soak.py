@@ -48,8 +48,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.classroom import ACTIONS, p95, student, wait_warm  # noqa: E402
-from bench.scaleout import cluster, free_port, start_replica, wait_healthy  # noqa: E402
+from bench.classroom import ACTIONS, p95, student  # noqa: E402
+from bench.scaleout import cluster, warm_server  # noqa: E402
 from bench.st_client import StreamlitSession  # noqa: E402
 
 SAMPLE_S = 10.0
@@ -306,18 +306,9 @@ def main() -> None:
           f"{args.lab_every:g} s, a pack every 60 s; files under {tmp}", flush=True)
     if args.replicas == 1:
         os.environ["DATABASE_URL"] = env["DATABASE_URL"]
-        port = free_port()
-        log_file = tmp / "server.log"
-        proc = start_replica(port, env, log_file)
-        try:
-            wait_healthy(f"http://127.0.0.1:{port}/_stcore/health")
-            wait_warm(log_file)
+        with warm_server(env, tmp / "server.log", stop_s=30) as (url, proc):
             db_files = [tmp / "results.db", tmp / "results.db-wal", tmp / "results.db-shm"]
-            log = asyncio.run(soak(f"http://127.0.0.1:{port}", args.students, args.minutes, args.lab_every, [proc.pid],
-                                   model_dir, db_files, None))
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            log = asyncio.run(soak(url, args.students, args.minutes, args.lab_every, [proc.pid], model_dir, db_files, None))
     else:
         from tests.helpers.postgres import postgres_server
 
