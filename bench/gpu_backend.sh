@@ -4,6 +4,9 @@
 #
 #   bash bench/gpu_backend.sh backend   # the backend on CUDA (bf16) against a class of 30 (BERT-base shape)
 #   bash bench/gpu_backend.sh worker    # the thorough ALBERT preset, queued and trained by `python -m services.lab worker`
+#   bash bench/gpu_backend.sh lab distil:6 mutransfer:9   # presets side by side, each with its own worker of N slots
+#        and database, stopped after LIMIT seconds; every database is copied to $OUT/<preset>.db each minute (a run cut short keeps what finished),
+#        so `bench/verdicts.py report GROUP` re-decides it here: DATABASE_URL=sqlite:///<preset>.db
 #
 # Packages the machine lacks travel as one archive of a site folder (.whl/site.tar.xz: gradio, sqlalchemy, alembic,
 # transformers at the pinned versions, built with `pip install --target` for that machine's Python); results go to
@@ -22,7 +25,7 @@ PY=${PY:-python3}
 if [ -f .whl/site.tar.xz ] && [ ! -d /tmp/site/gradio ]; then
   mkdir -p /tmp/site && tar xJf .whl/site.tar.xz -C /tmp/site
 fi
-if [ -d /tmp/site/gradio ]; then export PYTHONPATH=/tmp/site:$PWD; else export PYTHONPATH=$PWD; fi
+if [ -d /tmp/site/sqlalchemy ]; then export PYTHONPATH=/tmp/site:$PWD; else export PYTHONPATH=$PWD; fi
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 W=$(mktemp -d)
 case "${1:-backend}" in
@@ -36,5 +39,20 @@ case "${1:-backend}" in
   worker)
     BFE_MODEL_DIR=$W/lab DATABASE_URL=sqlite:///$W/lab.db $PY bench/verdicts.py presets albert \
       --budget "${BUDGET:-thorough}" --first-seed 20 --worker "${SLOTS:-10}" 2>&1 | tee "$OUT/verdicts-albert-worker-gpu.txt"
+    ;;
+  lab)
+    shift
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+    snap() {  # an online copy (SQLite's backup API): consistent while the worker writes
+      for db in "$W"/*.db; do [ -f "$db" ] && $PY -c "import os,sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]+'.tmp'); s.backup(d); d.close(); os.replace(sys.argv[2]+'.tmp', sys.argv[2])" "$db" "$OUT/$(basename "$db")"; done
+    }
+    (while sleep 60; do snap; done) & SNAP=$!
+    for spec in "$@"; do
+      p=${spec%%:*}; n=${spec##*:}
+      BFE_MODEL_DIR=$W/$p DATABASE_URL=sqlite:///$W/$p.db timeout "${LIMIT:-3600}" $PY bench/verdicts.py presets "$p" --budget "${BUDGET:-thorough}" \
+        --first-seed "${FIRST_SEED:-0}" --worker "$n" > "$OUT/verdicts-$p-${BUDGET:-thorough}-gpu.txt" 2>&1 &
+    done
+    wait $(jobs -p | grep -v "^$SNAP$")
+    kill $SNAP; snap; ls -la "$OUT"
     ;;
 esac

@@ -145,6 +145,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     out["claims"] = []
     family = sum(1 for c in claims if c.measure not in ("scaling", "isoflop") for _, primary in _measures(c, suite) if not primary)
     out["family"] = family
+    primaries: list[tuple[int, Any]] = []  # (index in out["claims"], decide(family)) of each adjustable primary claim
     for claim in claims:
         if claim.measure == "mutransfer":
             from services.lab.mutransfer import transfer_claim
@@ -156,9 +157,15 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
             continue
         if claim.measure in RATIO_MEASURES:
             out["claims"].append(ratio_claim(claim, finished, state))
+            primaries.append((len(out["claims"]) - 1, lambda k, c=claim: ratio_claim(c, finished, state, k)))
             continue
         for measure, primary in _measures(claim, suite):
             out["claims"].append(arm_claim(claim, measure, finished, state, primary, 1 if primary else max(family, 1)))
+            if primary:
+                primaries.append((len(out["claims"]) - 1,
+                                  lambda k, c=claim, m=measure: arm_claim(c, m, finished, state, True, k)))
+    if len(primaries) > 1:
+        _holm(out["claims"], primaries)
     deleted = 0
     if stored:
         have = {int(r["id"]) for r in rows}
@@ -177,6 +184,33 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     return out
 
 
+DECISIVE = frozenset({"agrees", "disagrees", "agrees on direction only"})
+
+
+def _holm(entries: list[dict[str, Any]], primaries: list[tuple[int, Any]]) -> None:
+    """Adjust a preset's primary claims together (Holm's step-down at a family-wise 95%): with m primaries still
+    open, every one decisive at 1 − 0.05/m is decided and leaves the family, and the rest are tried again at the
+    smaller family; those never decisive are decided at the last family tried (cannot tell). Without p-values: a
+    claim decisive at level 1 − 0.05/k is one whose p-value is at most 0.05/k, so this is Holm's procedure read
+    off the intervals. Each entry says its family (``holm``)."""
+    m = len(primaries)
+    todo = list(primaries)
+    k = m
+    while todo:
+        decided = {i: decide(k) for i, decide in todo}
+        hits = [i for i, e in decided.items() if (e.get("verdict") or {}).get("label") in DECISIVE]
+        for i, e in decided.items():
+            if i in hits or not hits:
+                entries[i] = {**e, "holm": {"primaries": m, "family": k}}
+                if e.get("sentence"):
+                    entries[i]["sentence"] = (f"Primary, one of {m} adjusted together (Holm; this one at "
+                                              f"{1 - 0.05 / k:.4g}). " + e["sentence"])
+        if not hits:
+            return
+        todo = [(i, d) for i, d in todo if i not in hits]
+        k -= len(hits)
+
+
 def settle(group: str, engine: Any = None) -> None:
     """Store the verdicts of ``group`` if its runs are complete (called by the worker when a run ends, and by
     ``bench/verdicts.py``); a verdict already stored keeps its date, and one a killed settle left out is stored now."""
@@ -185,18 +219,30 @@ def settle(group: str, engine: Any = None) -> None:
 
 
 def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
-    """Each preset's latest stored verdicts on this server: one row per claim of its newest decided experiment."""
+    """Every decided experiment's stored verdicts on this server, one row per claim: every replication of a preset,
+    not the latest only, so a later "agrees" never hides an earlier "cannot tell" (no optional stopping). Each row
+    says which replication it is (1 = the first decided) and its seeds; a replication whose seeds overlap an earlier
+    one's is marked: it is not independent of it."""
     from analysis.results_db import verdicts as stored_verdicts
 
-    newest: dict[str, str] = {}
+    stored = list(reversed(stored_verdicts.latest(engine)))  # oldest first: replications numbered in order
+    seeds_of = _seed_ranges({v["group"] for v in stored}, engine)
+    order: dict[str, list[str]] = {}
+    for v in stored:
+        groups = order.setdefault(v["preset"], [])
+        if v["group"] not in groups:
+            groups.append(v["group"])
     rows = []
-    for v in stored_verdicts.latest(engine):
-        preset = v["preset"]
-        if newest.setdefault(preset, v["group"]) != v["group"]:
-            continue
-        p = v["payload"]
+    for v in stored:
+        preset, p = v["preset"], v["payload"]
         verdict = p.get("verdict") or {}
+        groups = order[preset]
+        n = groups.index(v["group"])
+        mine = seeds_of.get(v["group"], set())
+        shared = [g for g in groups[:n] if mine & seeds_of.get(g, set())]
         notes = []
+        if shared:
+            notes.append(f"shares seeds with {len(shared)} earlier replication(s): not independent of them")
         if p.get("data_limited"):
             notes.append(f"{len(p['data_limited'])} run(s) data-limited (< {DATA_LIMITED_TOKENS_PER_PARAMETER} tokens/parameter)")
         if p.get("without_data_limited", {}).get("label"):
@@ -205,16 +251,38 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
             notes.append(f"lower is better: effect = {p['claim']['b']}'s mean minus {p['claim']['a']}'s")
         if verdict.get("reason") and v["label"] != "agrees":
             notes.append(verdict["reason"])
+        holm = p.get("holm")
+        role = ("primary" + (f" (Holm, {holm['primaries']} claims)" if holm else "") if p.get("primary", True)
+                else f"exploratory (Bonferroni, {p.get('family', 1)})")
         rows.append({"preset": PRESETS[preset].title if preset in PRESETS else preset, "verdict": v["label"],
-                     "role": "primary" if p.get("primary", True) else f"exploratory (Bonferroni, {p.get('family', 1)})",
+                     "replication": f"{n + 1} of {len(groups)}",
+                     "seeds": _span(mine), "role": role,
                      "measure": p.get("label") or p.get("measure"), "effect": verdict.get("effect", verdict.get("estimate")),
                      "low": verdict.get("low"), "high": verdict.get("high"),
                      "interval": f"{verdict.get('level') or 0.95:.1%}".replace(".0%", "%"),
                      "notes": "; ".join(notes), "claim": p["claim"]["statement"],
                      "source": p["claim"]["source"], "experiment": v["group"], "decided": v["created_at"]})
-    first = {g: i for i, g in enumerate(dict.fromkeys(r["experiment"] for r in rows))}
-    rows.sort(key=lambda r: (first[r["experiment"]], r["role"] != "primary"))  # each experiment's primary verdicts first
+    newest = {g: i for i, g in enumerate(dict.fromkeys(r["experiment"] for r in reversed(rows)))}
+    rows.sort(key=lambda r: (newest[r["experiment"]], not r["role"].startswith("primary")))  # newest first
     return rows
+
+
+def _seed_ranges(groups: set[str], engine: Any = None) -> dict[str, set[int]]:
+    """Per experiment, the seeds its runs used (their configs' ``seed``); empty where its runs were deleted."""
+    from analysis.results_db import runs
+
+    out: dict[str, set[int]] = {}
+    for g in groups:
+        frame = runs.list_runs(engine, group=g)
+        out[g] = {int((c or {}).get("seed", 0)) for c in frame["config"]} if not frame.empty else set()
+    return out
+
+
+def _span(seeds: set[int]) -> str:
+    if not seeds:
+        return ""
+    lo, hi = min(seeds), max(seeds)
+    return str(lo) if lo == hi else f"{lo}–{hi}" if len(seeds) == hi - lo + 1 else ", ".join(map(str, sorted(seeds)))
 
 
 def verdicts_json(group: str = "") -> dict[str, Any]:

@@ -30,7 +30,7 @@ from scipy import stats
 
 from analysis.verdicts.arms import verdict
 from analysis.verdicts.labels import AGREES, AGREES_ON_DIRECTION, CANNOT_TELL, LEVEL, MIN_SEEDS, NO_VERDICT, label_for
-from analysis.verdicts.trends import TrendVerdict
+from analysis.verdicts.trends import TrendVerdict, band_reason, in_band
 from core.errors import InvalidData
 
 METHOD = "ratio of means over paired seeds, delta-method t interval"
@@ -70,28 +70,35 @@ def gain_interval(scores: Sequence[float], baseline: Sequence[float]) -> tuple[f
 
 
 def ratio_verdict(a: Sequence[float], b: Sequence[float], quantity: str, floor: float, reference: float,
-                  source: str, baseline: Sequence[float] | None = None) -> TrendVerdict:
+                  source: str, baseline: Sequence[float] | None = None, band: float = 0.0,
+                  level: float = LEVEL, min_gain: float = 0.0) -> TrendVerdict:
     """A ratio claim decided by the one labelling rule (:func:`label_for`): **agrees** when the interval lies wholly
     above ``floor``, **disagrees** when wholly below, else **cannot tell**. Where the paper's value ``reference``
     differs from the floor (a speed-up: faster at all is the floor, the paper's 1.63× the value) an interval above
     the floor that leaves the value out **agrees on direction only**. ``baseline``: the denominator's random-init
     control per seed (a score ratio); where ``b`` is not measurably above it, **cannot tell** (the module's
-    docstring). Fewer than 2 seeds: no verdict."""
-    estimate, low, high = ratio_interval(a, b)
+    docstring). ``band`` > 0: the value is matched only when the whole interval lies within ±band of it (an
+    equivalence test; :func:`analysis.verdicts.trends.in_band`). ``level``: below 95% for a claim adjusted with others
+    (Holm). Fewer than 2 seeds: no verdict."""
+    estimate, low, high = ratio_interval(a, b, level)
     if not (math.isfinite(low) and math.isfinite(high)):
         return TrendVerdict(NO_VERDICT, quantity, estimate, low, high, reference, source, False, len(a), METHOD,
                             f"a verdict needs at least {MIN_SEEDS} seeds with both arms measured ({len(a)} had).")
-    inside = low <= reference <= high
+    inside = in_band(low, high, reference, band) if band else low <= reference <= high
     if baseline is not None:
         gain, gain_low, gain_high = gain_interval(b, baseline)
-        if not gain_low > 0:
+        if not (gain_low > 0 and gain >= min_gain):
             return TrendVerdict(CANNOT_TELL, quantity, estimate, low, high, reference, source, inside, len(a), METHOD,
-                                f"the denominator does not score measurably above its random initialisation (by "
+                                level=level, reason=f"the denominator does not score measurably and materially (by "
+                                f"{min_gain:g} or more) above its random initialisation (by "
                                 f"{gain:+.3f}, 95% interval {gain_low:+.3f} to {gain_high:+.3f}): a share of a score "
                                 "at chance says nothing about what was kept; a larger budget per run may tell")
 
     label, reason = label_for(">", 0.0, low - floor, high - floor), ""
+    if high - low <= 1e-9 * max(1.0, abs(estimate)):  # no spread (to rounding)
+        label, reason = CANNOT_TELL, "no measurable spread: every seed read the same ratio, so the interval has no width"
     if label == AGREES and reference != floor and not inside:
         label = AGREES_ON_DIRECTION
-        reason = f"above {floor:g}, as claimed, but the paper's {reference:.3g} lies outside the interval"
-    return TrendVerdict(label, quantity, estimate, low, high, reference, source, inside, len(a), METHOD, reason)
+        reason = (band_reason(low, high, reference, band) if band else
+                  f"above {floor:g}, as claimed, but the paper's {reference:.3g} lies outside the interval")
+    return TrendVerdict(label, quantity, estimate, low, high, reference, source, inside, len(a), METHOD, reason, level=level)

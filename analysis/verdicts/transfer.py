@@ -2,20 +2,27 @@
 parametrisation (Yang et al. 2022, Tensor Programs V, Figure 1 and Figure 3)?
 
 The runs are a grid: parametrisation × width × learning rate × seed, each with its held-out loss. The rule, per
-parametrisation, compares the narrowest width with the widest:
+parametrisation, compares the narrowest width with the widest, on the seed-mean losses, with an interval on the shift:
 
-- the **best rate** of a width is the grid rate with the lowest held-out loss (a run that diverged counts as an
-  infinite loss); its **shift** is the widest width's best rate minus the narrowest's, in grid steps;
-- the claim holds on a seed when μP's shift is at most one grid step and SP's is at least two;
-- **agrees**: it holds on the seed-mean losses *and* on every seed; **disagrees**: on the seed-mean losses *and* on
-  every seed, μP's shift is two steps or more, or SP's is at most one (the reverse of the claim, on one side at
-  least); **cannot tell at this budget** otherwise: the seeds do not agree with each other, or the deciding shift
-  is at most one step and one of its best rates lies at an edge of the grid (the true optimum may lie beyond the
-  edge, so the shift is not known; a shift of two steps or more only grows, so an edge does not matter to it);
-  **no verdict** with fewer than two seeds that ran the whole grid.
+- **A set of best rates, not one.** The rates whose seed-mean loss is within δ of the lowest are all "best": losses
+  nearer than the noise cannot be ordered. δ = t(0.975, df) · σ̂ · √(2/S), the 95% half-width of a difference of two
+  seed-mean losses, where σ̂ is one run's noise, estimated from the seeds (each cell's per-seed losses about the cell
+  mean and the seed's own level: seeds hold out different text) and floored at :data:`MIN_DELTA`. A set that
+  reaches an edge of the grid is open on that side (the optimum may lie beyond it).
+- **The shift's interval** is every difference between a best rate at the widest width and one at the narrowest, in
+  grid steps: [min H − max L, max H − min L].
+- **agrees** when μP's interval lies within ±1 step and SP's lies wholly 2 or more steps away (the paper's claim);
+  **disagrees** only when an interval lies wholly on the wrong side (μP's wholly 2+ steps away, or SP's wholly
+  within ±1); **cannot tell at this budget** otherwise: near-ties, open edges and overlapping sets.
+- **A precondition**: every width's best run under both parametrisations must have learnt something beyond the
+  corpus's token counts (its loss at the [MASK] inputs at least :data:`MIN_GAIN` nats below the counts' on every
+  seed). Flat curves at the token counts have a best rate chosen by noise. Where it fails: cannot tell, with the gains.
+- **No verdict** with fewer than two seeds that ran the whole grid, or widths spanning less than :data:`MIN_SPAN` ×:
+  under SP the best rate moves about as 1/width, so an 8× span expects a 3-step shift (grid steps of 2×); at 4× the
+  expected shift equals the 2-step threshold and even a noiseless run would miss it about half the time.
 
-Per-seed agreement rather than a bootstrap: a best rate is a discrete argmin, and with 2–3 seeds a bootstrap over
-seeds has a handful of distinct resamples; asking every seed to agree is the stricter, simpler rule.
+Checked on planted curves (``tests/analysis/test_transfer_rule.py``): flat curves give *cannot tell* ≥ 95% of the
+time, a planted 3-step SP shift with μP still gives *agrees* ≥ 80%.
 """
 
 from __future__ import annotations
@@ -25,10 +32,19 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+from scipy import stats
+
 from analysis.verdicts.labels import AGREES, CANNOT_TELL, DISAGREES, MIN_SEEDS, NO_VERDICT
 from core.errors import InvalidData
 
 PARAMETRISATIONS = ("sp", "mup")
+#: The widest width over the narrowest before any verdict (module docstring).
+MIN_SPAN = 8
+#: The smallest δ, in nats: two held-out losses closer than this are a tie whatever the seeds say.
+MIN_DELTA = 0.01
+#: What "learnt something" asks of a width's best run: this many nats below the token counts at the [MASK] inputs.
+MIN_GAIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -40,10 +56,17 @@ class TransferVerdict:
     rates: tuple[float, ...]  # the learning-rate grid
     best: dict[str, dict[int, float]]  # parametrisation -> width -> best rate on the seed-mean losses
     shift: dict[str, int]  # parametrisation -> widest's best minus narrowest's, in grid steps (seed means)
-    seed_shifts: dict[str, list[int]] = field(default_factory=dict)  # parametrisation -> one shift per seed
-    edges: tuple[str, ...] = ()  # parametrisations whose deciding best rate lies at an edge of the grid
+    seed_shifts: dict[str, list[int]] = field(default_factory=dict)  # parametrisation -> one argmin shift per seed
+    edges: tuple[str, ...] = ()  # parametrisations whose set of best rates reaches an edge of the grid
     seeds: int = 0
     reason: str = ""
+    #: parametrisation -> width -> the set of best rates (grid indices within δ of the lowest seed-mean loss)
+    best_sets: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    #: parametrisation -> [low, high] of the shift in grid steps (±inf where a set is open at an edge)
+    shift_interval: dict[str, list[float]] = field(default_factory=dict)
+    delta: float | None = None  # δ, nats
+    noise: float | None = None  # σ̂, one run's noise, nats
+    gains: dict[str, dict[int, float]] = field(default_factory=dict)  # parametrisation -> width -> least gain over counts
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,12 +79,23 @@ class TransferVerdict:
 
         def said(p: str) -> str:
             b = self.best[p]
-            return (f"{'μP' if p == 'mup' else 'SP'}: best rate 2^{math.log2(b[lo]):.0f} at width {lo}, "
-                    f"2^{math.log2(b[hi]):.0f} at {hi} ({self.shift[p]:+d} grid steps; per seed "
-                    f"{', '.join(f'{s:+d}' for s in self.seed_shifts.get(p, []))})")
+            sets = self.best_sets.get(p, {})
+            lo_s = ", ".join(f"2^{math.log2(self.rates[i]):.0f}" for i in sets.get(lo, []))
+            hi_s = ", ".join(f"2^{math.log2(self.rates[i]):.0f}" for i in sets.get(hi, []))
+            low, high = self.shift_interval.get(p, [self.shift[p], self.shift[p]])
+            span = "; ".join(x for x in (f"{'μP' if p == 'mup' else 'SP'}: best rate 2^{math.log2(b[lo]):.0f} at width {lo}, "
+                                         f"2^{math.log2(b[hi]):.0f} at {hi} ({self.shift[p]:+d} grid steps",) if x)
+            return (span + (f"; within δ: {{{lo_s}}} and {{{hi_s}}}, a shift of {_step(low)} to {_step(high)}" if sets else "")
+                    + f"; per seed {', '.join(f'{s:+d}' for s in self.seed_shifts.get(p, []))})")
 
         line = f"{self.label.capitalize()}: {said('mup')}; {said('sp')}"
+        if self.delta is not None:
+            line += f". δ = {self.delta:.3f} nats (one run's noise {self.noise:.3f})"
         return line + (f". {self.reason[0].upper()}{self.reason[1:]}" if self.reason else "")
+
+
+def _step(x: float) -> str:
+    return "−∞" if x == -math.inf else "+∞" if x == math.inf else f"{x:+.0f}"
 
 
 def _best(losses: dict[float, float], rates: Sequence[float]) -> int:
@@ -69,9 +103,31 @@ def _best(losses: dict[float, float], rates: Sequence[float]) -> int:
     return min(range(len(rates)), key=lambda i: (losses.get(rates[i], math.inf), i))
 
 
-def transfer_verdict(points: Sequence[Sequence[Any]]) -> TransferVerdict:
+def _noise(grid: dict[tuple[str, int], dict[int, dict[float, float]]], seeds: list[int]) -> tuple[float, int]:
+    """One run's loss noise σ̂ and its df, from the cells every seed ran with a finite loss: each seed's loss about
+    the cell's mean and the seed's own level under that parametrisation and width (seeds hold out different text)."""
+    residuals: list[float] = []
+    df = 0
+    for p in PARAMETRISATIONS:
+        widths = set.intersection(*[set(grid[p, s]) for s in seeds]) if seeds else set()
+        for w in widths:
+            rates = sorted(set.intersection(*[set(grid[p, s][w]) for s in seeds]))
+            m = np.array([[grid[p, s][w][r] for r in rates] for s in seeds], dtype=float)  # seeds × rates
+            m = m[:, np.isfinite(m).all(axis=0)]
+            if m.shape[1] < 2:
+                continue
+            r = m - m.mean(axis=0, keepdims=True) - m.mean(axis=1, keepdims=True) + m.mean()
+            residuals.extend(r.ravel().tolist())
+            df += (m.shape[0] - 1) * (m.shape[1] - 1)
+    if df < 1:
+        return math.nan, 0
+    return math.sqrt(float(np.sum(np.square(residuals))) / df), df
+
+
+def transfer_verdict(points: Sequence[Sequence[Any]], gains: Sequence[Sequence[Any]] | None = None) -> TransferVerdict:
     """Decide the μTransfer claim (module docstring) from ``(parametrisation, seed, width, rate, held-out loss)``
-    points; a loss that is None or not finite is a diverged run.
+    points; a loss that is None or not finite is a diverged run. ``gains``: ``(parametrisation, seed, width, rate,
+    nats below the token counts at [MASK])`` per run, for the precondition; None skips it (and says so).
 
     Raises:
         InvalidData: a point of the wrong shape, an unknown parametrisation, fewer than two widths or three rates.
@@ -93,51 +149,86 @@ def transfer_verdict(points: Sequence[Sequence[Any]]) -> TransferVerdict:
                           f"{len(rates)} ran).")
     lo, hi = widths[0], widths[-1]
     full = len(widths) * len(rates)
-
-    def complete(g: dict[int, dict[float, float]]) -> bool:
-        return sum(len(v) for v in g.values()) == full
-
-    seeds = {p: sorted(s for (q, s), g in grid.items() if q == p and complete(g)) for p in PARAMETRISATIONS}
+    seeds = {p: sorted(s for (q, s), g in grid.items() if q == p and sum(len(v) for v in g.values()) == full)
+             for p in PARAMETRISATIONS}
     both = sorted(set(seeds["sp"]) & set(seeds["mup"]))
     seed_shifts = {p: [_best(grid[p, s][hi], rates) - _best(grid[p, s][lo], rates) for s in both] for p in PARAMETRISATIONS}
     best: dict[str, dict[int, float]] = {}
     shift: dict[str, int] = {}
-    edges: list[str] = []
+    mean: dict[str, dict[int, dict[float, float]]] = {}
     for p in PARAMETRISATIONS:
-        mean = {w: {r: _mean([grid[p, s][w][r] for s in both]) for r in rates} for w in widths} if both else {}
-        idx = {w: _best(mean[w], rates) for w in mean}
+        mean[p] = {w: {r: _mean([grid[p, s][w][r] for s in both]) for r in rates} for w in widths} if both else {}
+        idx = {w: _best(mean[p][w], rates) for w in mean[p]}
         best[p] = {w: rates[i] for w, i in idx.items()}
         shift[p] = idx[hi] - idx[lo] if idx else 0
-        # An optimum at an edge of the grid may lie beyond it, away from the grid: a shift of two steps or more only
-        # grows, but a shift of at most one is not known.
-        if any(idx.get(w) in (0, len(rates) - 1) for w in (lo, hi)) and abs(shift[p]) <= 1:
-            edges.append(p)
+    base = {"widths": (lo, hi), "rates": rates, "best": best, "shift": shift, "seed_shifts": seed_shifts, "seeds": len(both)}
     if len(both) < MIN_SEEDS:
-        return TransferVerdict(NO_VERDICT, (lo, hi), rates, best, shift, seed_shifts, tuple(edges), len(both),
-                               f"a verdict needs at least {MIN_SEEDS} seeds that ran the whole grid under both "
-                               f"parametrisations ({len(both)} did).")
+        return TransferVerdict(NO_VERDICT, **base, reason=f"a verdict needs at least {MIN_SEEDS} seeds that ran the whole "
+                               f"grid under both parametrisations ({len(both)} did).")
+    if hi < MIN_SPAN * lo:
+        return TransferVerdict(NO_VERDICT, **base, reason=f"the widths span {hi / lo:g}× ({lo} to {hi}); a verdict needs "
+                               f"at least {MIN_SPAN}×: under SP the best rate moves about as 1/width, so {hi / lo:g}× expects "
+                               f"a shift of {math.log2(hi / lo):g} grid steps, {'at' if hi / lo >= 4 else 'below'} the "
+                               "2-step threshold, which noise alone decides.")
+    sigma, df = _noise(grid, both)
+    delta = max(MIN_DELTA, float(stats.t.ppf(0.975, df)) * sigma * math.sqrt(2 / len(both))) if df else MIN_DELTA
+    sets: dict[str, dict[int, list[int]]] = {}
+    interval: dict[str, list[float]] = {}
+    edges: list[str] = []
+    for p in PARAMETRISATIONS:
+        sets[p] = {}
+        for w in (lo, hi):
+            low = min(mean[p][w].values())
+            sets[p][w] = [i for i, r in enumerate(rates) if mean[p][w][r] <= low + delta]
+        ends = {w: (-math.inf if sets[p][w][0] == 0 else sets[p][w][0],
+                    math.inf if sets[p][w][-1] == len(rates) - 1 else sets[p][w][-1]) for w in (lo, hi)}
+        if any(math.isinf(x) for e in ends.values() for x in e):
+            edges.append(p)
+        interval[p] = [ends[hi][0] - ends[lo][1], ends[hi][1] - ends[lo][0]]
+    least = _gains(gains, both, mean, rates, (lo, hi)) if gains is not None else {}
 
-    def holds(mup: int, sp: int) -> bool:
-        return abs(mup) <= 1 and abs(sp) >= 2
+    def within_one(p: str) -> bool:
+        return interval[p][0] >= -1 and interval[p][1] <= 1
 
-    def reversed_(mup: int, sp: int) -> bool:
-        return abs(mup) >= 2 or abs(sp) <= 1
+    def moved(p: str) -> bool:
+        return interval[p][0] >= 2 or interval[p][1] <= -2
 
-    pairs = list(zip(seed_shifts["mup"], seed_shifts["sp"], strict=True))
-    reason = ""
-    if holds(shift["mup"], shift["sp"]) and all(holds(m, s) for m, s in pairs):
-        label = AGREES
-    elif reversed_(shift["mup"], shift["sp"]) and all(reversed_(m, s) for m, s in pairs):
-        label = DISAGREES
+    extra = {"best_sets": sets, "shift_interval": interval, "delta": delta, "noise": sigma if df else None,
+             "gains": least, "edges": tuple(edges)}
+    failing = [f"{'μP' if p == 'mup' else 'SP'} at width {w}: {g:+.3f}" for p, by in least.items() for w, g in by.items()
+               if not g >= MIN_GAIN]
+    if failing:
+        return TransferVerdict(CANNOT_TELL, **base, **extra, reason=(
+            "a best run has not learnt enough beyond the corpus's token counts (nats below them at the [MASK] inputs, "
+            f"least over seeds; at least {MIN_GAIN} needed): " + "; ".join(failing) + ". Curves at the token counts have "
+            "a best rate chosen by noise; a larger budget per run may tell"))
+    if within_one("mup") and moved("sp"):
+        label, reason = AGREES, ""
+    elif moved("mup") or within_one("sp"):
+        label, reason = DISAGREES, ""
     else:
-        label, reason = CANNOT_TELL, "the seeds do not all agree with the seed-mean curves"
-    side = ("μP" if label == AGREES and "mup" in edges else
-            "SP" if label == DISAGREES and abs(shift["mup"]) <= 1 and "sp" in edges else "")
-    if side:
         label = CANNOT_TELL
-        reason = (f"under {side} a best rate lies at an edge of the "
-                  "learning-rate grid, so the optimum may lie outside it and the shift is not known; widen the grid")
-    return TransferVerdict(label, (lo, hi), rates, best, shift, seed_shifts, tuple(edges), len(both), reason)
+        reason = ("the shifts' intervals reach both sides of the claim: rates within δ of the best cannot be told apart"
+                  + (f", and under {' and '.join('μP' if p == 'mup' else 'SP' for p in edges)} the best rates reach an "
+                     "edge of the grid (the optimum may lie beyond it; widen the grid)" if edges else ""))
+    if gains is None:
+        reason = (reason + "; " if reason else "") + "no loss at the [MASK] inputs was recorded, so whether the runs learnt " \
+                                                     "beyond the token counts is not checked"
+    return TransferVerdict(label, **base, **extra, reason=reason)
+
+
+def _gains(gains: Sequence[Sequence[Any]], seeds: list[int], mean: dict[str, dict[int, dict[float, float]]],
+           rates: tuple[float, ...], widths: tuple[int, int]) -> dict[str, dict[int, float]]:
+    """Per parametrisation and compared width: the least, over seeds, of the best rate's run's gain over the counts."""
+    by = {(str(p), int(s), int(w), float(r)): g for p, s, w, r, g in gains}
+    out: dict[str, dict[int, float]] = {}
+    for p in PARAMETRISATIONS:
+        out[p] = {}
+        for w in widths:
+            r = rates[_best(mean[p][w], rates)]
+            values = [by.get((p, s, w, r)) for s in seeds]
+            out[p][w] = min((float(v) if isinstance(v, int | float) and math.isfinite(v) else -math.inf) for v in values)
+    return out
 
 
 def _mean(values: list[float]) -> float:

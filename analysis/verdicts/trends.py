@@ -32,6 +32,7 @@ class TrendVerdict:
     method: str
     reason: str = ""
     edges: tuple[float, ...] = ()  # IsoFLOP budgets whose optimum lies at the edge of the widths tried
+    level: float = LEVEL  # the interval's confidence (below 95% for a claim adjusted with others: Holm)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,9 +41,9 @@ class TrendVerdict:
     def sentence(self) -> str:
         if self.label == NO_VERDICT:
             return f"No verdict: {self.reason}"
-        where = "inside" if self.reference_inside else "outside"
-        line = (f"{self.label.capitalize()}: {self.quantity} = {self.estimate:.3f} (95% interval {self.low:.3f} to "
-                f"{self.high:.3f}); the paper's {self.reference:g} is {where} it")
+        where = "the interval is inside the band around it" if self.reference_inside else "the interval is not inside the band around it"
+        line = (f"{self.label.capitalize()}: {self.quantity} = {self.estimate:.3f} ({(self.level or LEVEL) * 100:.4g}% interval {self.low:.3f} to "
+                f"{self.high:.3f}); the paper's {self.reference:g}: {where}")
         return line + (f". {self.reason[0].upper()}{self.reason[1:]}" if self.reason else "")
 
 
@@ -71,16 +72,38 @@ def _per_seed(points: Sequence[Sequence[float]], key_len: int, statistic: Any) -
     return estimate, float(ci.low), float(ci.high), len(per_seed), len(points)
 
 
+#: How close to the paper's value "agrees" asks (relative half-width of the band around it): the whole interval must lie
+#: inside the band (an equivalence test), so a noisier estimate cannot agree where a tighter one would not. Kaplan's α_N
+#: is read off a log-log slope whose value moves with the fit's range (0.05–0.10 across the paper's own fits): ±50%;
+#: Chinchilla's a is 0.46–0.54 across its three approaches: ±25%.
+BANDS = {"scaling": 0.5, "isoflop": 0.25}
+
+
+def in_band(low: float, high: float, reference: float, band: float) -> bool:
+    """Whether [low, high] lies wholly inside reference × (1 ± band)."""
+    lo, hi = sorted((reference * (1 - band), reference * (1 + band)))
+    return lo <= low and high <= hi
+
+
+def band_reason(low: float, high: float, reference: float, band: float) -> str:
+    lo, hi = sorted((reference * (1 - band), reference * (1 + band)))
+    return (f"the sign is the paper's; the value is matched only when the whole interval ({low:.3g} to {high:.3g}) lies "
+            f"within ±{band:.0%} of the paper's {reference:.3g} ({lo:.3g} to {hi:.3g}), and it does not")
+
+
 def _trend(quantity: str, estimate: float, low: float, high: float, reference: float, source: str, points: int,
-           seeds: int, method: str, edges: tuple[float, ...] = ()) -> TrendVerdict:
+           seeds: int, method: str, edges: tuple[float, ...] = (), band: float = 0.0) -> TrendVerdict:
     if seeds < MIN_SEEDS or not (math.isfinite(low) and math.isfinite(high)):
         return TrendVerdict(NO_VERDICT, quantity, estimate, low, high, reference, source, False, points, method,
                             f"a verdict needs at least {MIN_SEEDS} seeds that ran every size ({seeds} did).")
-    inside = low <= reference <= high
+    inside = in_band(low, high, reference, band) if band else low <= reference <= high
     label, reason = label_for(">", 0.0, low, high), ""
+    if high - low <= 1e-9 * max(1.0, abs(estimate)):  # no spread (to rounding)
+        label, reason = CANNOT_TELL, "no measurable spread: every seed fitted the same value, so the interval has no width"
     if label == AGREES and not inside:
         label = AGREES_ON_DIRECTION
-        reason = f"the sign is the paper's, the value is not: {reference:g} lies outside the interval"
+        reason = band_reason(low, high, reference, band) if band else \
+            f"the sign is the paper's, the value is not: {reference:g} lies outside the interval"
     if edges:
         # A clipped optimum is a bound, not an estimate: it can only lower confidence, and it is said whatever the label.
         edge = (f"the best width of {len(edges)} budget(s) ({', '.join(f'{c:.2g}' for c in edges)} FLOPs) lies at the edge "
@@ -105,7 +128,7 @@ def scaling_verdict(points: Sequence[tuple[float, float, float]]) -> TrendVerdic
         raise InvalidData(f"A scaling fit needs at least 3 sizes, not {len(sizes)}.")
     est, lo, hi, seeds, total = _per_seed(points, 1, _neg_slope)
     return _trend("α_N in L(N) ∝ N^−α", est, lo, hi, 0.076, "Kaplan et al. 2020, Figure 1 (α_N ≈ 0.076)", total, seeds,
-                  "least squares per seed; t over seeds")
+                  "least squares per seed; t over seeds", band=BANDS["scaling"])
 
 
 def _neg_slope(means: dict[Any, float]) -> float:
@@ -162,4 +185,4 @@ def isoflop_verdict(points: Sequence[tuple[float, float, float, float]]) -> Tren
         by_cell.setdefault((float(p[1]), float(p[2])), []).append(float(p[3]))
     edges = tuple(c for c, (_, edge) in isoflop_optima({k: float(np.mean(v)) for k, v in by_cell.items()}).items() if edge)
     return _trend("a in N_opt ∝ C^a", est, lo, hi, 0.5, "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)",
-                  total, seeds, "parabola per budget, per seed; t over seeds", edges)
+                  total, seeds, "parabola per budget, per seed; t over seeds", edges, band=BANDS["isoflop"])

@@ -18,6 +18,7 @@ from services.lab.claims import (
     INTRINSIC_LABELS,
     RATIO_MEASURES,
     Claim,
+    precondition_of,
 )
 from services.lab.entries import decided, undecided
 
@@ -148,12 +149,17 @@ def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state:
     v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], claim.op, claim.margin,
                          paired=paired, items_a=ia if given and sign > 0 else None,
                          items_b=ib if given and sign > 0 else None, family=family)
-    reference, why = _context_reference(claim, finished) if measure == "held_out_loss" else (None, "")
-    if why and v.label != verdicts.NO_VERDICT:  # the losses are decided, but say nothing about the claim yet
+    reference = _context_reference(claim, finished) if measure == "held_out_loss" else None
+    checked, why = precondition(claim, measure, finished, scores, controls, kinds)
+    if checked:
+        out["precondition"] = checked
+    if why and v.label != verdicts.NO_VERDICT:  # the scores are decided, but say nothing about the claim yet
         v = replace(v, label=verdicts.CANNOT_TELL, seeds_needed=None, items_needed=None,
-                    reason=f"{why}. On the losses alone the rule would read “{v.label}”")
+                    reason=f"{why}. On the scores alone the rule would read “{v.label}”")
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
+    if primary and family > 1:  # a primary adjusted with the preset's others (services.ablations._holm), not Bonferroni
+        out["sentence"] = out["sentence"].replace(f", Bonferroni over {family} exploratory comparisons", "")
     if sign < 0:
         out["verdict"].update(mean_a=-v.mean_a, mean_b=-v.mean_b, lower_is_better=True)
         out["sentence"] = (f"Lower is better: the effect is {claim.b}'s mean {out['label'].lower()} minus {claim.a}'s "
@@ -163,6 +169,9 @@ def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state:
     if reference and not why:
         out["sentence"] += (f". At the [MASK] inputs, where only context tells the word, {claim.b} scores "
                             f"{reference['mask_loss']:.3f} and the corpus's token counts {reference['unigram_loss']:.3f}")
+    if not primary:
+        out["sentence"] = "Exploratory (not the paper's measure; Bonferroni within the preset's exploratory family). " \
+                          + out["sentence"]
     if facts := _arm_facts(finished, (claim.a, claim.b)):
         out["arm_facts"] = facts
         out["sentence"] += ". Per run: " + "; ".join(
@@ -171,37 +180,71 @@ def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state:
     return out
 
 
-def _context_reference(claim: Claim, finished: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+def _context_reference(claim: Claim, finished: list[dict[str, Any]]) -> dict[str, Any] | None:
     """What the reference arm ``b`` scores at the held-out positions whose input is [MASK] (each run's ``mask_loss``)
-    against the corpus's token counts there (``unigram_loss``, :func:`models.pretrain.evaluate.evaluate`), to show
-    beside a held-out-loss verdict (None where no run recorded them); and, for a claim about a part that acts through
-    context (``Claim.context``: attention), why it cannot be decided ("" where it can).
+    against the corpus's token counts there (``unigram_loss``, :func:`models.pretrain.evaluate.evaluate`), shown
+    beside a held-out-loss verdict; None where no run recorded them."""
+    evs = [r["evaluation"] or {} for r in finished if r["arm"] == claim.b]
+    pairs = [(e["mask_loss"], e["unigram_loss"]) for e in evs
+             if isinstance(e.get("mask_loss"), int | float) and isinstance(e.get("unigram_loss"), int | float)]
+    if not pairs:
+        return None
+    return {"arm": claim.b, "mask_loss": sum(m for m, _ in pairs) / len(pairs),
+            "unigram_loss": sum(u for _, u in pairs) / len(pairs)}
 
-    Only context tells the word at a [MASK], so an arm that is not below the counts there has not yet learnt to use
-    it: two models that both predict from token counts alone have the same loss whatever their attention, and
-    "matches" would say nothing. Such a claim is decided only where ``b`` is measurably below the counts over seeds
-    (:func:`analysis.verdicts.ratios.gain_interval`)."""
+
+_FLOOR_NAMES = {"counts": "a loss at the [MASK] inputs against the token counts", "control": "a random-init control",
+                "chance": "a score"}
+
+
+def precondition(claim: Claim, measure: str, finished: list[dict[str, Any]], scores: dict[str, dict[int, float]],
+                 controls: dict[tuple[str, int], float], kinds: dict[str, str]) -> tuple[dict[str, Any], str]:
+    """Whether the arms a claim rests on learnt something (:data:`services.lab.claims.PRECONDITIONS`): per arm, the
+    gain over the measure's floor per seed with its paired 95% interval, and why the claim cannot be decided ("" where
+    it can). Both arms of a "≥" claim (two models at their floor "match" whatever their method), arm ``a`` of a ">"
+    claim. An arm whose floor was not recorded (runs from before it was kept) cannot show it learnt: cannot tell."""
     from analysis.verdicts.ratios import gain_interval
 
-    evs = {r["replicate"]: r["evaluation"] or {} for r in finished if r["arm"] == claim.b}
-    seeds = sorted(k for k, e in evs.items() if isinstance(e.get("mask_loss"), int | float)
-                   and isinstance(e.get("unigram_loss"), int | float))
-    model, counts = [evs[k]["mask_loss"] for k in seeds], [evs[k]["unigram_loss"] for k in seeds]
-    reference = ({"arm": claim.b, "mask_loss": sum(model) / len(seeds), "unigram_loss": sum(counts) / len(seeds)}
-                 if seeds else None)
-    if not claim.context:
-        return reference, ""
-    if not seeds or len(seeds) < len(evs):
-        return reference, (f"{claim.b}'s runs measured no loss at the [MASK] inputs against the token counts (trained "
-                           "before it was recorded)")
-    gain, low, high = gain_interval(counts, model)
-    if low > 0:
-        return reference, ""
-    return reference, (f"at the [MASK] inputs, where only context tells the word, {claim.b} scores "
-                       f"{reference['mask_loss']:.3f} against the corpus's token counts' {reference['unigram_loss']:.3f}: "
-                       f"not measurably below them (by {gain:+.3f}, 95% interval {low:+.3f} to {high:+.3f}), so "
-                       "neither arm predicts from context yet and their attention cannot differ; a larger budget per "
-                       "run may tell")
+    pre = precondition_of(measure)
+    if pre is None:
+        return {}, ""
+    arms = (claim.a, claim.b) if claim.op == ">=" else (claim.a,)
+    checked: dict[str, Any] = {}
+    failing = []
+    for arm in arms:
+        gains = []
+        for r in finished:
+            if r["arm"] != arm:
+                continue
+            ev, rep = r["evaluation"] or {}, r["replicate"]
+            if pre.floor == "counts":
+                m, u = ev.get("mask_loss"), ev.get("unigram_loss")
+                gains.append(float(u) - float(m) if isinstance(m, int | float) and isinstance(u, int | float) else None)
+            elif pre.floor == "control":
+                value, ctrl = scores.get(arm, {}).get(rep), controls.get((kinds.get(arm, ""), rep))
+                gains.append(value - ctrl if value is not None and ctrl is not None else None)
+            else:
+                value = scores.get(arm, {}).get(rep)
+                gains.append(value - CHANCE[measure] if value is not None else None)
+        if not gains or None in gains:
+            checked[arm] = {"floor": pre.floor, "checked": False, "holds": False}
+            failing.append(f"{arm}'s runs did not record {_FLOOR_NAMES[pre.floor]} (trained before it was kept)")
+            continue
+        if len(gains) < 2:
+            mean, low, high = gains[0], float("nan"), float("nan")
+        else:
+            mean, low, high = gain_interval(gains, [0.0] * len(gains))
+        holds = bool(low > 0 and mean >= pre.min_gain)
+        checked[arm] = {"floor": pre.floor, "checked": True, "gain": mean, "low": low, "high": high, "holds": holds,
+                        "min_gain": pre.min_gain}
+        if not holds:
+            failing.append(f"{arm} by {mean:+.3f} (95% interval {low:+.3f} to {high:+.3f})")
+    if not failing:
+        return checked, ""
+    unit = " nats" if pre.floor == "counts" else ""
+    return checked, (f"a claim is decided only where {' and '.join(arms)} {'score' if len(arms) > 1 else 'scores'} "
+                     f"{pre.why} measurably and by at least {pre.min_gain:g}{unit}; not met: {'; '.join(failing)}. A model "
+                     "at its floor has learnt nothing this measure can compare; a larger budget per run may tell")
 
 
 def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[str, dict[str, float]]:
@@ -281,7 +324,7 @@ def _ratio_value(run: dict[str, Any], measure: str, arm_a: bool) -> float | None
     return float(min(seconds)) if seconds else None
 
 
-def ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
+def ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str, family: int = 1) -> dict[str, Any]:
     """A ratio of two arms per seed (:func:`analysis.verdicts.ratios.ratio_verdict`): retention, arm ``a``'s downstream
     average over arm ``b``'s; speed-up, the teacher's inference time over the student's, both timed by arm ``a``'s run."""
     from analysis.verdicts.ratios import ratio_verdict
@@ -314,7 +357,9 @@ def ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dic
         out["why_none"] = f"the teacher's runs ({claim.b}) measured no random-init control to show they learnt anything"
         return out
     v = ratio_verdict([p[1] for p in pairs], [p[2] for p in pairs], quantity, claim.margin, reference, claim.source,
-                      baseline=controls)
+                      baseline=controls, band=claim.band, level=1 - 0.05 / family,
+                      min_gain=precondition_of("downstream:average").min_gain)
+    out["family"] = family
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
     return out

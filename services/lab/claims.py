@@ -32,10 +32,10 @@ class Claim:
     b: str = ""
     op: str = ">"
     margin: float = 0.0
-    #: The claim is about a part that acts through context (attention): a held-out-loss verdict is decided only where
-    #: arm ``b`` predicts the words at [MASK] inputs better than the corpus's token counts
-    #: (services.lab.claim_entries._context_reference).
-    context: bool = False
+    #: A ratio claim's paper value is matched only when the whole interval lies within this band around it
+    #: (relative: 0.25 is ±25%; the fitted exponents' bands are analysis.verdicts.trends.BANDS); see
+    #: :data:`PRECONDITIONS` for what every claim asks first.
+    band: float = 0.0
 
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {
@@ -90,7 +90,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
         Claim("sparse", "held_out_loss", "Sparse attention (random + window + global) matches full attention's masked-LM "
               "loss at a fraction of the attention cost.",
               "Zaheer et al. 2020, BigBird, Table 1 (building blocks at 512 tokens) and Figure 1 (the pattern)",
-              "sparse", "full", ">=", 0.05, context=True),
+              "sparse", "full", ">=", 0.05),
     ),
     "distil": (
         Claim("retention", "retention", "The distilled student keeps 97% of its teacher's downstream score (GLUE macro "
@@ -101,7 +101,7 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               "teacher's initialisation each add GLUE points; equal compute is this lab's control)", "distilled", "scratch"),
         Claim("speedup", "speedup", "The student runs inference 60% faster than its teacher (410 s vs 668 s).",
               "Sanh et al. 2019, DistilBERT, Table 3 (inference time of a full pass of GLUE STS-B on CPU)",
-              "distilled", "teacher", ">", 1.0),
+              "distilled", "teacher", ">", 1.0, band=0.25),
     ),
     "mutransfer": (
         Claim("mutransfer", "mutransfer", "Under μP the best learning rate at the narrowest width is within one grid step "
@@ -109,6 +109,36 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
               "Yang et al. 2022, Tensor Programs V, Figure 1 and Figure 3 (the optimum stays put under μP, shifts under SP)"),
     ),
 }
+@dataclass(frozen=True)
+class Precondition:
+    """What a claim asks of its arms before any verdict (services.lab.claim_entries.precondition): each arm it applies
+    to must beat ``floor`` on the measure measurably (its paired 95% interval over seeds above 0) and materially (by
+    at least ``min_gain`` on average). ``floor``: ``counts`` (a loss: the corpus's token counts at the [MASK] inputs,
+    where only context tells the word), ``control`` (a downstream or probe score: the same architecture from random
+    initialisation), ``chance`` (an intrinsic accuracy: :data:`CHANCE`)."""
+
+    floor: str
+    min_gain: float
+    why: str
+
+
+#: Per measure (``downstream:*`` by its prefix). Applies to both arms of a "≥" claim (two models at their floor
+#: "match" whatever their method) and to arm ``a`` of a ">" claim (a beats b only if a learnt something).
+#: Gains: 0.05 nats is a 5% lower perplexity than the counts'; 0.01 is one point of accuracy.
+PRECONDITIONS = {
+    "held_out_loss": Precondition("counts", 0.05, "below the corpus's token counts at the [MASK] inputs"),
+    "downstream": Precondition("control", 0.01, "above the same architecture from random initialisation"),
+    "probe:pos": Precondition("control", 0.01, "above the same architecture from random initialisation"),
+    "sop_accuracy": Precondition("chance", 0.01, "above chance (0.5)"),
+    "nsp_accuracy": Precondition("chance", 0.01, "above chance (0.5)"),
+}
+
+
+def precondition_of(measure: str) -> Precondition | None:
+    """The precondition of a measure (:data:`PRECONDITIONS`); None for one without a floor (a timing)."""
+    return PRECONDITIONS.get("downstream" if measure.startswith("downstream:") else measure)
+
+
 #: A ratio claim's measure → (what the ratio is, the paper's value shown beside it); the floor the claim is decided
 #: against is the claim's ``margin``. Retention: the student's over the teacher's downstream average (floor and value
 #: the paper's 97%); speed-up: the teacher's over the student's inference time per batch (floor 1: faster at all;

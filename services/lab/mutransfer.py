@@ -27,6 +27,25 @@ def points(finished: list[dict[str, Any]]) -> list[tuple[str, int, int, float, f
     return sorted(out)
 
 
+def gains(finished: list[dict[str, Any]]) -> list[tuple[str, int, int, float, float]] | None:
+    """(parametrisation, seed, width, rate, nats below the corpus's token counts at the [MASK] inputs) per finished run
+    (``unigram_loss − mask_loss``; −inf for a diverged run), for the verdict's "learnt something" precondition; None
+    where a run that finished recorded neither (trained before they were kept)."""
+    out = []
+    for r in finished:
+        cfg, ev = r["config"] or {}, r["evaluation"] or {}
+        mask, counts = ev.get("mask_loss"), ev.get("unigram_loss")
+        ok = isinstance(mask, int | float) and isinstance(counts, int | float) and math.isfinite(mask) and math.isfinite(counts)
+        if not ok and isinstance(ev.get("held_out_loss"), int | float) and math.isfinite(ev["held_out_loss"]):
+            return None
+        gain = float(counts) - float(mask) if ok else -math.inf
+        p, width, rate = cfg.get("parametrisation", "sp"), int(cfg.get("hidden", 0)), float(cfg.get("lr", 0))
+        out.append((p, int(r["replicate"]), width, rate, gain))
+        if p == "sp" and width == int(cfg.get("mup_base_width", 0)):
+            out.append(("mup", int(r["replicate"]), width, rate, gain))
+    return out
+
+
 def transfer_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
     """One report entry (the shape :func:`services.ablations.report`'s claims have) for the μTransfer claim."""
     from analysis.verdicts.transfer import transfer_verdict
@@ -36,5 +55,5 @@ def transfer_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> 
                            "Best learning rate across widths (held-out loss)", "primary": True,
                            "points": [list(p) for p in pts], "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
     if not undecided(out, state):
-        decided(out, lambda: transfer_verdict(pts))
+        decided(out, lambda: transfer_verdict(pts, gains(finished)))
     return out

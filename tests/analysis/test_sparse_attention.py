@@ -323,7 +323,6 @@ def test_sparse_matches_full_is_decided_only_once_full_attention_beats_the_token
     from services.lab.claims import CLAIMS
 
     claim = CLAIMS["bigbird"][0]
-    assert claim.context
 
     def decide(runs):
         return claim_entries.arm_claim(claim, "held_out_loss", runs, "complete")
@@ -335,15 +334,17 @@ def test_sparse_matches_full_is_decided_only_once_full_attention_beats_the_token
     at_counts = decide(_bigbird_runs([6.61, 6.59, 6.62], [6.61, 6.60, 6.62], [6.80, 6.81, 6.79]))  # 6.81 at [MASK]
     assert at_counts["verdict"]["label"] == "cannot tell at this budget"
     assert "Cannot tell at this budget: effect " in at_counts["sentence"]  # the losses' own interval, then why
-    assert "full scores 6.807 against the corpus's token counts' 6.800: not measurably below" in at_counts["sentence"]
+    assert "below the corpus's token counts at the [MASK] inputs" in at_counts["sentence"]
+    assert "sparse by -0.0" in at_counts["sentence"] and "full by -0.0" in at_counts["sentence"]  # both arms, "≥"
     assert "the rule would read “agrees”" in at_counts["sentence"] and at_counts["verdict"]["seeds_needed"] is None
+    assert at_counts["precondition"]["full"]["holds"] is False and at_counts["precondition"]["sparse"]["checked"]
     unrecorded = decide(_bigbird_runs([5.00, 5.10, 5.05], [5.01, 5.12, 5.05], None))
-    assert unrecorded["verdict"]["label"] == "cannot tell at this budget" and "no loss at the [MASK]" in unrecorded["sentence"]
-    # a claim not about context (Lion's) keeps its verdict, with the reference beside it
+    assert unrecorded["verdict"]["label"] == "cannot tell at this budget" and "did not record" in unrecorded["sentence"]
+    # every loss claim asks it now, not only attention's (Lion's classroom "agrees" had both arms at the counts)
     lion = claim_entries.arm_claim(CLAIMS["lion"][0], "held_out_loss", [
         {**r, "arm": {"sparse": "lion", "full": "adamw"}[r["arm"]]}
         for r in _bigbird_runs([7.03, 7.01, 7.04], [7.03, 7.02, 7.04], [6.80, 6.81, 6.79])], "complete")
-    assert lion["verdict"]["label"] == "agrees" and "the corpus's token counts 6.800" in lion["sentence"]
+    assert lion["verdict"]["label"] == "cannot tell at this budget" and "lion by -0.4" in lion["sentence"]
 
 
 def test_unigram_log_probs_count_the_training_tokens_and_give_specials_nothing():

@@ -280,7 +280,7 @@ def test_a_score_ratio_is_decided_only_where_the_teacher_beats_its_random_initia
     _finished_experiment("kdc", chance, chance=0.31)
     retention = {c["key"]: c for c in ablations.report("kdc")["claims"]}["retention"]
     assert retention["verdict"]["label"] == "cannot tell at this budget"
-    assert "does not score measurably above its random initialisation" in retention["sentence"]
+    assert "does not score measurably and materially" in retention["sentence"] and "random initialisation" in retention["sentence"]
 
 
 SCORES = {"teacher": [0.70, 0.72, 0.71], "distilled": [0.69, 0.70, 0.70], "scratch": [0.55, 0.56, 0.54]}
