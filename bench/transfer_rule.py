@@ -59,7 +59,7 @@ def main() -> None:
             o[old(pts).label] += 1
             n[transfer_verdict(pts, g).label] += 1
         print(f"  {name:38s} old {dict(o)} | new {dict(n)}")
-    d = json.load(open(ROOT / "bench/results/lab-thorough-h100-2026-11-28.json"))
+    d = json.loads((ROOT / "bench/results/lab-thorough-h100-2026-11-28.json").read_text())
     runs = [dict(r, replicate=r["config"]["replicate"]) for r in d["presets"]["mutransfer"] if r["status"] == "finished"]
     print(f"\nthorough grid ({len(runs)} runs; {d.get('note', '')}):")
     print("  old rule:", old(points(runs)).sentence)

@@ -144,6 +144,9 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
                          + (f"; then each checkpoint fine-tuned on {', '.join(suite['tasks'])} ({suite['max_train']:,} examples, "
                             f"{suite['epochs']} epochs) and the same architecture from random initialisation" if suite else "")
                          + (f". {spend.minutes}" if spend.minutes else ""))
+            kind, said = lab.record_for(state["lb_preset"], state["lb_budget"])
+            (st.warning if kind == "does not decide" else st.caption)(
+                ("**Known not to decide its claim at this budget.** " if kind == "does not decide" else "") + said)
         else:
             c[1].number_input("Seeds", 1, lab.MAX_SEEDS, key="lb_seeds", help="A verdict needs at least 2 seeds per arm.")
     c = st.columns(5)

@@ -51,7 +51,17 @@ from services.lab.presets import (
     plan,
     plan_runs,
 )
-from services.lab.pretraining import FORM_CONFIG, LabRequest, PlannedRun, RunPlan, budget_for, offers_budgets, preview, start
+from services.lab.pretraining import (
+    FORM_CONFIG,
+    LabRequest,
+    PlannedRun,
+    RunPlan,
+    budget_for,
+    offers_budgets,
+    preview,
+    record_for,
+    start,
+)
 from services.lab.reports import (
     ScalingRuns,
     curves_frame,
@@ -135,6 +145,7 @@ __all__ = [
     "preview",
     "progress_of",
     "queue_positions",
+    "record_for",
     "run_info",
     "runs_csv",
     "runs_table",

@@ -188,8 +188,9 @@ _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("el
             ("bigbird", "classroom"): "Measured here: 2.5 min (2-core CPU)",
             ("bigbird", "thorough"): "Measured here: 41 min (2-core CPU)",
             ("distil", "classroom"): "Measured here: 7.7 min (2-core CPU)", ("distil", "thorough"): "Estimated: about 1 h 40 min on a 2-core CPU",
-            ("mutransfer", "classroom"): "Measured here: 17 min (2-core CPU)",
-            ("mutransfer", "thorough"): "Estimated: about 6 h on a 2-core CPU"}
+            ("mutransfer", "classroom"): "Estimated: about 15 min on a 2-core CPU (the 32–128 grid measured 17 min)",
+            ("mutransfer", "thorough"): "Measured: 7.5 min for 30 of its 36 runs on one H100 (10 slots); about 6 h "
+                                        "estimated on a 2-core CPU"}
 BUDGETS: dict[str, dict[str, Budget]] = {
     **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
            "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
@@ -211,7 +212,7 @@ BUDGETS: dict[str, dict[str, Budget]] = {
     # 6 learning rates × (SP at every width + μP at every width but its base, where it is SP) × 2 seeds: 36 runs, within
     # the queue's 40 per experiment (services.lab.run_queue.MAX_QUEUED), which is why thorough widens the gap between
     # the two widths (32 to 256) and trains longer rather than adding widths, rates or seeds.
-    "mutransfer": {"classroom": Budget("classroom", 2, 250, 32, 64, None, (32, 128), _MINUTES["mutransfer", "classroom"]),
+    "mutransfer": {"classroom": Budget("classroom", 2, 250, 32, 64, None, (16, 128), _MINUTES["mutransfer", "classroom"]),
                    "thorough": Budget("thorough", 2, 2000, 32, 64, None, (32, 256),
                                       _MINUTES["mutransfer", "thorough"])},
 }
@@ -227,6 +228,60 @@ def bigbird_cost(config: TrainConfig) -> str:
             f"scores {cost.ratio:.0%} of full attention's pairs: {cost.flops_sparse:.3g} against {cost.flops_full:.3g} "
             f"FLOPs for QKᵀ and AV and {cost.bytes_sparse / 2**10:,.0f} against {cost.bytes_full / 2**10:,.0f} KiB of "
             "fp32 scores per layer and head.")
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a preset at a budget has decided on this project's machines, from a committed bench output: whether it
+    decides its claim, the verdicts (under the current rules), the hardware, and the bench file. Read before Start."""
+
+    decides: bool | None  # True: it reached a decisive label; False: known not to; None: not run to the end here
+    said: str
+    file: str = ""
+
+
+#: Per (preset, budget). Labels under the rules of issue 54 (preconditions, no spread, μTransfer's shift interval,
+#: bands); where the committed output predates them, the label it printed and the one the rules give now are both said
+#: (docs/lab.md, "Verdicts before and after").
+DECIDED_HERE: dict[tuple[str, str], Record] = {
+    ("albert", "thorough"): Record(True, "SOP accuracy agrees (+0.371 [+0.319, +0.422]); the downstream average agrees "
+                                   "on the H100 run (+0.013 [+0.002, +0.024]) and could not tell on the CPU run",
+                                   "bench/results/verdicts-albert-thorough-gpu-worker.txt"),
+    ("electra", "classroom"): Record(False, "cannot tell (−0.009 [−0.065, +0.048]); the thorough budget decides",
+                                     "bench/results/verdicts-electra-classroom.txt"),
+    ("electra", "thorough"): Record(True, "disagrees: ELECTRA below masked-LM at equal compute (−0.025 [−0.038, −0.012])",
+                                    "bench/results/verdicts-electra-thorough.txt"),
+    ("lion", "classroom"): Record(False, "cannot tell: both arms at the corpus's token counts (it printed “agrees” before "
+                                  "the precondition); the thorough budget learns", "bench/results/verdicts-lion-classroom.txt"),
+    ("lion", "thorough"): Record(True, "disagrees (Lion 1.13 nats worse) at one untuned rate per arm: a rule of thumb, "
+                                 "not the paper's tuned protocol", "bench/results/verdicts-lion-thorough.txt"),
+    ("grow-batch", "classroom"): Record(False, "cannot tell (−0.015 [−0.095, +0.066]); the thorough budget decides",
+                                        "bench/results/verdicts-grow-batch-classroom.txt"),
+    ("grow-batch", "thorough"): Record(True, "agrees (grow's loss 0.28 nats lower, [+0.24, +0.32])",
+                                      "bench/results/verdicts-grow-batch-thorough.txt"),
+    ("bigbird", "classroom"): Record(False, "cannot tell by design on a CPU: full attention does not learn to use context "
+                                     "in 2.5 minutes (at the token counts)", "bench/results/verdicts-bigbird-classroom.txt"),
+    ("bigbird", "thorough"): Record(False, "cannot tell: after 41 min both arms are still at the token counts (6.832 vs "
+                                    "6.833); a GPU budget of longer runs is what could decide",
+                                    "bench/results/verdicts-bigbird-thorough.txt"),
+    ("distil", "classroom"): Record(False, "cannot tell on retention and on distilled vs scratch (the teacher is at its "
+                                    "random initialisation); the speed-up agrees (1.85× [1.70, 1.99], within ±25% of the "
+                                    "paper's 1.63)", "bench/results/verdicts-distil-classroom.txt"),
+    ("distil", "thorough"): Record(None, "not run to the end here: an H100 lease trained the teachers (2 min each) and "
+                                   "was cut before the students (about 12 min with 15 slots)",
+                                   "bench/results/lab-thorough-h100-2026-11-28.json"),
+    ("mutransfer", "classroom"): Record(False, "no verdict: the 32–128 grid spanned 4× (it printed “disagrees” from a "
+                                        "bare argmin); now 16–128, not yet run; its 250-step runs barely leave the token "
+                                        "counts", "bench/results/verdicts-mutransfer-classroom.txt"),
+    ("mutransfer", "thorough"): Record(True, "agrees: SP's best rate moves 2–3 steps (2^-8 → 2^-11) while μP's stays "
+                                       "within 0–1 (δ 0.064 nats); 30 runs on an H100, 6 on this CPU",
+                                       "bench/results/transfer-rule.txt"),
+}
+
+
+def record_of(preset: str, budget: str) -> Record:
+    """What a budget has decided here (:data:`DECIDED_HERE`); a budget never run here says so."""
+    return DECIDED_HERE.get((preset, budget), Record(None, "not run to the end on this project's machines yet"))
 
 
 def budget_of(preset: str, name: str) -> Budget:

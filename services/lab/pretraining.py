@@ -121,6 +121,24 @@ def budget_for(preset: str, budget: str | None) -> Budget | None:
     return budget_of(preset, budget)
 
 
+def record_for(preset: str, budget: str | None) -> tuple[str, str] | None:
+    """What the page says before Start about a named budget: (kind, text), kind ``decides``, ``does not decide`` or
+    ``untried``, the text with its bench file and, for a budget known not to decide, the one that does; None for
+    custom budgets and presets without claims."""
+    from services.lab.claims import BUDGETS, record_of
+
+    if budget_for(preset, budget) is None:
+        return None
+    rec = record_of(preset, str(budget))
+    kind = "decides" if rec.decides else "does not decide" if rec.decides is False else "untried"
+    text = f"Here: {rec.said}" + (f" (`{rec.file}`)" if rec.file else "") + "."
+    if rec.decides is False:
+        better = [b for b in BUDGETS.get(preset, {}) if b != budget and record_of(preset, b).decides]
+        text += (f" The {better[0]} budget decided it." if better else
+                 " No budget offered here has decided it on this project's machines yet.")
+    return kind, text
+
+
 def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = None) -> RunPlan:
     """Plan and price every run ``request`` would start, validated whole, without storing anything.
 
