@@ -22,7 +22,7 @@ from typing import Any
 from analysis.run_status import ACTIVE, RunStatus
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig, hf_config
-from services.lab.claim_entries import arm_claim, ratio_claim, trend_claim
+from services.lab.claim_entries import arm_claim, ratio_claim, trend_claim, tuned
 from services.lab.claims import (
     CLAIMS,
     DATA_LIMITED_TOKENS_PER_PARAMETER,
@@ -159,8 +159,15 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
             out["claims"].append(ratio_claim(claim, finished, state))
             primaries.append((len(out["claims"]) - 1, lambda k, c=claim: ratio_claim(c, finished, state, k)))
             continue
+        runs, tuning = tuned(claim, finished) if claim.tuning_replicates else (finished, None)
         for measure, primary in _measures(claim, suite):
-            out["claims"].append(arm_claim(claim, measure, finished, state, primary, 1 if primary else max(family, 1)))
+            out["claims"].append(arm_claim(claim, measure, runs, state, primary, 1 if primary else max(family, 1)))
+            if tuning is not None:
+                out["claims"][-1]["tuning"] = tuning
+                chosen = ", ".join(f"{arm} at 2^{t['chosen'].split('e', 1)[1] if t['chosen'] else '?'}" for arm, t in tuning.items())
+                out["claims"][-1]["sentence"] = (f"Tuned: each optimizer's rate chosen on seeds 0–{claim.tuning_replicates - 1} "
+                                                 f"({chosen}); decided on the other seeds. "
+                                                 + out["claims"][-1].get("sentence", ""))
             if primary:
                 primaries.append((len(out["claims"]) - 1,
                                   lambda k, c=claim, m=measure: arm_claim(c, m, finished, state, True, k)))

@@ -180,6 +180,32 @@ def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state:
     return out
 
 
+def tuned(claim: Claim, finished: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A tuned claim's runs (``Claim.tuning_replicates`` > 0; arms ``<arm>-lr2e<k>``): each of its two arms' rate
+    chosen as the lowest mean held-out loss over the validation replicates (those below ``tuning_replicates``), and
+    the runs of the other replicates (fresh seeds) at the chosen rates, renamed to the arm, for the verdict; with what
+    the tuning saw (``tuning``: per arm the mean validation loss per rate and the chosen rate). A rate whose validation
+    run diverged or is missing is never chosen."""
+    cut = claim.tuning_replicates
+    seen: dict[str, dict[str, list[float]]] = {}
+    for r in finished:
+        arm, _, rate = str(r["arm"]).partition("-lr")
+        loss = (r["evaluation"] or {}).get("held_out_loss")
+        if arm in (claim.a, claim.b) and rate and r["replicate"] < cut:
+            ok = isinstance(loss, int | float) and math.isfinite(loss)
+            seen.setdefault(arm, {}).setdefault(rate, []).append(float(loss) if ok else math.inf)
+    tuning: dict[str, Any] = {}
+    for arm in (claim.a, claim.b):
+        means = {rate: (sum(v) / len(v) if len(v) == cut else math.inf) for rate, v in seen.get(arm, {}).items()}
+        finite = {k: v for k, v in means.items() if math.isfinite(v)}
+        tuning[arm] = {"validation_loss": means, "chosen": min(finite, key=finite.get) if finite else None,
+                       "seeds": cut}
+    rows = [{**r, "arm": r["arm"].partition("-lr")[0]} for r in finished
+            if r["replicate"] >= cut and r["arm"].partition("-lr")[0] in tuning
+            and r["arm"].partition("-lr")[2] == tuning[r["arm"].partition("-lr")[0]]["chosen"]]
+    return rows, tuning
+
+
 def _context_reference(claim: Claim, finished: list[dict[str, Any]]) -> dict[str, Any] | None:
     """What the reference arm ``b`` scores at the held-out positions whose input is [MASK] (each run's ``mask_loss``)
     against the corpus's token counts there (``unigram_loss``, :func:`models.pretrain.evaluate.evaluate`), shown

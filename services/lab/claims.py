@@ -9,6 +9,7 @@ from typing import Any
 
 from core.errors import InvalidConfig
 from models.pretrain.config import TrainConfig
+from services.lab.presets import TUNING_REPLICATES
 
 DOWNSTREAM_LABELS = {"supersense": "supersense accuracy ({classes} classes)", "wic": "WiC accuracy (2 classes)",
                      "average": "average accuracy over the suite's tasks"}
@@ -36,6 +37,9 @@ class Claim:
     #: (relative: 0.25 is ±25%; the fitted exponents' bands are analysis.verdicts.trends.BANDS); see
     #: :data:`PRECONDITIONS` for what every claim asks first.
     band: float = 0.0
+    #: A tuned claim (arms ``<a>-lr2e<k>`` / ``<b>-lr2e<k>``): each arm's rate is chosen on the replicates below this
+    #: number and the claim decided on the rest (services.lab.claim_entries.tuned); 0: not tuned.
+    tuning_replicates: int = 0
 
 
 CLAIMS: dict[str, tuple[Claim, ...]] = {
@@ -76,6 +80,11 @@ CLAIMS: dict[str, tuple[Claim, ...]] = {
         Claim("loss", "held_out_loss", "Lion matches AdamW's loss with one optimizer state instead of two.",
               "Chen et al. 2023, Lion, arXiv 2302.06675, Section 4 (language modelling: Lion matches or beats AdamW) "
               "and Program 1 (one state, the momentum)", "lion", "adamw", ">=", 0.05),
+    ),
+    "lion-tuned": (
+        Claim("loss", "held_out_loss", "Each at its tuned learning rate, Lion matches AdamW's loss with one optimizer "
+              "state instead of two.", "Chen et al. 2023, Lion, arXiv 2302.06675, Section 4 (language modelling: Lion "
+              "matches or beats AdamW, both tuned)", "lion", "adamw", ">=", 0.05, tuning_replicates=TUNING_REPLICATES),
     ),
     "grow-batch": (
         Claim("loss", "held_out_loss", "Growing the batch reaches the decaying rate's loss on the same tokens, in fewer "
@@ -184,6 +193,8 @@ _MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("el
             # 2.5e10 plus 20 fine-tunes, mutransfer 2.5e14 at 1.2e10. (Lion, BigBird and grow-batch came within 10% of
             # theirs: 46 min against 50, 41 against 40, 49 against 50.)
             ("lion", "classroom"): "Measured here: 2.9 min (2-core CPU)", ("lion", "thorough"): "Measured here: 46 min (2-core CPU)",
+            ("lion-tuned", "classroom"): "Estimated: about 20 min on a 2-core CPU (40 runs: 4 rates × 2 optimizers × 5 seeds)",
+            ("lion-tuned", "thorough"): "Estimated: about 3 h on a 2-core CPU; minutes on a GPU through the headless worker",
             ("grow-batch", "classroom"): "Measured here: 3.1 min (2-core CPU)", ("grow-batch", "thorough"): "Measured here: 49 min (2-core CPU)",
             ("bigbird", "classroom"): "Measured here: 2.5 min (2-core CPU)",
             ("bigbird", "thorough"): "Measured here: 41 min (2-core CPU)",
@@ -204,6 +215,10 @@ BUDGETS: dict[str, dict[str, Budget]] = {
     **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, None, minutes=_MINUTES[p, "classroom"]),
            "thorough": Budget("thorough", 5, 3000, 64, 64, None, minutes=_MINUTES[p, "thorough"])}
        for p in ("lion", "grow-batch")},
+    # The tuned protocol: 5 seeds, 2 to choose each optimizer's rate and 3 fresh ones to decide on (40 runs, the queue's
+    # most per experiment: services.lab.run_queue.MAX_QUEUED).
+    "lion-tuned": {"classroom": Budget("classroom", 5, 300, 32, 64, None, minutes=_MINUTES["lion-tuned", "classroom"]),
+                   "thorough": Budget("thorough", 5, 3000, 64, 64, None, minutes=_MINUTES["lion-tuned", "thorough"])},
     # Long packed sequences: every step costs 4–8 × a default step's tokens, so fewer steps and a small batch.
     "bigbird": {"classroom": Budget("classroom", 2, 120, 8, 256, None, minutes=_MINUTES["bigbird", "classroom"]),
                 "thorough": Budget("thorough", 5, 500, 8, 512, None, minutes=_MINUTES["bigbird", "thorough"])},
@@ -238,6 +253,10 @@ class Record:
     decides: bool | None  # True: it reached a decisive label; False: known not to; None: not run to the end here
     said: str
     file: str = ""
+    #: The smallest effect the budget's seeds detect with 80% power at a 95% level, from the spread its committed run
+    #: measured ((t₀.₉₇₅ + t₀.₈₀) × the effect's standard error, df = seeds − 1): for a "≥" claim, the distance from
+    #: the margin it can resolve.
+    detectable: str = ""
 
 
 #: Per (preset, budget). Labels under the rules of issue 54 (preconditions, no spread, μTransfer's shift interval,
@@ -246,27 +265,36 @@ class Record:
 DECIDED_HERE: dict[tuple[str, str], Record] = {
     ("albert", "thorough"): Record(True, "SOP accuracy agrees (+0.371 [+0.319, +0.422]); the downstream average agrees "
                                    "on the H100 run (+0.013 [+0.002, +0.024]) and could not tell on the CPU run",
-                                   "bench/results/verdicts-albert-thorough-gpu-worker.txt"),
+                                   "bench/results/verdicts-albert-thorough-gpu-worker.txt",
+                                   detectable="about 0.07 on SOP accuracy, 0.015 on the downstream average"),
     ("electra", "classroom"): Record(False, "cannot tell (−0.009 [−0.065, +0.048]); the thorough budget decides",
-                                     "bench/results/verdicts-electra-classroom.txt"),
+                                     "bench/results/verdicts-electra-classroom.txt",
+                                   detectable="about 0.07 accuracy"),
     ("electra", "thorough"): Record(True, "disagrees: ELECTRA below masked-LM at equal compute (−0.025 [−0.038, −0.012])",
-                                    "bench/results/verdicts-electra-thorough.txt"),
+                                    "bench/results/verdicts-electra-thorough.txt",
+                                   detectable="about 0.017 accuracy"),
     ("lion", "classroom"): Record(False, "cannot tell: both arms at the corpus's token counts (it printed “agrees” before "
-                                  "the precondition); the thorough budget learns", "bench/results/verdicts-lion-classroom.txt"),
+                                  "the precondition); the thorough budget learns", "bench/results/verdicts-lion-classroom.txt",
+                                   detectable="about 0.009 nats (but the arms have not left the token counts)"),
     ("lion", "thorough"): Record(True, "disagrees (Lion 1.13 nats worse) at one untuned rate per arm: a rule of thumb, "
-                                 "not the paper's tuned protocol", "bench/results/verdicts-lion-thorough.txt"),
+                                 "not the paper's tuned protocol", "bench/results/verdicts-lion-thorough.txt",
+                                   detectable="about 0.63 nats (one Lion seed near the token counts)"),
     ("grow-batch", "classroom"): Record(False, "cannot tell (−0.015 [−0.095, +0.066]); the thorough budget decides",
-                                        "bench/results/verdicts-grow-batch-classroom.txt"),
+                                        "bench/results/verdicts-grow-batch-classroom.txt",
+                                   detectable="about 0.10 nats"),
     ("grow-batch", "thorough"): Record(True, "agrees (grow's loss 0.28 nats lower, [+0.24, +0.32])",
-                                      "bench/results/verdicts-grow-batch-thorough.txt"),
+                                      "bench/results/verdicts-grow-batch-thorough.txt",
+                                   detectable="about 0.05 nats"),
     ("bigbird", "classroom"): Record(False, "cannot tell by design on a CPU: full attention does not learn to use context "
                                      "in 2.5 minutes (at the token counts)", "bench/results/verdicts-bigbird-classroom.txt"),
     ("bigbird", "thorough"): Record(False, "cannot tell: after 41 min both arms are still at the token counts (6.832 vs "
                                     "6.833); a GPU budget of longer runs is what could decide",
-                                    "bench/results/verdicts-bigbird-thorough.txt"),
+                                    "bench/results/verdicts-bigbird-thorough.txt",
+                                   detectable="about 0.005 nats, once the arms learn context"),
     ("distil", "classroom"): Record(False, "cannot tell on retention and on distilled vs scratch (the teacher is at its "
                                     "random initialisation); the speed-up agrees (1.85× [1.70, 1.99], within ±25% of the "
-                                    "paper's 1.63)", "bench/results/verdicts-distil-classroom.txt"),
+                                    "paper's 1.63)", "bench/results/verdicts-distil-classroom.txt",
+                                   detectable="about 0.04 on the downstream average"),
     ("distil", "thorough"): Record(None, "not run to the end here: an H100 lease trained the teachers (2 min each) and "
                                    "was cut before the students (about 12 min with 15 slots)",
                                    "bench/results/lab-thorough-h100-2026-11-28.json"),

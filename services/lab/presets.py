@@ -67,6 +67,22 @@ LION_LR_DIVISOR = 3
 LION_WD_FACTOR = 3
 
 
+#: The tuned protocol's one learning-rate sweep, the same for both optimizers (log2 rates): AdamW's usual 1e-3 (2^-10)
+#: and Lion's 3× smaller one (2^-11.6) both lie inside it, with a step either side.
+TUNED_LOG2_RATES = (-12, -11, -10, -9)
+#: Replicates 0 and 1 choose each optimizer's rate (validation seeds); the verdict is decided on the others (fresh seeds).
+TUNING_REPLICATES = 2
+
+
+def _lion_tuned(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """Lion and AdamW each over the same learning-rate sweep (:data:`TUNED_LOG2_RATES`), Lion with the paper's larger
+    weight decay; the report picks each optimizer's rate on the validation seeds and decides on the fresh ones
+    (services.lab.claim_entries.tuned)."""
+    return [(f"{name}-lr2e{k}", replace(cfg, lr=2.0 ** k)) for k in TUNED_LOG2_RATES
+            for name, cfg in (("lion", replace(base, optimizer="lion", weight_decay=base.weight_decay * LION_WD_FACTOR)),
+                              ("adamw", replace(base, optimizer="adamw")))]
+
+
 def _lion(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     """Lion and AdamW at equal steps, Lion with the paper's smaller rate and larger weight decay."""
     return [("lion", replace(base, optimizer="lion", lr=base.lr / LION_LR_DIVISOR, weight_decay=base.weight_decay * LION_WD_FACTOR)),
@@ -195,6 +211,16 @@ PRESETS: dict[str, Preset] = {
         "per parameter saved; the report gives each arm's measured state). The paper finds it matches or beats AdamW "
         f"with a {LION_LR_DIVISOR}× smaller rate and a {LION_WD_FACTOR}× larger weight decay, which the lion arm uses.",
         _lion),
+    "lion-tuned": Preset(
+        "Lion vs AdamW, each tuned: the same learning-rate sweep for both",
+        "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms (Lion), arXiv 2302.06675, Section 4 (language "
+        "modelling, both optimizers tuned) and Section 5 (hyperparameters)",
+        f"The paper compares Lion with AdamW each at its own tuned rate. Here both run the same sweep of "
+        f"{len(TUNED_LOG2_RATES)} rates (2^{TUNED_LOG2_RATES[0]} to 2^{TUNED_LOG2_RATES[-1]}); each optimizer's rate is "
+        f"chosen on the first {TUNING_REPLICATES} seeds (validation) and the verdict is decided on the other seeds at "
+        f"the chosen rates (fresh seeds): the tuning budget is {len(TUNED_LOG2_RATES)} rates × {TUNING_REPLICATES} "
+        "seeds per optimizer.",
+        _lion_tuned),
     "grow-batch": Preset(
         "Growing batch instead of a decaying rate",
         "Smith, Kindermans, Ying & Le 2017 (ICLR 2018), Don't Decay the Learning Rate, Increase the Batch Size, "

@@ -132,6 +132,8 @@ def record_for(preset: str, budget: str | None) -> tuple[str, str] | None:
     rec = record_of(preset, str(budget))
     kind = "decides" if rec.decides else "does not decide" if rec.decides is False else "untried"
     text = f"Here: {rec.said}" + (f" (`{rec.file}`)" if rec.file else "") + "."
+    if rec.detectable:
+        text += f" Smallest effect its seeds detect (80% power, from the spread measured here): {rec.detectable}."
     if rec.decides is False:
         better = [b for b in BUDGETS.get(preset, {}) if b != budget and record_of(preset, b).decides]
         text += (f" The {better[0]} budget decided it." if better else
