@@ -36,7 +36,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from app.gradio_api import endpoints  # noqa: E402
 from app.gradio_api.endpoints import *  # noqa: E402, F403 (the endpoints, named once in endpoints.__all__)
-from app.gradio_api.layout import LIGHT_CONCURRENCY, _heatmap_files, build  # noqa: E402
+from app.gradio_api.layout import LIGHT_CONCURRENCY, build  # noqa: E402
 from app.gradio_api.server import API_NAMES, MAX_BODY_BYTES, UnknownEndpoint404, launch_options, main, mcp_json_text  # noqa: E402
 from services.calls import jsonable  # noqa: E402
 
@@ -46,7 +46,6 @@ __all__ = [
     "LIGHT_CONCURRENCY",
     "MAX_BODY_BYTES",
     "UnknownEndpoint404",
-    "_heatmap_files",
     "build",
     "jsonable",
     "launch_options",

@@ -38,7 +38,6 @@ from analysis.results_db.csvio import (
 from analysis.results_db.engine import (
     SQLITE_BUSY_TIMEOUT_S,
     WRITE_ATTEMPTS,
-    _normalise_url,
     default_url,
     describe_database,
     dispose_engines,
@@ -85,7 +84,6 @@ __all__ = [
     "StoredResult",
     "Task",
     "TrainingRun",
-    "_normalise_url",
     "add_result",
     "catalog_frame",
     "citation",

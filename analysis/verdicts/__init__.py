@@ -51,8 +51,6 @@ from analysis.verdicts.arms import (
     MAX_SEEDS,
     Items,
     Verdict,
-    _half,
-    _Variance,
     effect_interval,
     items_of,
     seeds_needed,
@@ -74,6 +72,6 @@ from analysis.verdicts.labels import (
 from analysis.verdicts.trends import TrendVerdict, isoflop_optima, isoflop_optimum, isoflop_verdict, scaling_verdict
 
 __all__ = ["AGREES", "AGREES_ON_DIRECTION", "CANNOT_TELL", "CLAIMS", "DESCRIPTIVE", "DISAGREES", "LABELS", "LEVEL",
-           "MAX_ITEMS", "MAX_SEEDS", "MIN_SEEDS", "NO_VERDICT", "Items", "TrendVerdict", "Verdict", "_Variance", "_half",
+           "MAX_ITEMS", "MAX_SEEDS", "MIN_SEEDS", "NO_VERDICT", "Items", "TrendVerdict", "Verdict",
            "effect_interval", "isoflop_optima", "isoflop_optimum", "isoflop_verdict", "items_of", "label_for",
            "scaling_verdict", "seeds_needed", "verdict"]

@@ -18,7 +18,6 @@ read it from there, not from this package.
 
 from app.ui.caches import STATUS_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint, model_cache
 from app.ui.calls import (
-    _run_abandoned,
     await_warmup,
     free_model_memory,
     loaded_models,
@@ -55,7 +54,6 @@ __all__ = [
     "STATUS_ICONS",
     "STATUS_LABELS",
     "Ask",
-    "_run_abandoned",
     "ask_the_class",
     "await_warmup",
     "catalog_availability",

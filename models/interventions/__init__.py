@@ -33,7 +33,6 @@ from __future__ import annotations
 from models.interventions.ablation import Ablation, ablate_heads, check_heads, parse_heads
 from models.interventions.heads import (
     HeadMask,
-    _LayerCalls,
     head_means,
     head_projections,
     head_shape,
@@ -75,7 +74,7 @@ from models.interventions.targets import (
 __all__ = ["BATCH", "MASK_RATE", "MAX_ITEMS", "MAX_PATCH_PASSES", "MAX_PRUNING_PASSES", "MAX_SEEDS", "MAX_STEPS",
            "MAX_TEXTS", "PROBE_TRAIN", "PRUNING_CLAIM", "TARGETS", "Ablation", "Chunk", "ClassifierTarget", "HeadMask",
            "Importance", "LensRow", "LogitLens", "MaskedBatch", "MaskedLMTarget", "Patching", "ProbeTarget",
-           "PruningCurve", "Target", "_LayerCalls", "ablate_heads", "activation_patching", "check_heads", "head_importance",
+           "PruningCurve", "Target", "ablate_heads", "activation_patching", "check_heads", "head_importance",
            "head_means", "head_projections", "head_shape", "importance_of", "layer_modules", "logit_lens", "make_target",
            "masked_batch", "mlm_head", "mlm_score", "needs_labelled_lines", "parse_heads", "parse_labelled", "pruning_curve",
            "pruning_verdict", "wrap_post_attention", "xlnet_attentions"]

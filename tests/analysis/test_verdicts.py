@@ -145,10 +145,12 @@ def test_lemma_clusters_matter_ignoring_them_covers_less():
 def test_the_seeds_needed_are_the_fewest_that_resolve_the_effect():
     """With an item term, more seeds shrink only the seed term: the count is the first whose half-width resolves the
     effect (every count tried, not a bisection's guess), and none where the item term alone is too wide."""
-    var = V._Variance(((1e-4, 3),), 1e-5, 4.0, 100.0)
-    halves = {n: V._half(var, 0.95, n) for n in (4, 10, 100, 1000)}
+    from analysis.verdicts.arms import _half, _Variance
+
+    var = _Variance(((1e-4, 3),), 1e-5, 4.0, 100.0)
+    halves = {n: _half(var, 0.95, n) for n in (4, 10, 100, 1000)}
     assert halves[4] > halves[10] > halves[1000] > 0.0087  # t(4 df) × √(1e-5): the item term's own half-width
-    assert var.seeds_for(0.03, 0.95, 3) == min(n for n in range(3, 1001) if V._half(var, 0.95, n) < 0.03)
+    assert var.seeds_for(0.03, 0.95, 3) == min(n for n in range(3, 1001) if _half(var, 0.95, n) < 0.03)
     assert var.seeds_for(0.008, 0.95, 3) is None
 
 

@@ -430,16 +430,17 @@ def test_the_attention_tab_offers_its_heatmap_as_png_and_svg(monkeypatch: pytest
 
     from analysis import export
     from app import gradio_app
+    from app.gradio_api.layout import _heatmap_files
 
     result = gradio_app.attention("sentence-transformers/all-MiniLM-L6-v2", "The cat sat on the mat.", "", 1, 2)
-    png, svg = gradio_app._heatmap_files(result)
+    png, svg = _heatmap_files(result)
     assert png.endswith("attention-layer1-head2.png") and Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "layer 1, head 2" in " ".join(ElementTree.parse(svg).getroot().itertext())
     warned = []
     monkeypatch.setattr(export, "chromium_path", lambda: None)
     monkeypatch.setattr("gradio.Warning", lambda message: warned.append(message))
     other = gradio_app.attention("sentence-transformers/all-MiniLM-L6-v2", "The cat sat on the mat.", "", 2, 3)  # not cached
-    assert gradio_app._heatmap_files(other) is None and "Chromium" in warned[0]
+    assert _heatmap_files(other) is None and "Chromium" in warned[0]
 
 
 def test_any_checkpoint_through_the_api(client, tiny_dir) -> None:

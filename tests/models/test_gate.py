@@ -346,17 +346,17 @@ def test_a_closed_or_rerun_session_counts_as_abandoned(monkeypatch: pytest.Monke
     from streamlit.runtime.scriptrunner_utils import script_run_context
     from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests
 
-    from app import ui
+    from app.ui.calls import _run_abandoned
 
     requests = ScriptRequests()
     monkeypatch.setattr(script_run_context, "get_script_run_ctx", lambda suppress_warning=False: SimpleNamespace(script_requests=requests))
-    assert not ui._run_abandoned()
+    assert not _run_abandoned()
     requests.request_rerun(RerunData())
-    assert ui._run_abandoned()
+    assert _run_abandoned()
     stopped = ScriptRequests()
     stopped.request_stop()
     monkeypatch.setattr(script_run_context, "get_script_run_ctx", lambda suppress_warning=False: SimpleNamespace(script_requests=stopped))
-    assert ui._run_abandoned()
+    assert _run_abandoned()
 
 
 def test_the_load_client_talks_to_this_machine_only() -> None:

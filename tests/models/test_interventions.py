@@ -294,7 +294,9 @@ def test_patching_one_head_is_adding_its_clean_difference_through_the_output_pro
     ids = [tok(t.replace("[MASK]", tok.mask_token), return_tensors="pt")["input_ids"] for t in (clean, corrupt)]
     projections = I.head_projections(net)
     layer, head = layers - 2 if layers > 1 else 0, heads - 1
-    calls = I._LayerCalls(projections)
+    from models.interventions.heads import _LayerCalls
+
+    calls = _LayerCalls(projections)
 
     def grab(module, args, store):
         store[calls.layer(module)] = args[0].detach().clone()

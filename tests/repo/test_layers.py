@@ -219,3 +219,29 @@ def test_tests_sit_by_what_they_test_and_share_only_helpers() -> None:
     loose = [str(d.relative_to(tests)) for d in [tests, *tests.rglob("*")] if d.is_dir() and d.name != "__pycache__"
              and not (d / "__init__.py").exists()]
     assert misplaced == [] and borrowed == [] and loose == []
+
+
+def _private_exports(root: Path) -> list[str]:
+    """``module: name`` for every private name (a leading underscore, not a dunder) listed in an ``__all__``."""
+    out = []
+    for layer in LAYERS:
+        for path in sorted((root / layer).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in tree.body:
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+                    for elt in getattr(node.value, "elts", []):
+                        name = getattr(elt, "value", None)
+                        if isinstance(name, str) and name.startswith("_") and not name.startswith("__"):
+                            out.append(f"{path.relative_to(root)}: {name}")
+    return out
+
+
+def test_no_private_name_is_exported(tmp_path: Path) -> None:
+    """A package exports what it decides; a private helper is imported from the module that defines it, by a test."""
+    assert _private_exports(ROOT) == []
+    planted = tmp_path / "services" / "x.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('__all__ = ["ok", "_helper"]\n')
+    for layer in LAYERS:
+        (tmp_path / layer).mkdir(exist_ok=True)
+    assert _private_exports(tmp_path) == ["services/x.py: _helper"]

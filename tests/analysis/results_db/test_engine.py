@@ -89,7 +89,9 @@ def test_a_bad_database_url_is_explained(url: str) -> None:
 def test_default_database_lives_outside_the_repository(monkeypatch) -> None:
     monkeypatch.delenv("DATABASE_URL")
     url = db.default_url()
-    path = Path(db._normalise_url(url).database)
+    from analysis.results_db.engine import _normalise_url
+
+    path = Path(_normalise_url(url).database)
     assert url.startswith("sqlite:///") and path.parts[-4:] == (".local", "share", "bert-family-explorer", "results.db")
     assert path.is_absolute() and ROOT not in path.parents
 
