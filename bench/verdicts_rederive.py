@@ -63,7 +63,7 @@ def main() -> None:
         head = re.search(r"^== \S+ \(([\w-]+), (\w+) budget\)", text, re.M)
         if not head:
             continue
-        preset, budget = head.groups()
+        preset = head.group(1)
         for b in blocks(text):
             claim = claim_for(preset, b["statement"])
             if claim is None or claim.a not in b["scores"] or claim.b not in b["scores"]:
@@ -110,7 +110,8 @@ def main() -> None:
             print(f"{path.name:44s} {b['label'][:40]:40s} printed: {old:27s} (seeds only: {b['seeds_only'] or '-':27s}) "
                   f"now: {new:27s} {mark}"
                   + (f" ({why})" if why and old != new else "") + f"; precondition: {'; '.join(notes) or 'none'}")
-    print(f"\n{changed} printed label(s) differ from the current rules' (seeds only: an item term can widen a few). μTransfer: bench/results/transfer-rule.txt; ratios and trends: docs/lab.md.")
+    print(f"\n{changed} printed label(s) differ from the current rules' (seeds only: an item term can widen a few). "
+          "μTransfer: bench/results/transfer-rule.txt; ratios and trends: docs/lab.md.")
 
 
 if __name__ == "__main__":
