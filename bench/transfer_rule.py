@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.verdicts.transfer import transfer_verdict  # noqa: E402
 from services.lab.mutransfer import gains, points  # noqa: E402
-from tests.analysis.test_transfer_rule import planted, shifted  # noqa: E402
+from tests.helpers.verdicts import planted, shifted  # noqa: E402
 
 
 def old_rule():

@@ -16,7 +16,7 @@ Code that replaces one of these names (a test's monkeypatch) patches the module 
 read it from there, not from this package.
 """
 
-from app.ui.caches import STATUS_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint, model_cache
+from app.ui.caches import AVAILABILITY_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint, model_cache
 from app.ui.calls import (
     await_warmup,
     free_model_memory,
@@ -30,6 +30,7 @@ from app.ui.calls import (
 from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
 from app.ui.classroom import Ask, ask_the_class, class_panel, lead_class, question_context, reveal_chart
 from app.ui.errors import friendly_errors, log, show_error
+from app.ui.labels import RUN_STATUS_TEXT
 from app.ui.pickers import (
     LAST_STEP,
     OTHER,
@@ -47,11 +48,12 @@ from app.ui.sidebar import PRESENTATION_CSS, main_result, presentation_mode, pre
 from app.ui.state import context_url, local_viewer, restore_url_state, save_url_state, url_tabs, warn_ignored
 
 __all__ = [
+    "AVAILABILITY_ICONS",
     "LAST_STEP",
     "OTHER",
     "PLOTLY_CONFIG",
     "PRESENTATION_CSS",
-    "STATUS_ICONS",
+    "RUN_STATUS_TEXT",
     "STATUS_LABELS",
     "Ask",
     "ask_the_class",

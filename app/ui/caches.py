@@ -12,7 +12,7 @@ from typing import Any
 import streamlit as st
 
 # Material icons ship with Streamlit, so they render offline and in any browser font setup.
-STATUS_ICONS = {"ready": ":material/check_circle:", "download": ":material/cloud_download:",
+AVAILABILITY_ICONS = {"ready": ":material/check_circle:", "download": ":material/cloud_download:",
                 "broken": ":material/warning:", "catalog-only": ":material/menu_book:"}
 
 STATUS_LABELS = {

@@ -7,7 +7,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.ui.caches import STATUS_ICONS, catalog_availability, device_label, model_cache
+from app.ui.caches import AVAILABILITY_ICONS, catalog_availability, device_label, model_cache
 
 #: The key of the container that holds a page's main result (:func:`main_result`); presentation mode puts it beside
 #: the inputs, within one screen.
@@ -114,7 +114,7 @@ def sidebar_status() -> None:
     with sb.expander("Which ones"):
         for mid, (status, _) in avail.items():
             if status != "catalog-only":
-                st.caption(f"{STATUS_ICONS[status]} {mid}")
+                st.caption(f"{AVAILABILITY_ICONS[status]} {mid}")
     sb.markdown("**Model memory**")
     sb.caption(engine.memory)
     sb.caption(engine.queue + (f" · {engine.state}" if engine.state else ""))

@@ -20,8 +20,6 @@ ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*lab.BUILT_IN_TASKS, finet
            "ft_seeds": (1, 5), "ft_epochs": (1, 10), "ft_batch": (1, 128), "ft_lr": [0.0, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3], "ft_train": (10, 20_000),
            "ft_test": (10, 5000), "ft_layer": list(lab.FROZEN_LAYERS), "ft_len": (16, 256),
            "ft_name": lambda v: v == "" or bool(lab.NAME.match(v)), "ft_show": lambda v: len(v) <= 100}
-STATUS_ICONS = {RunStatus.QUEUED: "⏳ queued", RunStatus.RUNNING: "▶ running", RunStatus.FINISHED: "✔ finished",
-                RunStatus.FAILED: "✖ failed", RunStatus.CANCELLED: "■ cancelled", RunStatus.INTERRUPTED: "⚠ interrupted"}
 SOURCE = "Fine-tuned on this server with BERT Family Explorer's fine-tuning lab (models.finetune)"
 state = st.session_state
 
@@ -144,7 +142,7 @@ def watch() -> None:
     for r in mine.sort_values("id").to_dict("records"):
         ev = r["evaluation"] or {}
         last = (ev.get("epochs") or [{}])[-1]
-        rows.append({"run": r["name"], "mode": lab.FINETUNE_MODES.get(r["config"].get("mode"), ""), "status": STATUS_ICONS.get(r["status"], r["status"]),
+        rows.append({"run": r["name"], "mode": lab.FINETUNE_MODES.get(r["config"].get("mode"), ""), "status": ui.RUN_STATUS_TEXT.get(r["status"], r["status"]),
                      "step": r["curve"][-1][0] if r["curve"] else 0, "loss now": r["curve"][-1][1] if r["curve"] else None,
                      "epochs done": len(ev.get("epochs") or []),
                      "validation accuracy (last epoch)": last.get("validation_accuracy"), "test accuracy": ev.get("accuracy"),

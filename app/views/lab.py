@@ -27,8 +27,6 @@ VERDICT_BOXES = {"agrees": st.success, "agrees on direction only": st.warning, "
                  "disagrees": st.error, "no verdict": st.info}
 VERDICT_ICONS = {"agrees": ":material/check_circle:", "cannot tell at this budget": ":material/help:",
                  "disagrees": ":material/cancel:", "no verdict": ":material/info:"}
-STATUS_ICONS = {RunStatus.QUEUED: "⏳ queued", RunStatus.RUNNING: "▶ running", RunStatus.FINISHED: "✔ finished",
-                RunStatus.FAILED: "✖ failed", RunStatus.CANCELLED: "■ cancelled", RunStatus.INTERRUPTED: "⚠ interrupted"}
 #: A class predicts a verdict as one of three answers ("agrees on direction only" counts as agrees).
 CLASS_CHOICES = ("agrees", "cannot tell", "disagrees")
 CLASS_ANSWER = {"agrees": "agrees", "agrees on direction only": "agrees", "cannot tell at this budget": "cannot tell",
@@ -62,7 +60,7 @@ def runs_table(df: pd.DataFrame) -> pd.DataFrame:
     for r in df.to_dict("records"):
         p = lab.progress_of(r)
         ev = r["evaluation"] or {}
-        status = STATUS_ICONS.get(r["status"], r["status"])
+        status = ui.RUN_STATUS_TEXT.get(r["status"], r["status"])
         if r["status"] == RunStatus.QUEUED:
             status += f" (#{places.get(r['id'], '?')})"
         if r["cancel"] and r["status"] == RunStatus.RUNNING:
@@ -242,7 +240,7 @@ def watch() -> None:
         curves()
     table = runs_table(mine.sort_values("id"))
     counts = mine["status"].value_counts()
-    st.markdown(" · ".join(f"{STATUS_ICONS[k]}: **{counts[k]}**" for k in STATUS_ICONS if k in counts))
+    st.markdown(" · ".join(f"{ui.RUN_STATUS_TEXT[k]}: **{counts[k]}**" for k in ui.RUN_STATUS_TEXT if k in counts))
     shown = table.drop(columns=["message"]).dropna(axis=1, how="all")  # no NSP/SOP columns for runs that have no such head
     st.dataframe(shown, hide_index=True, width="stretch",
                  column_config={"progress": st.column_config.ProgressColumn(min_value=0, max_value=100, format="%d%%"),

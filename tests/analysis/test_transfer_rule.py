@@ -9,28 +9,7 @@ import pytest
 
 from analysis.verdicts import labels as L
 from analysis.verdicts.transfer import MIN_GAIN, transfer_verdict
-
-RATES = [2.0 ** k for k in range(-12, -6)]
-WIDTHS = (32, 256)
-
-
-def planted(rng, optimum: dict[tuple[str, int], float], curvature: float = 0.15, noise: float = 0.03, seeds: int = 2,
-            gain: float = 0.3, widths=WIDTHS):
-    """Points and gains: loss = 6.5 + the seed's level + curvature × (rate index − optimum)² + noise."""
-    pts, gains = [], []
-    for s in range(seeds):
-        level = rng.normal(0, 0.2)  # seeds hold out different text
-        for p in ("sp", "mup"):
-            for w in widths:
-                for i, r in enumerate(RATES):
-                    loss = 6.5 + level + curvature * (i - optimum[p, w]) ** 2 + rng.normal(0, noise)
-                    pts.append((p, s, w, r, loss))
-                    gains.append((p, s, w, r, gain + rng.normal(0, 0.01)))
-    return pts, gains
-
-
-def shifted(mup: float = 3.3, sp: float = 3.3, shift: int = 3) -> dict[tuple[str, int], float]:
-    return {("mup", 32): mup, ("mup", 256): mup, ("sp", 32): sp, ("sp", 256): sp - shift}
+from tests.helpers.verdicts import planted, shifted
 
 
 def test_flat_curves_cannot_tell_at_least_95_percent_of_the_time():

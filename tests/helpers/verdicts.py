@@ -1,5 +1,6 @@
 """Simulated arms whose seed and test-item noise are known: the verdict rule's coverage is checked on them
-(tests/analysis/test_verdicts.py, bench/verdicts.py coverage)."""
+(tests/analysis/test_verdicts.py, bench/verdicts.py coverage); and planted μTransfer grids (:func:`planted`:
+tests/analysis/test_transfer_rule.py, bench/transfer_rule.py)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,27 @@ def arms(rng, true: float, seeds: int, items: int, shared: bool | float, cluster
     sa, ia = arm(+1, seeds)
     sb, ib = arm(-1, seeds_b or seeds)
     return sa, sb, ia, ib
+
+
+#: The thorough μTransfer grid's shape: 6 rates a factor 2 apart, widths 32 and 256.
+RATES = [2.0 ** k for k in range(-12, -6)]
+WIDTHS = (32, 256)
+
+
+def planted(rng, optimum: dict[tuple[str, int], float], curvature: float = 0.15, noise: float = 0.03, seeds: int = 2,
+            gain: float = 0.3, widths=WIDTHS):
+    """Points and gains: loss = 6.5 + the seed's level + curvature × (rate index − optimum)² + noise."""
+    pts, gains = [], []
+    for s in range(seeds):
+        level = rng.normal(0, 0.2)  # seeds hold out different text
+        for p in ("sp", "mup"):
+            for w in widths:
+                for i, r in enumerate(RATES):
+                    loss = 6.5 + level + curvature * (i - optimum[p, w]) ** 2 + rng.normal(0, noise)
+                    pts.append((p, s, w, r, loss))
+                    gains.append((p, s, w, r, gain + rng.normal(0, 0.01)))
+    return pts, gains
+
+
+def shifted(mup: float = 3.3, sp: float = 3.3, shift: int = 3) -> dict[tuple[str, int], float]:
+    return {("mup", 32): mup, ("mup", 256): mup, ("sp", 32): sp, ("sp", 256): sp - shift}

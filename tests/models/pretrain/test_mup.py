@@ -164,7 +164,7 @@ def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() 
 def test_the_transfer_verdict_reads_the_lab_grid() -> None:
     """The rule itself is tested on planted curves in tests/analysis/test_transfer_rule.py; here, its shape on the
     lab's grid: widths a factor 8 apart, every run's gain over the token counts read."""
-    from tests.analysis.test_transfer_rule import planted, shifted
+    from tests.helpers.verdicts import planted, shifted
 
     v = transfer_verdict(*planted(np.random.default_rng(0), shifted(), noise=0.005))
     assert v.label == L.AGREES and v.shift == {"sp": -3, "mup": 0} and v.seed_shifts["sp"] == [-3, -3]
