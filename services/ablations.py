@@ -165,8 +165,12 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
             if tuning is not None:
                 out["claims"][-1]["tuning"] = tuning
                 chosen = ", ".join(f"{arm} at 2^{t['chosen'].split('e', 1)[1] if t['chosen'] else '?'}" for arm, t in tuning.items())
+                edge = [arm for arm, t in tuning.items()
+                        if t["chosen"] and t["chosen"] in (min(t["validation_loss"], key=_rate), max(t["validation_loss"], key=_rate))]
                 out["claims"][-1]["sentence"] = (f"Tuned: each optimizer's rate chosen on seeds 0–{claim.tuning_replicates - 1} "
-                                                 f"({chosen}); decided on the other seeds. "
+                                                 f"({chosen}); decided on the other seeds"
+                                                 + (f"; {' and '.join(edge)} chose an end of the sweep, so its best rate may "
+                                                    "lie beyond it" if edge else "") + ". "
                                                  + out["claims"][-1].get("sentence", ""))
             if primary:
                 primaries.append((len(out["claims"]) - 1,
@@ -189,6 +193,11 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
         if todo:
             stored_verdicts.store_missing(group, preset, todo, engine)
     return out
+
+
+def _rate(code: str) -> float:
+    """A tuned arm's rate from its name's code (``2e-11`` → 2^-11)."""
+    return 2.0 ** float(code.split("e", 1)[1])
 
 
 DECISIVE = frozenset({"agrees", "disagrees", "agrees on direction only"})

@@ -285,25 +285,32 @@ def test_the_tuned_lion_preset_chooses_each_rate_on_validation_seeds_and_decides
     seeds 2–4 at the chosen rates (a test seed that would have chosen another rate changes nothing)."""
     from services.lab import presets
 
-    ids = lab.submit("lion-tuned", TINY, "lt", seeds=5, start=False)
+    def run(group: str, best: dict[str, int]) -> list[int]:
+        ids = lab.submit("lion-tuned", TINY, group, seeds=5, start=False)
+        for rid in ids:
+            cfg = R.get_run(rid)["config"]
+            opt, rep = cfg["arm"].split("-lr")[0], cfg["replicate"]
+            k = round(math.log2(cfg["lr"]))
+            loss = 5.0 + 0.05 * (k - best[opt]) ** 2 + 0.01 * rep + (0.003 * rep if opt == "lion" else 0.0)
+            if rep >= 2 and opt == "adamw" and k == -12:
+                loss = 4.0  # a fresh seed's best rate: must not be chosen, nor enter the verdict
+            R.start_run(rid)
+            R.finish_run(rid, "finished", evaluation={"held_out_loss": loss, "mask_loss": loss + 0.2, "unigram_loss": 6.8},
+                         tokens=1000, seconds=1.0)
+        return ids
+
+    ids = run("lt", {"lion": -11, "adamw": -10})
     assert len(ids) == 2 * len(presets.TUNED_LOG2_RATES) * 5
-    best = {"lion": -11, "adamw": -10}
-    for rid in ids:
-        run = R.get_run(rid)
-        cfg = run["config"]
-        opt, rep = cfg["arm"].split("-lr")[0], cfg["replicate"]
-        k = round(math.log2(cfg["lr"]))
-        loss = 5.0 + 0.05 * (k - best[opt]) ** 2 + 0.01 * rep + (0.003 * rep if opt == "lion" else 0.0)
-        if rep >= 2 and opt == "adamw" and k == -12:
-            loss = 4.0  # a fresh seed's best rate: must not be chosen, nor enter the verdict
-        R.start_run(rid)
-        R.finish_run(rid, "finished", evaluation={"held_out_loss": loss, "mask_loss": loss + 0.2, "unigram_loss": 6.8},
-                     tokens=1000, seconds=1.0)
+    run("lt-edge", {"lion": -13, "adamw": -10})
+    ablations.settle("lt-edge")
+    [edge] = ablations.report("lt-edge")["claims"]
+    assert edge["tuning"]["lion"]["chosen"] == "2e-12" and "lion chose an end of the sweep" in edge["sentence"]
     ablations.settle("lt")
     [c] = ablations.report("lt")["claims"]
     assert c["tuning"]["lion"]["chosen"] == "2e-11" and c["tuning"]["adamw"]["chosen"] == "2e-10"
     assert sorted(dict(c["scores"]["adamw"])) == [2, 3, 4] and set(c["scores"]) == {"lion", "adamw"}
     assert c["verdict"]["label"] == V.AGREES and c["verdict"]["seeds_a"] == 3
     assert c["sentence"].startswith("Tuned: each optimizer's rate chosen on seeds 0–1 (lion at 2^-11, adamw at 2^-10)")
+    assert "end of the sweep" not in c["sentence"]  # both chosen rates lie inside the sweep
     kind, said = lab.record_for("lion-tuned", "classroom")
-    assert kind == "untried" and "not run" in said
+    assert kind == "does not decide" and "token counts" in said
