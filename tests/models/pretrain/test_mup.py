@@ -153,8 +153,7 @@ def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() 
     assert n == 36 and flops > 0
     for budget in ("classroom", "thorough"):  # an experiment fits the queue
         assert ablations.planned_flops("mutransfer", TrainConfig(), budget)[0] <= lab.MAX_QUEUED
-        # stated before Start: estimated for the new 16–128 classroom grid, measured (on an H100) for the thorough one
-        assert ablations.budget_of("mutransfer", budget).minutes.startswith("Estimated" if budget == "classroom" else "Measured")
+        assert ablations.budget_of("mutransfer", budget).minutes.startswith("Measured")  # stated before Start
         hi, lo = max(ablations.budget_of("mutransfer", budget).widths), min(ablations.budget_of("mutransfer", budget).widths)
         assert hi >= 8 * lo  # the verdict's least span (analysis.verdicts.transfer.MIN_SPAN)
     kind, said = lab.record_for("mutransfer", "classroom")
