@@ -284,13 +284,15 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
 
 
 def _seed_ranges(groups: set[str], engine: Any = None) -> dict[str, set[int]]:
-    """Per experiment, the seeds its runs used (their configs' ``seed``); empty where its runs were deleted."""
+    """Per experiment, the seeds its runs used (their configs' ``seed``), read in one query; empty where its runs were
+    deleted."""
     from analysis.results_db import runs
 
-    out: dict[str, set[int]] = {}
-    for g in groups:
-        frame = runs.list_runs(engine, group=g)
-        out[g] = {int((c or {}).get("seed", 0)) for c in frame["config"]} if not frame.empty else set()
+    frame = runs.list_runs(engine)
+    out: dict[str, set[int]] = {g: set() for g in groups}
+    for group, cfg in zip(frame["group"], frame["config"], strict=True):
+        if group in out:
+            out[group].add(int((cfg or {}).get("seed", 0)))
     return out
 
 
