@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.classroom import p95  # noqa: E402
+from bench.classroom import MEMORY_TAB, p95  # noqa: E402
 from bench.scaleout import cluster, warm_server  # noqa: E402
 from bench.st_client import CLICK, StreamlitSession  # noqa: E402
 
@@ -47,7 +47,7 @@ CODE = re.compile(r"Join code: \*\*`([A-Z2-9]{6})`\*\*")
 async def teacher_alone(url: str, changes: int) -> list[float]:
     t = StreamlitSession(url)
     await t.open()
-    await t.run(page="calculator")
+    await t.run(page="calculator", query={"sz_tab": MEMORY_TAB})
     times = []
     for k in range(changes):
         await asyncio.sleep(0.5)
@@ -76,7 +76,7 @@ async def one_class(url: str, n: int, changes: int, pids: list[int]) -> dict:
     code = next((m.group(1) for text in teacher.texts if (m := CODE.search(text))), None)
     if code is None:
         raise RuntimeError(f"no class code on the teacher's page: {teacher.texts[:5]}")
-    await teacher.run(page="calculator")
+    await teacher.run(page="calculator", query={"sz_tab": MEMORY_TAB})
     students = [StreamlitSession(url) for _ in range(n)]
     await asyncio.gather(*(s.open() for s in students))
     joined = await asyncio.gather(*(s.run(page="", query={"class": code}) for s in students))

@@ -44,6 +44,8 @@ from bench.st_client import StreamlitSession  # noqa: E402
 
 NOUNS = ["bank", "bat", "light", "spring", "match", "seal", "crane", "pitcher", "bark", "date"]
 PLACES = ["river", "park", "market", "station", "school", "harbour"]
+#: The calculator's tab with the GPU and batch (only the open tab is drawn), opened as a link to it opens it.
+MEMORY_TAB = "Training memory"
 ACTIONS = ["attention", "layer", "head", "calculator", "gpu", "results", "filter"]
 
 
@@ -62,7 +64,7 @@ async def student(s: StreamlitSession, i: int, step: int, first: int = 0) -> tup
     elif action == "head":
         r = await s.run(widgets={"at_head": 1 + i % 11})
     elif action == "calculator":
-        r = await s.run(page="calculator")
+        r = await s.run(page="calculator", query={"sz_tab": MEMORY_TAB})  # a link to its Training memory tab
     elif action == "gpu":
         gpus = s.options("sz_gpu")
         r = await s.run(widgets={"sz_gpu": gpus[1 + i % (len(gpus) - 1)]})

@@ -150,13 +150,28 @@ def _count(raw: dict[str, str], name: str, env: str, most: int, example: int, le
     return value
 
 
+#: The environment the settings were last parsed from, and what they gave (a page reads settings several times a run:
+#: parsing resolves the model folder on disk each time).
+_LAST: list[tuple[tuple[str, ...], Settings]] = []
+
+
 def get_settings() -> Settings:
-    """Read every setting from the environment, falling back to its default.
+    """Read every setting from the environment, falling back to its default (parsed again whenever a variable, the
+    home folder or the working folder changed since the last call).
 
     Raises:
         InvalidSetting: a value that cannot be used, with the variable's name in the message.
     """
     raw = {s.name: _raw(s) for s in SETTINGS}
+    key = (*raw.values(), os.environ.get("HOME", ""), os.getcwd())
+    if _LAST and _LAST[0][0] == key:
+        return _LAST[0][1]
+    settings = _parse(raw)
+    _LAST[:] = [(key, settings)]
+    return settings
+
+
+def _parse(raw: dict[str, str]) -> Settings:
     device = raw["device"].lower()
     if device.split(":")[0] not in _DEVICES or (":" in device and not device.startswith("cuda:")):
         raise InvalidSetting(f"BFE_DEVICE={raw['device']!r} is not a device.",

@@ -63,9 +63,10 @@ def join_class(code: str) -> str:
     return _stored().join_class(code)
 
 
-def class_state(code: str, member: str | None = None, following: bool | None = None) -> ClassState:
-    """The class as a member's (or the teacher's) poll reads it."""
-    return _stored().class_state(code, member, following)
+def class_state(code: str, member: str | None = None, following: bool | None = None, max_age: float = 0.0) -> ClassState:
+    """The class as a member's (or the teacher's) poll reads it; ``max_age``: how many seconds old the class-wide
+    part may be when another page of this process read it (:func:`analysis.results_db.classes.class_state`)."""
+    return _stored().class_state(code, member, following, max_age=max_age)
 
 
 def lead(code: str, key: str, page: str, query: dict[str, str]) -> int:

@@ -28,6 +28,10 @@ from core.errors import ExplorerError
 #: How often a member's page asks the class for news (seconds): a change reaches a follower within about this long
 #: plus a page run.
 POLL_S = 1.0
+#: How old (seconds) the class's state a page draws may be when another page of this server read it just before:
+#: the class's pages share one read of it instead of each polling the database (a change made on this server is seen
+#: at once; one made through another replica within this).
+NEWS_S = POLL_S / 2
 #: The teacher's live count of answers is refreshed this often (seconds).
 COUNT_S = 2.0
 COOKIE = "bfe_teacher"
@@ -184,7 +188,7 @@ def class_panel(pages: list[Any], here: Any) -> None:
     from services import classroom
 
     try:
-        state = classroom.class_state(me.code, me.member or None, me.following if not me.teacher else None)
+        state = classroom.class_state(me.code, me.member or None, me.following if not me.teacher else None, max_age=NEWS_S)
     except classroom.ClassNotFound as err:
         st.session_state.pop("class", None)
         with box:
@@ -229,7 +233,7 @@ def _poll(me: Seat) -> None:
     from services import classroom
 
     try:
-        state = classroom.class_state(me.code, me.member or None)
+        state = classroom.class_state(me.code, me.member or None, max_age=NEWS_S)
     except ExplorerError:
         if st.session_state.get("class") is me:
             st.rerun(scope="app")  # the class ended: the panel says so
@@ -295,7 +299,7 @@ def ask_the_class(kind: str, context: str, prompt: str, choices: tuple[str, ...]
     from services import classroom
 
     try:
-        state = classroom.class_state(me.code, me.member or None)
+        state = classroom.class_state(me.code, me.member or None, max_age=NEWS_S)
     except ExplorerError:
         return Ask()
     q = state.question if state.question and state.question.context == context else None
@@ -347,7 +351,7 @@ def _answers_count(me: Seat) -> None:
     from services import classroom
 
     try:
-        state = classroom.class_state(me.code)
+        state = classroom.class_state(me.code, max_age=NEWS_S)
     except ExplorerError:
         return
     n = state.question.answers if state.question else 0

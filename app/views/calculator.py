@@ -71,7 +71,6 @@ def fill_from_other() -> None:
 
 
 def current_config() -> dict:
-    state = st.session_state
     return config_from_form(state["sz_type"], {f: state[k] for k, f in FIELDS.items()}, state["sz_tied"])
 
 
@@ -145,11 +144,13 @@ if card is not None:
                + (" **Edited:** the numbers above are for your changes, not the checkpoint." if edited else ""))
 
 tab_p, tab_m, tab_g, tab_c = ui.url_tabs(["Parameters", "Training memory", "Fits on a GPU?", "Compute & cost"], key="sz_tab")
+name = st.session_state["sz_preset"] if not edited else "your model"
+state = st.session_state
 
 # ------------------------------------------------------------------------------------ parameters
-with tab_p:
+def parameters_tab() -> None:
+    """The Parameters tab: where the parameters sit, and what ALBERT saves."""
     left, right = st.columns([3, 2])
-    name = st.session_state["sz_preset"] if not edited else "your model"
     ui.chart(calc.params_treemap(bd, name), "sz_treemap", where=left, main=True, title=f"Where the parameters of {name} sit",
              caption=f"{bd.total:,} parameters, counted exactly from the configuration.",
              sources=("Exact count from the model's configuration (BERT Family Explorer, analysis.params)",))
@@ -175,7 +176,8 @@ with tab_p:
         st.caption("Pick an ALBERT preset to see what factorised embeddings and layer sharing save.")
 
 # ------------------------------------------------------------------------------------ training memory
-with tab_m:
+def memory_tab() -> None:
+    """The Training memory tab: memory per GPU for the settings, ZeRO stages, the class's question."""
     slides_gib = calc.fact("memory_per_billion_params")
     st.info("**The slides' example** (Going bigger — the challenge): 10⁹ parameters × (2 B weights + 2 B gradients "
             f"+ 12 B Adam states) = 16 × 10⁹ B = **{calc.slides_example_gib():.2f} GiB** by this calculator, "
@@ -246,7 +248,8 @@ with tab_m:
                             "Model states are exact for the tensors of this config (checked against a real AdamW step).")
 
 # ------------------------------------------------------------------------------------ GPU fit
-with tab_g:
+def fit_tab() -> None:
+    """The Fits on a GPU? tab: the largest batch per GPU and sequence length, and the slides' tables."""
     c = st.columns([3, 2, 1, 1])
     c[0].multiselect("GPUs", list(calc.GPUS), key="sz_gpus")
     c[1].multiselect("Sequence lengths", SEQ_CHOICES, key="sz_seqs")
@@ -275,7 +278,8 @@ with tab_g:
                "Treat our figure as what a modern fused implementation can reach.")
 
 # ------------------------------------------------------------------------------------ compute & cost
-with tab_c:
+def cost_tab() -> None:
+    """The Compute & cost tab: FLOPs, time and cost of a run, and what BERT cost."""
     c = st.columns(5)
     c[0].number_input("Training tokens D (billions)", 0.001, 1e6, key="sz_tokens_b", format="%.3f")
     c[1].selectbox("GPU", list(calc.GPUS), key="sz_train_gpu")
@@ -316,6 +320,7 @@ with tab_c:
     eff, gpus = calc.fact("megatron_scaling_efficiency"), calc.fact("megatron_scaling_gpus")
     c[1].caption(f"From 256 to 1,472 GPUs (5.75×) the time falls 5.0× (236 → 47 min). Megatron-LM reports "
                  f"{eff.value:.0%} scaling efficiency at {gpus.value:,.0f} GPUs ({eff.source}).")
+    sparse_attention_section()
 
 
 def sparse_attention_section() -> None:
@@ -342,7 +347,9 @@ def sparse_attention_section() -> None:
                "grows with n², the sparse pattern with n (about 8 blocks of 64 keys per query). " + sparse.SOURCE)
 
 
-with tab_c:
-    sparse_attention_section()
+for tab, draw in ((tab_p, parameters_tab), (tab_m, memory_tab), (tab_g, fit_tab), (tab_c, cost_tab)):
+    if tab.open:  # only the open tab is drawn: its name is in the address (ui.url_tabs), a tab change reruns the page
+        with tab:
+            draw()
 
 ui.save_url_state(DEFAULTS_STATE)

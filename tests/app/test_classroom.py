@@ -49,12 +49,17 @@ def test_a_student_follows_the_teacher_and_the_class_predicts_then_sees_the_reve
     student = _ok(_app(**{"class": code.lower()}))  # the join link, typed in lower case
     me = student.session_state["class"]
     assert not me.teacher and me.following and me.member
-    # the teacher opens the calculator with a batch of its choosing: the student's page goes there with it
+    # the teacher opens the calculator's Training memory tab (only the open tab is drawn) with a batch of its
+    # choosing: the student's page goes there, on the same tab, with it
     teacher.switch_page("views/calculator.py").run()
+    assert "sz_batch" not in {w.key for w in teacher.number_input}  # the first tab is open: memory is not drawn
+    teacher.query_params["sz_tab"] = "Training memory"  # a click on the tab: the browser puts it in the address
+    teacher.run()
     teacher.number_input(key="sz_batch").set_value(64).run()
     _ok(teacher)
     _ok(student.run())
     assert student.session_state["sz_batch"] == 64 and student.query_params["class"] == code
+    assert student.session_state["sz_tab"] == "Training memory" and "sz_batch" in {w.key for w in student.number_input}
     assert student.query_params["sz_batch"] == "64"
     # the teacher asks; the answer is hidden on both pages while the class answers
     _button(teacher, "sz_fit_q_ask")

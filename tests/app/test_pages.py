@@ -127,18 +127,19 @@ def test_calculator_counts_the_preset_exactly_and_follows_edits() -> None:
 
 
 def test_calculator_training_memory_shows_the_slides_example_and_components() -> None:
-    at = calc_page()
+    assert not any("14.90 GiB" in i.value for i in calc_page().info)  # only the open tab (Parameters) is drawn
+    at = calc_page(sz_tab="Training memory")
     assert any("14.90 GiB" in i.value for i in at.info)
-    table = at.dataframe[1].value
+    table = at.dataframe[0].value
     assert set(table["component"]) >= {"weights", "gradients", "optimizer states", "activations"}
     assert dict(zip(table["component"], table["how"], strict=True))["weights"] == "exact"
     at.number_input(key="sz_batch").set_value(64).run()
-    bigger = at.dataframe[1].value
+    bigger = at.dataframe[0].value
     assert bigger.set_index("component").loc["activations", "bytes"] == 8 * table.set_index("component").loc["activations", "bytes"]
 
 
 def test_calculator_state_comes_back_from_the_url() -> None:
-    at = calc_page(sz_preset="gpt2", sz_head="causal-lm", sz_opt="lion", sz_precision="bf16")
+    at = calc_page(sz_preset="gpt2", sz_head="causal-lm", sz_opt="lion", sz_precision="bf16", sz_tab="Training memory")
     assert at.selectbox(key="sz_preset").value == "gpt2" and at.selectbox(key="sz_opt").value == "lion"
     assert at.number_input(key="sz_hidden").value == 768 and at.session_state["sz_type"] == "gpt2"
     assert not at.warning
@@ -151,7 +152,7 @@ def test_calculator_bad_inputs_are_messages() -> None:
     at = calc_page(sz_batch="-3", sz_zero="9", sz_seq="abc")
     assert not at.exception and "batch, seq, zero" in at.warning[0].value.replace("sz_", "")
     # a sequence longer than the model's positions: the memory tab says so, the rest of the page draws
-    at = calc_page(sz_seq="4096")
+    at = calc_page(sz_seq="4096", sz_tab="Training memory")
     assert not at.exception
     assert any("longer than the model's 512 positions" in e.value for e in at.error)
     assert metric(at, "Parameters")

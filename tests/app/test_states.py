@@ -104,8 +104,8 @@ def test_every_widget_draws_while_a_class_answers(page: str, seeded_world_copy: 
     result = crawl.crawl_page(page, pairs=False, url=False, single_cap=3, sample=SAMPLE, prelude=crawl.asked(page), fresh=fresh)
     fresh.ready()
     base = crawl.open_page(page, prelude=crawl.asked(page))
-    ours = {ref: w for ref, w in crawl.widgets(base).items() if ref.key and ref.key.startswith((crawl.QUESTIONS[page], "class_"))}
-    assert {f"{crawl.QUESTIONS[page]}_reveal", f"{crawl.QUESTIONS[page]}_cancel", "class_end"} <= {r.key for r in ours}
+    ours = {ref: w for ref, w in crawl.widgets(base).items() if ref.key and ref.key.startswith((crawl.QUESTIONS[page][0], "class_"))}
+    assert {f"{crawl.QUESTIONS[page][0]}_reveal", f"{crawl.QUESTIONS[page][0]}_cancel", "class_end"} <= {r.key for r in ours}
     for ref, w in ours.items():
         for move in crawl.moves(ref, w):
             if fresh.ready():

@@ -210,6 +210,37 @@ def widgets(at: AppTest) -> dict[Ref, Any]:
                 continue
             key = w.key if w.key and not w.key.startswith("$$") else None
             out[Ref(kind, key, label, 0 if key else n)] = w
+    for group in tab_groups(at):
+        out[Ref("tabs", group.key, "", 0)] = group
+    return out
+
+
+@dataclass(frozen=True)
+class TabGroup:
+    """An ``st.tabs`` whose open tab is state (a key; ``bind`` or ``on_change``): only the open tab is drawn, so a
+    user reaches the others' widgets by opening them."""
+
+    key: str
+    labels: tuple[str, ...]
+    open: str
+
+
+def tab_groups(at: AppTest) -> list[TabGroup]:
+    """The keyed tab groups the last run drew, with their labels and the open one."""
+    out = []
+
+    def walk(node: Any) -> None:
+        if getattr(node, "type", None) == "tab_container":
+            proto = node.proto.tab_container
+            key = proto.id.split("-", 2)[-1] if proto.id.startswith("$$ID-") else ""
+            labels = tuple(c.proto.label for c in node.children.values())
+            if key and labels:
+                now = at.session_state[key] if key in at.session_state else (proto.default_tab_label or labels[0])
+                out.append(TabGroup(key, labels, now))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
     return out
 
 
@@ -231,6 +262,8 @@ def _current_labels(w: Any) -> list[str]:
 def moves(ref: Ref, w: Any, cap: int | None = None) -> list[Move]:
     """What a user can do to this widget, from its current state (``cap``: at most that many options of a choice)."""
     kind = ref.kind
+    if kind == "tabs":
+        return [Move(ref, "tab", label, label=f"tab {label}") for label in w.labels if label != w.open]
     if kind in ("selectbox", "radio", "button_group", "select_slider"):
         now = _current_labels(w)
         opts = [o for o in _labels(w) if [o] != now]
@@ -305,6 +338,11 @@ def apply(at: AppTest, move: Move) -> bool:
     w = widgets(at).get(move.ref)
     if w is None:
         return False
+    if move.how == "tab":  # a click on the tab: its state changes, the page reruns
+        if move.value not in w.labels:
+            return False
+        at.session_state[w.key] = move.value
+        return True
     if move.how in ("option", "options"):
         if any(o not in w.options for o in move.value) and not move.label.startswith("typed"):
             return False
@@ -467,6 +505,15 @@ def run_state(page: str, path: tuple[Move, ...], query: dict[str, str] | None = 
     return True, found, at
 
 
+def open_tab(page: str, move: Move, *, prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY) -> AppTest | None:
+    """``page`` with the tab of ``move`` open (None where it cannot be opened)."""
+    try:
+        ok, _, at = run_state(page, (move,), prelude=prelude, entry=entry)
+    except Exception:
+        return None
+    return at if ok else None
+
+
 def choice(move: Move) -> bool:
     return move.ref.kind in (*CHOICE_KINDS, "multiselect", "toggle", "checkbox") and not move.label.startswith("typed")
 
@@ -585,14 +632,17 @@ def _url_text(value: Any) -> str:
 SHARED_SIDEBAR = frozenset({"class_code_typed", "class_join", "class_hours", "class_start"})
 #: What starts a class as its teacher (the sidebar's button), for a crawl of the pages a class sees.
 START_CLASS = Move(Ref("button", "class_start", "Start a class"), "click", True)
-#: The pages that ask a class, and the key of their question (its "Ask" button is ``<key>_ask``).
-QUESTIONS = {"views/calculator.py": "sz_fit_q", "views/objectives.py": "ob_fill_q", "views/attention.py": "at_q"}
+#: The pages that ask a class, the key of their question (its "Ask" button is ``<key>_ask``), and the tab it is on
+#: (its group's key and label) where it is not on the first.
+QUESTIONS = {"views/calculator.py": ("sz_fit_q", ("sz_tab", "Training memory")), "views/objectives.py": ("ob_fill_q", None),
+             "views/attention.py": ("at_q", None)}
 
 
 def asked(page: str) -> tuple[tuple[str, Move], ...]:
-    """A teacher's way to ``page`` with its question open: a class started on Home, "Ask" pressed on the page."""
-    key = QUESTIONS[page]
-    return ((pages()[0], START_CLASS), (page, Move(Ref("button", f"{key}_ask", "Ask"), "click", True)))
+    """A teacher's way to ``page`` with its question open: a class started on Home, its tab opened, "Ask" pressed."""
+    key, tab = QUESTIONS[page]
+    opened = ((page, Move(Ref("tabs", tab[0], ""), "tab", tab[1], label=f"tab {tab[1]}")),) if tab else ()
+    return ((pages()[0], START_CLASS), *opened, (page, Move(Ref("button", f"{key}_ask", "Ask"), "click", True)))
 
 
 def preludes(page: str) -> tuple[tuple[str, Move], ...]:
@@ -646,29 +696,40 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
         if base is None:
             return result
         shown = {ref: w for ref, w in widgets(base).items() if page == pages()[0] or ref.key not in SHARED_SIDEBAR}
-        singles = [m for ref, w in shown.items() for m in moves(ref, w, single_cap)]
+        # Only the open tab of a keyed tab group is drawn: each other tab is opened, and what it shows is crawled as
+        # if it were on the page (each of its moves after the tab's).
+        paths: list[tuple[Move, ...]] = [(m,) for ref, w in shown.items() for m in moves(ref, w, single_cap)]
+        for tab in [m for m in list(paths) if m[0].how == "tab"]:
+            opened = open_tab(page, tab[0], prelude=prelude, entry=entry)
+            if opened is None:
+                continue
+            for ref, w in widgets(opened).items():
+                if ref not in shown and ref.key not in SHARED_SIDEBAR and ref.kind != "tabs":
+                    shown[ref] = w
+                    paths += [(tab[0], m) for m in moves(ref, w, single_cap)]
         if sample:
-            singles = singles[::sample]
+            paths = paths[::sample]
         url_values: dict[str, set[str]] = {}
-        firsts: dict[Ref, list[Move]] = {}
-        for i, move in enumerate(singles):
-            at = visit((move,), sampled=bool(sample or (every and i % every == 0)))
+        firsts: dict[Ref, list[tuple[Move, ...]]] = {}
+        for i, path in enumerate(paths):
+            at = visit(path, sampled=bool(sample or (every and i % every == 0)))
             if at is None:
                 continue
             for k in at.query_params:
                 url_values.setdefault(k, set()).add(at.query_params[k][0] if isinstance(at.query_params[k], list)
                                                     else at.query_params[k])
+            move = path[-1]
             if sample or not pairs or not choice(move):
                 continue
-            firsts.setdefault(move.ref, []).append(move)
+            firsts.setdefault(move.ref, []).append(path)
             for ref, w in widgets(at).items():  # what this choice revealed, moved in turn
                 if ref not in shown and ref.key not in SHARED_SIDEBAR:
                     for second in moves(ref, w, pair_cap):
-                        visit((move, second))
+                        visit((*path, second))
         if pairs and not sample:
             for ref_a, ref_b in itertools.combinations(list(firsts), 2):
                 for a, b in itertools.product(_spread(firsts[ref_a], pair_cap), _spread(firsts[ref_b], pair_cap)):
-                    visit((a, b))
+                    visit((*a, *(m for m in b if m not in a)))
         if url:
             declared = {k: _url_text(v) for k, v in url_defaults(page).items()} if entry == ENTRY else {}
             keys = [k for k in sorted(set(url_values) | set(declared)) if k != "present"]
