@@ -164,6 +164,31 @@ def test_presence_counts_recent_polls_and_following(engine) -> None:
     assert (state.members, state.following) == (1, 0)
 
 
+def test_polls_share_one_read_and_see_this_process_writes_at_once(engine) -> None:
+    """``max_age``: the class-wide state is read once for all of a process's polls; a write made through this process
+    is seen at once, one made behind its back (another replica) only after ``max_age``; the member's answer is fresh."""
+    c = cl.start_class(engine=engine)
+    a = cl.join_class(c.code, engine)
+    first = cl.class_state(c.code, a, max_age=60, engine=engine)
+    with db.session(engine) as s:  # as another replica writes: not through this process's functions
+        s.execute(update(db.schema.Classroom).where(db.schema.Classroom.code == c.code).values(version=40, page="scaling"))
+        s.commit()
+    assert cl.class_state(c.code, a, max_age=60, engine=engine).version == first.version  # shared, not re-read
+    assert cl.class_state(c.code, max_age=0, engine=engine).version == 40  # exact when asked
+    assert cl.class_state(c.code, a, max_age=1e-9, engine=engine).page == "scaling"
+    cl.lead(c.code, c.key, "attention", {"at_layer": "3"}, engine)  # through this process: seen at once
+    led = cl.class_state(c.code, a, max_age=60, engine=engine)
+    assert (led.page, led.query, led.version) == ("attention", {"at_layer": "3"}, 41)
+    qid = cl.ask(c.code, c.key, "word", "ctx", "What goes in [MASK]?", engine=engine)
+    assert cl.class_state(c.code, a, max_age=60, engine=engine).question.mine is None
+    cl.answer(c.code, a, qid, "Paris", engine)
+    polled = cl.class_state(c.code, a, max_age=60, engine=engine)
+    assert (polled.question.id, polled.question.answers, polled.question.mine) == (qid, 1, "paris")
+    cl.end_class(c.code, c.key, engine)
+    with pytest.raises(cl.ClassNotFound):  # an ended class is not answered from what was read before
+        cl.class_state(c.code, a, max_age=60, engine=engine)
+
+
 def _answer_many(url: str, code: str, qid: int, members: list[str], barrier) -> list[str]:
     from analysis import results_db as rdb
     from analysis.results_db import classes
