@@ -98,7 +98,7 @@ def test_a_class_across_two_replicas_follows_and_keeps_its_answers_when_a_replic
         assert (await teacher.run(widgets={"class_start": CLICK})).ok
         code = next(m.group(1) for t in teacher.texts if (m := re.search(r"Join code: \*\*`([A-Z2-9]{6})`", t)))
         teacher_on = c.sessions_per_replica()
-        assert (await teacher.run(page="calculator")).ok
+        assert (await teacher.run(page="calculator", query={"sz_tab": "Training memory"})).ok
         students, where, before = [], {}, c.sessions_per_replica()
         for _ in range(24):  # through the proxy until both replicas hold students
             s = StreamlitSession(c.url)
