@@ -283,6 +283,21 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
     return rows
 
 
+def seeds_taken(preset: str, frame: Any) -> set[int]:
+    """The seeds that this server's experiments of ``preset`` already used (each run's stored config in ``frame``, the
+    runs table): a new replication that reuses any of them repeats those runs and is not independent of them."""
+    if frame is None or len(frame) == 0 or "config" not in frame:
+        return set()
+    return {int(cfg.get("seed", 0)) for cfg in frame["config"] if isinstance(cfg, dict) and cfg.get("preset") == preset}
+
+
+def fresh_seed(preset: str, frame: Any) -> int:
+    """The first seed past every seed this server's experiments of ``preset`` used (0 when there are none): where a new
+    replication starts so that it is independent of the earlier ones (no optional stopping)."""
+    taken = seeds_taken(preset, frame)
+    return max(taken) + 1 if taken else 0
+
+
 def _seed_ranges(groups: set[str], engine: Any = None) -> dict[str, set[int]]:
     """Per experiment, the seeds its runs used (their configs' ``seed``), read in one query; empty where its runs were
     deleted."""

@@ -157,7 +157,8 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     c[0].number_input("Batch", 1, 128, key="lb_batch", disabled=spend is not None)
     c[1].number_input("Steps", 1, lab.MAX_STEPS, step=100, key="lb_steps", disabled=spend is not None)
     c[2].number_input("Learning rate", 1e-6, 0.5, format="%.0e", key="lb_lr")
-    c[3].number_input("Seed", 0, 10**6, key="lb_seed")
+    c[3].number_input("Seed", 0, 10**6, key="lb_seed", help="The first seed; the arms' replicates use the next ones. A "
+                      "replication is independent of earlier ones only with seeds they did not use.")
     c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
                     help="Letters, digits, '.', '_' and '-'. The runs are named <name>-<arm> and their checkpoints trained/<name>-<arm>.")
     inputs = lab.TrainConfig(objective=state["lb_objective"], masking=state["lb_masking"], layers=state["lb_layers"],
@@ -166,6 +167,15 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
                              vocab=state["lb_vocab"], corpus=corpus)
     request = lab.LabRequest(preset=state["lb_preset"], config=inputs, name=state["lb_name"], budget=state["lb_budget"],
                              seeds=state["lb_seeds"])
+    reused = sorted(ablations.seeds_taken(state["lb_preset"], frame) &
+                    set(range(state["lb_seed"], state["lb_seed"] + (spend.seeds if spend else state["lb_seeds"]))))
+    if reused and not single:
+        fresh = ablations.fresh_seed(state["lb_preset"], frame)
+        c = st.columns([5, 2], vertical_alignment="center")
+        c[0].warning(f"Seed(s) {', '.join(map(str, reused[:8]))}{'…' if len(reused) > 8 else ''} were used by earlier "
+                     f"experiments of this preset here: these runs would repeat them, not replicate them independently. "
+                     f"Fresh seeds start at {fresh}.", icon=":material/content_copy:")
+        c[1].button(f"Use fresh seeds (from {fresh})", key="lb_fresh_seed", on_click=state.__setitem__, args=("lb_seed", fresh))
     try:
         if spend:
             st.caption("The budget sets the steps, batch and length (greyed out above); the model's shape comes from the inputs. "

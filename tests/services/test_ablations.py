@@ -246,6 +246,14 @@ def test_the_lab_page_shows_a_finished_presets_verdict_and_the_results_so_far(la
     at.session_state["lb_show"] = "undecided"
     at.run()
     assert not at.exception and any("Cannot tell" in x.value for x in at.warning)
+    # a new replication with the seeds the two experiments used is flagged, and one click moves it past them
+    assert ablations.seeds_taken("albert", R.list_runs()) == {TINY.seed, TINY.seed + 1, TINY.seed + 2}
+    assert ablations.fresh_seed("albert", R.list_runs()) == TINY.seed + 3 and ablations.fresh_seed("lion", R.list_runs()) == 0
+    at.session_state["lb_seed"] = TINY.seed + 2
+    at.run()
+    assert any("would repeat them" in w.value and f"Fresh seeds start at {TINY.seed + 3}" in w.value for w in at.warning)
+    at.button(key="lb_fresh_seed").click().run()
+    assert at.session_state["lb_seed"] == TINY.seed + 3 and not any("would repeat them" in w.value for w in at.warning)
 
 
 @pytest.mark.slow  # its runs start training in a worker process, which the test then stops: about 30 s
