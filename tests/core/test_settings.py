@@ -91,3 +91,17 @@ def test_backend_address_is_checked(monkeypatch):
         monkeypatch.setenv("BFE_BACKEND", bad)
         with pytest.raises(InvalidSetting, match="BFE_BACKEND"):
             get_settings()
+
+
+def test_every_setting_is_declared_once_and_its_default_parses() -> None:
+    """One table: each entry of SETTINGS is a field of Settings and nothing else is; each default is read by the
+    entry's own parser into the field's value."""
+    from dataclasses import fields
+
+    from core import settings as S
+
+    assert sorted(f.name for f in fields(S.Settings)) == sorted(s.name for s in S.SETTINGS)
+    assert len({s.env for s in S.SETTINGS}) == len(S.SETTINGS)
+    built = S._parse({s.name: s.default for s in S.SETTINGS})
+    for s in S.SETTINGS:
+        assert getattr(built, s.name) == s.parse(s.default, s.env)
