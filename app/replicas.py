@@ -2,8 +2,8 @@
 
     python -m app.replicas [--port 8501] [--replicas N]
 
-Python runs one thread at a time, so one server process is one core's work in a row: a class of 30 on two cores met
-its goal with two replicas behind a proxy (worst p95 1.29x its floor) where one process could not (2.27-2.50x).
+Python runs one thread at a time, so one server process is one core's work in a row: a class of 30 on two cores meets
+its goal with two replicas behind a proxy where one process cannot (bench/results/classroom-two-replicas.txt).
 This starts ``BFE_REPLICAS`` replicas (``auto``: one per core, at most 4) of ``python -m app.serve`` on
 127.0.0.1, all with the same ``DATABASE_URL`` and ``BFE_MODEL_DIR`` (SQLite's WAL serves several processes of one
 machine; the results database, the classes and the lab's queue are shared through it), and Debian's nginx on the

@@ -9,9 +9,9 @@ Streamlit app, and the model is ready about 4.5 s later. A model that crashes or
 process only: the next call restarts it and runs again once (the page says so).
 
 The cost is moving results between the processes: each call's arguments and result are pickled over a Unix socket
-(an attention tensor of a 6-layer model at 512 tokens, 72 MB in float32, moves in about 0.18 s here, against 0.11 s
-to compute it: ``bench/startup.py --transfer``); pages cache what they get, so a second view of the same input does
-not move it again.
+(an attention tensor of a 6-layer model at 512 tokens, 72 MB in float32, takes longer to move than to compute:
+``bench/startup.py --transfer``, docs/benchmarks.md); pages cache what they get, so a second view of the same input
+does not move it again.
 
 - :class:`Runtime`: the client the web process holds (one per process, :func:`default`): :meth:`Runtime.start` spawns
   ``python -m services.runtime`` (it binds its socket before any heavy import, so its status answers at once),

@@ -57,9 +57,9 @@ TIMEOUTS: dict[str, float] = {"extract_attention": 60.0, "query_key": 60.0, "fil
                               "nearest_contexts": 300.0}
 DEFAULT_TIMEOUT_S = 120.0
 #: Attention requests whose texts (sentence A and B) are at most this long go through the batching endpoint; longer
-#: ones go alone. Measured on a 2-core CPU with the bundled model, 30 requests at once (bench/results/backend-class-cpu.txt):
-#: batching made the class 2.5x faster at 16 tokens and 1.5x at 48, but 0.89x at 128 (a batch of long sentences computes
-#: no faster than one at a time there, and every request waits for the whole batch). 400 characters: about 90 tokens.
+#: ones go alone: batching speeds a class up on short sentences and slows it down on long ones, where a batch computes
+#: no faster than one at a time and every request waits for the whole batch (bench/results/backend-class-cpu.txt).
+#: 400 characters: about 90 tokens.
 BATCH_MAX_CHARS = 400
 CONNECT_TIMEOUT_S = 10.0
 #: How long a connection may stay silent. The queue's event stream carries nothing while a call runs but Gradio's

@@ -4,7 +4,9 @@ estimated minutes). Data and two small helpers, no torch: the lab's page reads t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from core.errors import InvalidConfig
@@ -174,35 +176,12 @@ class Budget:
 
 CLASSROOM_SUITE = {"tasks": ["supersense"], "epochs": 3, "max_train": 2000, "max_test": 500}
 THOROUGH_SUITE = {"tasks": ["supersense", "wic"], "epochs": 3, "max_train": 6000, "max_test": 1500}
-# Minutes on the reference machine (2 CPU cores, bench/verdicts.py): "measured" from the submit to the last run
-# closed, through the real queue; "estimated" from the calculator's FLOPs at the lab's measured pace.
-_MINUTES = {("albert", "classroom"): "Measured here: 4.3 min (2-core CPU)", ("electra", "classroom"): "Measured here: 3.8 min",
-            ("roberta", "classroom"): "Estimated: about 7 min", ("xlnet", "classroom"): "Estimated: about 5 min",
-            ("scaling", "classroom"): "Estimated: about 2 min", ("isoflop", "classroom"): "Estimated: about 9 min",
-            ("albert", "thorough"): "Measured here: 44 min on a 2-core CPU (80 min in an earlier, busier run); 5.0 min on one "
-                                    "H200 in bf16 through the headless worker (10 runs at once)",
-            ("electra", "thorough"): "Measured here: 38 min on a 2-core CPU (two runs at once for most of it); 7.8 min on one "
-                                     "H100 in bf16 (5 runs at once)",
-            ("roberta", "thorough"): "Estimated: about 3 h 20 min on a 2-core CPU",
-            ("xlnet", "thorough"): "Estimated: about 2 h 15 min on a 2-core CPU",
-            ("scaling", "thorough"): "Estimated: about 3 h 35 min on a 2-core CPU",
-            ("isoflop", "thorough"): "Estimated: about 4 h 30 min on a 2-core CPU",
-            # The five presets below, classroom: measured through the real queue (bench/results/verdicts-<preset>-classroom.txt).
-            # Thorough, where not measured yet: planned_flops at the pace their classroom runs trained at here (training
-            # FLOPs over pre-training seconds), plus about 20 s per run to build, evaluate and save it: distil 1.3e14 at
-            # 2.5e10 plus 20 fine-tunes, mutransfer 2.5e14 at 1.2e10. (Lion, BigBird and grow-batch came within 10% of
-            # theirs: 46 min against 50, 41 against 40, 49 against 50.)
-            ("lion", "classroom"): "Measured here: 2.9 min (2-core CPU)", ("lion", "thorough"): "Measured here: 46 min (2-core CPU)",
-            ("lion-tuned", "classroom"): "Measured here: 30 min on a 2-core CPU, partly beside a test run (40 runs: 4 rates × "
-                                         "2 optimizers × 5 seeds)",
-            ("lion-tuned", "thorough"): "Estimated: about 3 h on a 2-core CPU; minutes on a GPU through the headless worker",
-            ("grow-batch", "classroom"): "Measured here: 3.1 min (2-core CPU)", ("grow-batch", "thorough"): "Measured here: 49 min (2-core CPU)",
-            ("bigbird", "classroom"): "Measured here: 2.5 min (2-core CPU)",
-            ("bigbird", "thorough"): "Measured here: 41 min (2-core CPU)",
-            ("distil", "classroom"): "Measured here: 7.7 min (2-core CPU)", ("distil", "thorough"): "Estimated: about 1 h 40 min on a 2-core CPU",
-            ("mutransfer", "classroom"): "Measured here: 14 min on a 2-core CPU, beside a test run",
-            ("mutransfer", "thorough"): "Measured: 7.5 min for 30 of its 36 runs on one H100 (10 slots); about 6 h "
-                                        "estimated on a 2-core CPU"}
+#: What each preset at each budget took and decided here: data, not code (data/lab/budgets-measured.json, which
+#: says how each figure was found; the bench outputs it names are committed under bench/results/).
+MEASURED_FILE = Path(__file__).resolve().parents[2] / "data" / "lab" / "budgets-measured.json"
+_MEASURED: dict[tuple[str, str], dict[str, Any]] = {(e["preset"], e["budget"]): e for e in
+                                                     json.loads(MEASURED_FILE.read_text(encoding="utf-8"))["budgets"]}
+_MINUTES = {key: e.get("minutes", "") for key, e in _MEASURED.items()}
 BUDGETS: dict[str, dict[str, Budget]] = {
     **{p: {"classroom": Budget("classroom", 3, 300, 32, 64, CLASSROOM_SUITE, minutes=_MINUTES[p, "classroom"]),
            "thorough": Budget("thorough", 5, 3000, 64, 64, THOROUGH_SUITE, minutes=_MINUTES[p, "thorough"])}
@@ -260,60 +239,9 @@ class Record:
     detectable: str = ""
 
 
-#: Per (preset, budget). Labels under the rules of issue 54 (preconditions, no spread, μTransfer's shift interval,
-#: bands); where the committed output predates them, the label it printed and the one the rules give now are both said
-#: (docs/lab.md, "Verdicts before and after").
-DECIDED_HERE: dict[tuple[str, str], Record] = {
-    ("albert", "thorough"): Record(True, "SOP accuracy agrees (+0.371 [+0.319, +0.422]); the downstream average agrees "
-                                   "on the H100 run (+0.013 [+0.002, +0.024]) and could not tell on the CPU run",
-                                   "bench/results/verdicts-albert-thorough-gpu-worker.txt",
-                                   detectable="about 0.07 on SOP accuracy, 0.015 on the downstream average"),
-    ("electra", "classroom"): Record(False, "cannot tell (−0.009 [−0.065, +0.048]); ELECTRA's arm is not above its random "
-                                     "initialisation downstream", "bench/results/verdicts-electra-classroom.txt",
-                                     detectable="about 0.07 accuracy"),
-    ("electra", "thorough"): Record(False, "cannot tell: the ELECTRA arm is not measurably above its random initialisation "
-                                    "downstream (+0.008 [−0.002, +0.018]); before the precondition it printed “disagrees” "
-                                    "(−0.025 [−0.038, −0.012]): at this size ELECTRA's discriminator teaches the fine-tuned "
-                                    "model little", "bench/results/verdicts-electra-thorough.txt",
-                                    detectable="about 0.017 accuracy"),
-    ("lion", "classroom"): Record(False, "cannot tell: both arms at the corpus's token counts (it printed “agrees” before "
-                                  "the precondition); the thorough budget learns", "bench/results/verdicts-lion-classroom.txt",
-                                   detectable="about 0.009 nats (but the arms have not left the token counts)"),
-    ("lion", "thorough"): Record(True, "disagrees (Lion 1.13 nats worse) at one untuned rate per arm: a rule of thumb, "
-                                 "not the paper's tuned protocol", "bench/results/verdicts-lion-thorough.txt",
-                                   detectable="about 0.63 nats (one Lion seed near the token counts)"),
-    ("lion-tuned", "classroom"): Record(False, "cannot tell: after tuning (Lion's best rate 2^-12, the sweep's lowest; "
-                                        "AdamW's 2^-10) both arms are still at the token counts in 300 steps (Lion −0.12, "
-                                        "AdamW −0.10 nats against them); the thorough budget is what could decide",
-                                        "bench/results/verdicts-lion-tuned-classroom.txt",
-                                        detectable="about 0.12 nats"),
-    ("grow-batch", "classroom"): Record(False, "cannot tell (−0.015 [−0.095, +0.066]); the thorough budget decides",
-                                        "bench/results/verdicts-grow-batch-classroom.txt",
-                                   detectable="about 0.10 nats"),
-    ("grow-batch", "thorough"): Record(True, "agrees (grow's loss 0.28 nats lower, [+0.24, +0.32])",
-                                      "bench/results/verdicts-grow-batch-thorough.txt",
-                                   detectable="about 0.05 nats"),
-    ("bigbird", "classroom"): Record(False, "cannot tell by design on a CPU: full attention does not learn to use context "
-                                     "in 2.5 minutes (at the token counts)", "bench/results/verdicts-bigbird-classroom.txt"),
-    ("bigbird", "thorough"): Record(False, "cannot tell: after 41 min both arms are still at the token counts (6.832 vs "
-                                    "6.833); a GPU budget of longer runs is what could decide",
-                                    "bench/results/verdicts-bigbird-thorough.txt",
-                                   detectable="about 0.005 nats, once the arms learn context"),
-    ("distil", "classroom"): Record(False, "cannot tell on retention and on distilled vs scratch (the teacher is at its "
-                                    "random initialisation); the speed-up agrees (1.85× [1.70, 1.99], within ±25% of the "
-                                    "paper's 1.63)", "bench/results/verdicts-distil-classroom.txt",
-                                   detectable="about 0.04 on the downstream average"),
-    ("distil", "thorough"): Record(None, "not run to the end here: an H100 lease trained the teachers (2 min each) and "
-                                   "was cut before the students (about 12 min with 15 slots)",
-                                   "bench/results/lab-thorough-h100-2026-11-28.json"),
-    ("mutransfer", "classroom"): Record(False, "cannot tell: on the 16–128 grid every width's best run is still above the "
-                                        "token counts after 250 steps (0.31–0.37 nats), so the best rate is chosen by noise "
-                                        "(δ 0.15 nats); the 32–128 grid before it spanned 4× and printed “disagrees” from a "
-                                        "bare argmin", "bench/results/verdicts-mutransfer-classroom-8x.txt"),
-    ("mutransfer", "thorough"): Record(True, "agrees: SP's best rate moves 2–3 steps (2^-8 → 2^-11) while μP's stays "
-                                       "within 0–1 (δ 0.064 nats); 30 runs on an H100, 6 on this CPU",
-                                       "bench/results/transfer-rule.txt"),
-}
+#: Per (preset, budget), from :data:`MEASURED_FILE` (labels under the rules of issue 54).
+DECIDED_HERE: dict[tuple[str, str], Record] = {key: Record(e["decides"], e["said"], e.get("file", ""), e.get("detectable", ""))
+                                               for key, e in _MEASURED.items() if "said" in e}
 
 
 def record_of(preset: str, budget: str) -> Record:

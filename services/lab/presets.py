@@ -137,7 +137,7 @@ def _distillation(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
 
 #: μTransfer's learning-rate grid: log2 rates a factor of 2 apart, 2^-12 to 2^-7 (Adam). A factor of 2, not 4: under
 #: SP Adam's best rate falls about as 1/width, so from width 32 to 128 it moves about two octaves, which a grid of
-#: factor-4 steps would call one step (measured here: 2^-9 at width 32, 2^-11 at 128 after 250 steps; docs/lab.md).
+#: factor-4 steps would call one step (bench/results/verdicts-mutransfer-classroom.txt; docs/lab.md).
 MUTRANSFER_LOG2_RATES = (-12, -11, -10, -9, -8, -7)
 MUTRANSFER_WIDTHS = (16, 128)  # a custom budget's: 8× (the verdict's least span), 18 runs per seed: 2 seeds fit the queue's 40
 #: A μP run at its base width is the SP run of that width (same model, same rates): it is planned once, as SP, and

@@ -351,3 +351,19 @@ def test_an_edge_optimum_is_said_whatever_the_label() -> None:
                 pts.append((s, c, n, 3 + 0.2 * math.log(n / best) ** 2 + 0.001 * s * math.log(n)))
     v = V.isoflop_verdict(pts)
     assert v.label in (V.CANNOT_TELL, V.DISAGREES) and v.edges and "edge of the widths tried" in v.sentence
+
+
+def test_what_each_budget_took_and_decided_is_data_naming_committed_outputs() -> None:
+    """data/lab/budgets-measured.json, not code: every budget a preset offers has its minutes there, every record names
+    a committed bench output, and nothing there names a preset or budget the lab does not offer."""
+    import json
+
+    from tests.helpers import ROOT
+
+    entries = json.loads(claims.MEASURED_FILE.read_text(encoding="utf-8"))["budgets"]
+    offered = {(p, b) for p, budgets in claims.BUDGETS.items() for b in budgets}
+    assert {(e["preset"], e["budget"]) for e in entries} == offered
+    assert all(claims.budget_of(p, b).minutes.startswith(("Measured", "Estimated")) for p, b in offered)
+    for key, record in claims.DECIDED_HERE.items():
+        assert record.decides in (True, False, None) and record.said and (ROOT / record.file).is_file(), key
+    assert claims.record_of("roberta", "thorough").decides is None  # never run here: it says so
