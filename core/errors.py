@@ -159,6 +159,11 @@ class BackendUnavailable(BackendError):
     """The model backend does not answer (down, restarting, or the address is wrong); the next call tries again."""
 
 
+class BackendStarting(BackendUnavailable):
+    """Nothing answers at the model backend's address yet (the connection is refused, or a proxy in front of it says
+    502/503): it may be starting. A page waits for it a bounded time (``app.ui.calls``) before it gives up."""
+
+
 class BackendRefused(BackendError):
     """The model backend refused the call: a wrong or missing token, or a request over its bounds."""
 

@@ -75,8 +75,22 @@ def model_call(fn: Any, *args: Any) -> Any:
 
     # While it waits for its turn and another process's answer the page needs no interpreter: its page slot goes to
     # the next page run meanwhile (BFE_PAGE_CONCURRENCY), so one student's long call does not stop the class.
-    with slot_lent() if lend else nullcontext():
-        out = default_gate().run((fn.__module__, fn.__qualname__, _freeze(args)), work, cancelled=_run_abandoned)
+    from core.errors import BackendStarting
+
+    key = (fn.__module__, fn.__qualname__, _freeze(args))
+    try:
+        with slot_lent() if lend else nullcontext():
+            out = default_gate().run(key, work, cancelled=_run_abandoned)
+    except BackendStarting as err:
+        if not await_backend():  # it did not come up: say so, with what to check
+            from services.backend import client as backend
+
+            raise BackendStarting(f"The model backend at {backend.default().url} did not answer within "
+                                  f"{BACKEND_WAIT_S:.0f} s ({err.message.rsplit('(', 1)[-1].rstrip(').')}).",
+                                  "Check that it runs (`python -m app.backend`) and that BFE_BACKEND names it; then rerun "
+                                  "the page.") from None
+        with slot_lent():
+            out = default_gate().run(key, work, cancelled=_run_abandoned)
     if restarts:  # shown after the page (this may run inside a cached function, whose elements are replayed)
         st.session_state["_bfe_model_restart"] = (
             f"The model process stopped (exit code {restarts[0]}) while working on this page; it was restarted and "
@@ -193,6 +207,38 @@ def start_warmup() -> None:
 
 
 WARMUP_WAIT_S = 300.0
+#: How long a page waits for a model backend that is starting (nothing answers at its address yet) before it says so.
+BACKEND_WAIT_S = 120.0
+#: When this process last gave up waiting for the backend: for :data:`BACKEND_WAIT_S` after, pages fail at once.
+_gave_up: list[float] = []
+
+
+def await_backend() -> bool:
+    """While the model backend is starting (:class:`~core.errors.BackendStarting`: nothing answers at its address yet),
+    wait for it with a spinner, as for the warm-up, at most :data:`BACKEND_WAIT_S` (the page slot lent meanwhile).
+    Whether it answers now; without a backend, or when it answers or fails otherwise, at once."""
+    import time
+
+    from core.errors import BackendStarting
+    from services.backend import client as backend
+
+    if not backend.enabled():
+        return True
+    remote = backend.default()
+    try:
+        remote.info(status=True)  # reused for a few seconds: free once it answered
+        return True
+    except BackendStarting:
+        pass
+    except ExplorerError:
+        return True  # another failure: the page's call says what it is
+    if _gave_up and time.monotonic() - _gave_up[-1] < BACKEND_WAIT_S:
+        return False
+    with st.spinner(f"Waiting for the model backend to start (up to {BACKEND_WAIT_S:.0f} s)…"), slot_lent():
+        ready = remote.wait_ready(BACKEND_WAIT_S, cancelled=_run_abandoned)
+    if not ready:
+        _gave_up[:] = [time.monotonic()]
+    return ready
 
 
 def await_warmup(model_ids: list[str]) -> None:
@@ -203,7 +249,8 @@ def await_warmup(model_ids: list[str]) -> None:
     from services import runtime
     from services.backend import client as backend
 
-    if backend.enabled():  # the backend preloads its models before it listens
+    if backend.enabled():  # the backend preloads its models before it listens: wait only while it is starting
+        await_backend()
         return
     if runtime.enabled():
         _await_model_process(model_ids)

@@ -26,7 +26,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ from core.errors import (
     BackendError,
     BackendMismatch,
     BackendRefused,
+    BackendStarting,
     BackendTimeout,
     BackendUnavailable,
     ExplorerError,
@@ -135,6 +136,9 @@ class Backend:
         if status == 404:
             return BackendMismatch(f"The model backend at {self.url} has no such endpoint.", "Run the same version of the "
                                    "app on both, and check that BFE_BACKEND names the backend, not another server.")
+        if status in (502, 503):  # a proxy (or a Space) in front of a backend that is not up yet
+            return BackendStarting(f"The model backend at {self.url} answered {status}: it is not up yet.",
+                                   "It may be starting or restarting: rerun the page in a few seconds.")
         return BackendUnavailable(f"The model backend at {self.url} answered {status}.",
                                   "It may be starting or restarting: rerun the page in a few seconds.")
 
@@ -169,8 +173,8 @@ class Backend:
                                  "requests or a long call: try again, or a shorter input.") from None
         except (httpx.ConnectError, httpx.ConnectTimeout) as err:
             self._forget()
-            raise BackendUnavailable(f"The model backend at {self.url} does not answer ({type(err).__name__}).",
-                                     "It may be starting or restarting: rerun the page in a few seconds.") from None
+            raise BackendStarting(f"The model backend at {self.url} does not answer ({type(err).__name__}).",
+                                  "It may be starting or restarting: rerun the page in a few seconds.") from None
         except (httpx.HTTPError, OSError, ValueError) as err:  # it went away during the call
             self._forget()
             raise BackendUnavailable(f"The model backend at {self.url} stopped answering: the connection ended "
@@ -244,6 +248,24 @@ class Backend:
             if usable(failed):
                 raise copy.copy(failed[1])  # a copy: re-raising one object grows its traceback
             return self._ask_and_keep()
+
+    def wait_ready(self, timeout: float, cancelled: Callable[[], bool] | None = None, every: float = 1.0) -> bool:
+        """Wait until the backend answers (its info, asked afresh every ``every`` seconds) while it is starting
+        (:class:`BackendStarting`), for at most ``timeout`` seconds or until ``cancelled()``. Whether it answers; any
+        other failure ends the wait at once (False: the next call says what it is)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.info(fresh=True)
+                return True
+            except BackendStarting:
+                pass
+            except BackendError:
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or (cancelled is not None and cancelled()):
+                return False
+            time.sleep(min(every, remaining))
 
     def _ask_and_keep(self) -> BackendInfo:
         """Ask, and keep the answer or why there was none, with the time it came (a slow failing ask does not replace

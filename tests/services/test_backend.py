@@ -861,12 +861,41 @@ def test_the_attention_page_draws_through_the_backend(backend: SimpleNamespace, 
 
 
 def test_the_attention_page_says_when_the_backend_is_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.ui import calls
+
+    monkeypatch.setattr(calls, "BACKEND_WAIT_S", 2.0)
+    monkeypatch.setattr(calls, "_gave_up", [])
     use_backend(monkeypatch, f"http://127.0.0.1:{free_port()}", tmp_path / "empty")
+    t0 = time.monotonic()
     at = _attention_page()
     errors = [e.value for e in at.error]
-    assert any("backend" in e.lower() and "does not answer" in e for e in errors), errors
+    assert any("backend" in e.lower() and "did not answer within 2 s" in e for e in errors), errors
+    assert time.monotonic() - t0 >= 2.0  # it waited for the backend, as for a warm-up, before saying so
     assert not any("Traceback" in e for e in errors) and not at.get("plotly_chart")
-    assert any("rerun the page" in e for e in errors), errors  # what to do about it
+    assert any("python -m app.backend" in e and "rerun the page" in e for e in errors), errors  # what to do about it
+
+
+@pytest.mark.slow  # starts a backend server while the page waits for it: about 30 s
+def test_a_page_opened_while_the_backend_starts_waits_for_it(backend_dir: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backend not listening yet when the page opens: the page waits (a spinner, its slot lent) and draws once it
+    answers, instead of telling the user to rerun."""
+    from app.ui import calls
+
+    monkeypatch.setattr(calls, "_gave_up", [])
+    port = free_port()
+    use_backend(monkeypatch, f"http://127.0.0.1:{port}", tmp_path / "empty")
+    started: list[subprocess.Popen] = []
+    starter = threading.Thread(target=lambda: started.append(start_backend(backend_dir, port)))
+    starter.start()
+    try:
+        at = _attention_page()
+        assert not at.error, [e.value for e in at.error]
+        assert len(at.get("plotly_chart")) >= 1
+    finally:
+        starter.join(timeout=120)
+        for proc in started:
+            stop_backend(proc)
 
 
 def test_status_asks_at_once_send_one_probe_and_a_slow_failure_does_not_hide_a_newer_answer(
