@@ -30,19 +30,12 @@ def main(argv: list[str] | None = None) -> None:
 
     from core.errors import ExplorerError
     from core.settings import get_settings
-    from services import runtime
-    from services.backend import client as backend
+    from services.executor import executor
 
     try:
-        warm = get_settings().warmup
-        if backend.enabled():
-            print(f"Models run on the model backend at {get_settings().backend}: no local model process.", flush=True)
-        elif warm and runtime.enabled():
-            runtime.default().start()  # it warms up once this process has drawn its first page
-        elif warm:
-            from services.models import warmup
-
-            warmup.start(in_foreground=1)  # the imports before the server listens, the model load in the background
+        said = executor().launch(get_settings().warmup)
+        if said:
+            print(said, flush=True)
     except ExplorerError as err:  # a bad BFE_* setting: the pages show it too
         print(f"Not warming up: {err}", file=sys.stderr)
     sys.argv = ["streamlit", "run", str(ROOT / "app" / "streamlit_app.py"), *(sys.argv[1:] if argv is None else argv)]

@@ -28,10 +28,10 @@ def availability() -> dict[str, tuple[str, str]]:
     loadable model is ``download`` with the reason)."""
     from core.errors import BackendError
     from models.loader import catalog_availability
-    from services.backend.client import here_or_there
+    from services.executor import executor
 
     try:
-        return here_or_there(catalog_availability)
+        return executor().on_model_folder(catalog_availability)
     except BackendError as err:
         from core import registry
 
@@ -43,16 +43,16 @@ def ready(model_id: str, known: dict[str, tuple[str, str]] | None = None) -> boo
     """Whether ``model_id`` can run now: on this machine, or downloadable because the Hub answers. ``known``:
     :func:`availability`, when the caller has it at hand."""
     from models.loader import is_online, locate
-    from services.backend import client as backend
+    from services.executor import executor
 
     known = availability() if known is None else known
-    if backend.enabled():  # the backend's disk and network decide; its own errors say why when it is used
+    if on_backend():  # the backend's disk and network decide; its own errors say why when it is used
         if model_id in known:
             return known[model_id][0] in ("ready", "download")
         from models.loader import can_locate
 
         try:
-            return "/" in model_id or bool(backend.here_or_there(can_locate, model_id))
+            return "/" in model_id or bool(executor().on_model_folder(can_locate, model_id))
         except ExplorerError:
             return False
     if model_id not in known:  # another model: a folder here, or a Hub id
@@ -76,10 +76,10 @@ def valid_id(value: Any) -> bool:
 
 
 def on_backend() -> bool:
-    """Whether the models run on a model backend (``BFE_BACKEND``) rather than on this machine."""
-    from services.backend import client as backend
+    """Whether the models run on a model backend (``BFE_BACKEND``) rather than on this machine (:mod:`services.executor`)."""
+    from services.executor import BACKEND, executor
 
-    return backend.enabled()
+    return executor().kind == BACKEND
 
 
 def device_label() -> str:
@@ -87,7 +87,7 @@ def device_label() -> str:
     from models.device import describe_device
     from services.backend import client as backend
 
-    if backend.enabled():
+    if on_backend():
         try:
             return f"Model backend ({backend.default().url}): {backend.default().info(status=True).device}"
         except ExplorerError as err:
@@ -98,9 +98,9 @@ def device_label() -> str:
 def inspect(model_id: str) -> Any:
     """A checkpoint's config and tensor headers, nothing loaded (``models.inspection.Inspection``)."""
     from models.inspection import inspect as read
-    from services.backend.client import here_or_there
+    from services.executor import executor
 
-    return here_or_there(read, model_id)
+    return executor().on_model_folder(read, model_id)
 
 
 def download(hub_id: str, progress: Callable[[int, int], None]) -> Any:
@@ -113,9 +113,9 @@ def download(hub_id: str, progress: Callable[[int, int], None]) -> Any:
 def steps(model_id: str) -> list[int]:
     """The training steps a lab run kept checkpoints at (its last included)."""
     from models.locate import run_steps
-    from services.backend.client import here_or_there
+    from services.executor import executor
 
-    return here_or_there(run_steps, model_id)
+    return executor().on_model_folder(run_steps, model_id)
 
 
 def load(model_id: str, *, call: Call = direct) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def runtime_status(local_cache: Any | None = None) -> RuntimeStatus:
     from services.backend import client as backend
 
     gate = default_gate().info()
-    if backend.enabled():
+    if on_backend():
         try:
             info = backend.default().info(status=True)
             memory = (f"{info.cache_bytes / 2**20:,.0f} MB of {info.cache_budget / 2**20:,.0f} MB budget, "

@@ -287,16 +287,6 @@ def default(create: bool = True) -> Runtime | None:
         return _default
 
 
-def enabled() -> bool:
-    """Whether the pages' model calls go to the model process (``BFE_MODEL_PROCESS``; a bad setting: no)."""
-    from core.settings import get_settings
-
-    try:
-        return get_settings().model_process
-    except ExplorerError:
-        return False
-
-
 # --- the model process ------------------------------------------------------------------------------------------
 
 

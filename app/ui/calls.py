@@ -42,36 +42,23 @@ def model_call(fn: Any, *args: Any) -> Any:
     """``fn(*args)`` through the process's model queue (``BFE_MODEL_CONCURRENCY`` at once, identical
     calls in flight computed once). A session that leaves while waiting gives its place up.
 
-    ``fn`` is a named function (its module, name and the arguments are the identity of the call). With
-    ``BFE_BACKEND`` set it runs on that model backend (:mod:`services.backend`). Else, with
-    ``BFE_MODEL_PROCESS=1`` (the default) a ``models.*`` function runs in the model process
-    (:mod:`services.runtime`); if that process dies during the call it is restarted, the call runs once more, and
-    the page says so.
+    ``fn`` is a named function (its module, name and the arguments are the identity of the call). It runs where
+    :func:`services.executor.executor` says: on the model backend, in the model process (if that process dies during
+    the call it is restarted, the call runs once more, and the page says so) or here. A backend that is starting is
+    waited for (:func:`await_backend`).
     """
-    from services import runtime
-    from services.backend import client as backend
+    from services.executor import executor
     from services.models import default_gate
 
+    route = executor()
     restarts: list[int | None] = []
-    lend = True  # answered by another process: this page needs no interpreter meanwhile
-    if backend.enabled() and runtime.routable(fn):
-        remote = backend.default()
+    lend = route.routes(fn)  # answered by another process: this page needs no interpreter meanwhile
+    if route.remote and not lend:
+        log.info("model call %s.%s runs in the web process (not routed to the %s)", fn.__module__, fn.__qualname__,
+                 route.kind)
 
-        def work() -> Any:
-            return remote.call(fn, *args)
-    elif runtime.enabled() and runtime.routable(fn):
-        rt = runtime.default()
-
-        def work() -> Any:
-            return rt.call(fn, *args, on_restart=restarts.append)
-    else:
-        if runtime.enabled():
-            log.info("model call %s.%s runs in the web process (not routed to the model process)", fn.__module__,
-                     fn.__qualname__)
-        lend = False
-
-        def work() -> Any:
-            return fn(*args)
+    def work() -> Any:
+        return route.call(fn, *args, on_restart=restarts.append)
 
     # While it waits for its turn and another process's answer the page needs no interpreter: its page slot goes to
     # the next page run meanwhile (BFE_PAGE_CONCURRENCY), so one student's long call does not stop the class.
@@ -99,42 +86,18 @@ def model_call(fn: Any, *args: Any) -> Any:
 
 
 def loaded_models() -> Any:
-    """What the model cache holds (``models.cache.CacheInfo``): the model process's, or this process's with
-    ``BFE_MODEL_PROCESS=0``. Raises :class:`~core.errors.ModelProcessFailed` when the model process does not answer."""
-    from services import runtime
-    from services.backend import client as backend
+    """What the model cache holds (``models.cache.CacheInfo``) where the models run (:mod:`services.executor`).
+    Raises :class:`~core.errors.ModelProcessFailed` when the model process does not answer."""
+    from services.executor import executor
 
-    if backend.enabled():
-        from services.models import CacheEntry, CacheInfo
-
-        info = backend.default().info(fresh=True)
-        return CacheInfo(tuple(CacheEntry(**e) for e in info.entries), info.cache_bytes, info.cache_budget, info.evictions)
-    if not runtime.enabled():
-        from app.ui.caches import model_cache
-
-        return model_cache().info()
-    rt = runtime.default()
-    if not rt.alive():
-        from core.settings import get_settings
-        from services.models import CacheInfo
-
-        return CacheInfo((), 0, get_settings().cache_bytes, 0)
-    return rt.request(("cache_info",))
+    return executor().cache_info()
 
 
 def free_model_memory() -> None:
-    """Empty the model cache (the model process's, or this process's with ``BFE_MODEL_PROCESS=0``)."""
-    from services import runtime
-    from services.backend import client as backend
+    """Empty the model cache where the models run (a backend's is not a page's to free)."""
+    from services.executor import executor
 
-    if backend.enabled():  # the backend's models serve every front end: not this page's to free
-        return
-    if not runtime.enabled():
-        from app.ui.caches import model_cache
-
-        model_cache().clear()
-    elif runtime.default().alive():
-        runtime.default().request(("cache_clear",))
+    executor().free()
 
 
 def restart_notice() -> None:
@@ -187,21 +150,11 @@ def start_warmup() -> None:
     runs after a restart and frees a dead worker's slot. ``python -m app.serve`` has started the model process
     already; a plain ``streamlit run`` starts it here, after the first page is drawn."""
     from core.settings import get_settings
-    from services import lab, runtime
-    from services.backend import client as backend
-    from services.models import warmup
+    from services import lab
+    from services.executor import executor
 
     with suppress(ExplorerError):  # a bad BFE_* setting, which the page has already shown
-        if backend.enabled():
-            pass  # the models run on the backend: no model process, no warm-up here
-        elif runtime.enabled():
-            if get_settings().warmup:
-                rt = runtime.default()
-                if rt.proc is None:  # once: a process that died later is replaced by the next call, not here
-                    rt.start()
-                rt.go()  # a page has been drawn: the model process may load the model now
-        else:
-            warmup.start()
+        executor().warm(get_settings().warmup)
         if get_settings().warmup:
             lab.supervise()
 
@@ -221,8 +174,9 @@ def await_backend() -> bool:
 
     from core.errors import BackendStarting
     from services.backend import client as backend
+    from services.executor import BACKEND, executor
 
-    if not backend.enabled():
+    if executor().kind != BACKEND:
         return True
     remote = backend.default()
     try:
@@ -246,13 +200,13 @@ def await_warmup(model_ids: list[str]) -> None:
 
     A warm-up that failed is reported here (the page then tries the load itself and shows its error).
     """
-    from services import runtime
-    from services.backend import client as backend
+    from services.executor import BACKEND, MODEL_PROCESS, executor
 
-    if backend.enabled():  # the backend preloads its models before it listens: wait only while it is starting
+    kind = executor().kind
+    if kind == BACKEND:  # the backend preloads its models before it listens: wait only while it is starting
         await_backend()
         return
-    if runtime.enabled():
+    if kind == MODEL_PROCESS:
         _await_model_process(model_ids)
         return
     from services.models import warmup

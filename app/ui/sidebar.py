@@ -94,15 +94,17 @@ def presentation_mode() -> bool:
 def sidebar_status() -> None:
     """Compute device, which catalog models are available now, and what the model cache holds."""
     from app.ui.calls import slot_lent
-    from services import models, runtime
+    from services import models
+    from services.executor import BACKEND, executor
 
-    on_backend = models.on_backend()
+    route = executor()
+    on_backend = route.kind == BACKEND
     # With a model backend, all three ask it (each cached a while): a wait on another machine, so the page's slot goes
     # to the next page run meanwhile, and a backend that does not answer stops no one else.
     with slot_lent() if on_backend else nullcontext():
         device = device_label()
         avail = catalog_availability()
-        engine = models.runtime_status(None if runtime.enabled() or on_backend else model_cache())
+        engine = models.runtime_status(None if route.remote else model_cache())
     sb = st.sidebar
     sb.markdown("**Compute**")
     sb.caption(device)

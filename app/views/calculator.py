@@ -3,6 +3,8 @@
 No torch: everything comes from ``services.calculator`` (configs, not weights).
 """
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -176,8 +178,8 @@ def parameters_tab() -> None:
         st.caption("Pick an ALBERT preset to see what factorised embeddings and layer sharing save.")
 
 # ------------------------------------------------------------------------------------ training memory
-def memory_tab() -> None:
-    """The Training memory tab: memory per GPU for the settings, ZeRO stages, the class's question."""
+def memory_inputs() -> None:
+    """The Training memory tab's slides example and its settings (precision, optimizer, batch, parallelism, GPU)."""
     slides_gib = calc.fact("memory_per_billion_params")
     st.info("**The slides' example** (Going bigger — the challenge): 10⁹ parameters × (2 B weights + 2 B gradients "
             f"+ 12 B Adam states) = 16 × 10⁹ B = **{calc.slides_example_gib():.2f} GiB** by this calculator, "
@@ -198,14 +200,18 @@ def memory_tab() -> None:
     c[0].toggle("Sequence parallelism", key="sz_sp", disabled=st.session_state["sz_tp"] == 1)
     c[1].toggle("FlashAttention", key="sz_flash")
     c[2].selectbox("GPU (capacity line)", list(calc.GPUS), key="sz_gpu")
-    state = st.session_state
+
+
+def memory_tab() -> None:
+    """The Training memory tab: memory per GPU for the settings, ZeRO stages, the class's question."""
+    memory_inputs()
     try:
         setup = current_setup()
         plan = calc.memory_plan(bd, state["sz_batch"], state["sz_seq"], setup, state["sz_gpu"])
     except ExplorerError as err:
         ui.show_error(err)
     else:
-        est, gpu, zero_nd = plan.estimate, plan.gpu, plan.zero_gpus
+        gpu, zero_nd = plan.gpu, plan.zero_gpus
         setting = (f"{name}, {calc.OPTIMIZERS[state['sz_opt']].label}, {calc.PRECISIONS[state['sz_precision']]}, batch "
                    f"{state['sz_batch']} × {state['sz_seq']} tokens" + (f", ZeRO {state['sz_zero']} on {zero_nd} GPUs" if state["sz_zero"] else ""))
         asked = ui.ask_the_class("choice", ui.question_context("fit", setting, sorted(config.items()), setup, gpu.name),
@@ -215,37 +221,49 @@ def memory_tab() -> None:
                             model_label="the calculator", value_label="answer",
                             sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
         if not asked.hide:  # the class is answering: the verdict, charts and table wait for the reveal
-            verdict = "fits" if plan.fits else "does **not** fit"
-            st.markdown(f"**{calc.human_bytes(est.total)} per GPU** for batch {state['sz_batch']} × {state['sz_seq']} tokens: "
-                        f"it {verdict} a {gpu.name} (keeping 1 GiB for the CUDA context and fragmentation).")
-            left, right = st.columns(2)
-            ui.chart(calc.memory_bars(plan.stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", plan.capacity_gib), "sz_zero_chart",
-                     where=left, title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs",
-                     caption=f"Batch {state['sz_batch']} × {state['sz_seq']} tokens.",
-                     sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
-            z = {k: calc.fact(f"zero_{k}") for k in ("max_params", "bigger", "faster", "cheaper")}
-            left.caption(f"What ZeRO promised at its release: models of {z['max_params'].value / 1e9:.0f}B parameters, "
-                         f"{z['bigger'].value:.0f}× bigger, up to {z['faster'].value:.0f}× faster and up to "
-                         f"{z['cheaper'].value:.0f}× cheaper training ({z['max_params'].source}).")
-            seqs = plan.curve_sequences
-            ui.chart(calc.memory_curve(bd, setup, seqs, 256, plan.capacity_gib), "sz_curve", where=right,
-                     title="Training memory against batch size",
-                     caption=f"Sequence lengths {', '.join(map(str, seqs))}; {gpu.name} capacity line.",
-                     sources=("Korthikanti et al. 2022 (activations); the calculator's own count",))
-            right.caption("Memory against batch size for three sequence lengths, with the settings above.")
-            table = pd.DataFrame(est.rows())
-            table["how"] = ["exact" if e else "estimate" for e in table.pop("exact")]
-            st.dataframe(table, hide_index=True, width="stretch",
-                         column_config={"bytes": st.column_config.NumberColumn(format="localized"),
-                                        "GiB": st.column_config.NumberColumn(format="%.3f")})
-            ui.download_buttons(table, "training-memory", "sz_mem")
-            for note in est.notes:
-                st.caption(note)
-            with st.expander("Where each number comes from"):
-                for key in ("zero", "korthikanti", "flash", "megatron", "adam8bit", "adafactor", "lion", "torch"):
-                    st.markdown(f"- {calc.SOURCES[key]}")
-                st.markdown("- Activations are an estimate: frameworks also keep workspace and allocator slack. "
-                            "Model states are exact for the tensors of this config (checked against a real AdamW step).")
+            memory_answer(plan, setup)
+
+
+def memory_answer(plan: Any, setup: calc.TrainingSetup) -> None:
+    """What the calculator answers for the settings: the verdict, the ZeRO stages and the curve, then the table."""
+    est, gpu, zero_nd = plan.estimate, plan.gpu, plan.zero_gpus
+    verdict = "fits" if plan.fits else "does **not** fit"
+    st.markdown(f"**{calc.human_bytes(est.total)} per GPU** for batch {state['sz_batch']} × {state['sz_seq']} tokens: "
+                f"it {verdict} a {gpu.name} (keeping 1 GiB for the CUDA context and fragmentation).")
+    left, right = st.columns(2)
+    ui.chart(calc.memory_bars(plan.stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", plan.capacity_gib), "sz_zero_chart",
+             where=left, title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs",
+             caption=f"Batch {state['sz_batch']} × {state['sz_seq']} tokens.",
+             sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
+    z = {k: calc.fact(f"zero_{k}") for k in ("max_params", "bigger", "faster", "cheaper")}
+    left.caption(f"What ZeRO promised at its release: models of {z['max_params'].value / 1e9:.0f}B parameters, "
+                 f"{z['bigger'].value:.0f}× bigger, up to {z['faster'].value:.0f}× faster and up to "
+                 f"{z['cheaper'].value:.0f}× cheaper training ({z['max_params'].source}).")
+    seqs = plan.curve_sequences
+    ui.chart(calc.memory_curve(bd, setup, seqs, 256, plan.capacity_gib), "sz_curve", where=right,
+             title="Training memory against batch size",
+             caption=f"Sequence lengths {', '.join(map(str, seqs))}; {gpu.name} capacity line.",
+             sources=("Korthikanti et al. 2022 (activations); the calculator's own count",))
+    right.caption("Memory against batch size for three sequence lengths, with the settings above.")
+    memory_table(est)
+
+
+def memory_table(est: Any) -> None:
+    """Each part of the memory per GPU (exact or estimated), its notes and sources."""
+    table = pd.DataFrame(est.rows())
+    table["how"] = ["exact" if e else "estimate" for e in table.pop("exact")]
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"bytes": st.column_config.NumberColumn(format="localized"),
+                                "GiB": st.column_config.NumberColumn(format="%.3f")})
+    ui.download_buttons(table, "training-memory", "sz_mem")
+    for note in est.notes:
+        st.caption(note)
+    with st.expander("Where each number comes from"):
+        for key in ("zero", "korthikanti", "flash", "megatron", "adam8bit", "adafactor", "lion", "torch"):
+            st.markdown(f"- {calc.SOURCES[key]}")
+        st.markdown("- Activations are an estimate: frameworks also keep workspace and allocator slack. "
+                    "Model states are exact for the tensors of this config (checked against a real AdamW step).")
+
 
 # ------------------------------------------------------------------------------------ GPU fit
 def fit_tab() -> None:
@@ -301,6 +319,12 @@ def cost_tab() -> None:
         st.caption(f"Per token, forward: 2·N + 2·n_layer·n_ctx·d_attn = {run.forward_per_token:,.0f} FLOPs (N non-embedding = "
                    f"{bd.non_embedding:,}); {calc.SOURCES['kaplan']} Peak of a {state['sz_train_gpu']}: "
                    f"{train_gpu.peak_16bit / 1e12:g} TFLOP/s 16-bit, {train_gpu.peak_fp32 / 1e12:g} fp32 ({calc.SOURCES['gpus']}).")
+    reference_costs()
+    sparse_attention_section()
+
+
+def reference_costs() -> None:
+    """What BERT cost (worked example), and the published costs and times of one pre-training run."""
     st.subheader("Worked example: what BERT cost")
     rows = calc.bert_cost_rows(state["sz_train_gpu"], state["sz_ngpus"], state["sz_util"], state["sz_price"], state["sz_precision"])
     ex_df = pd.DataFrame(rows)
@@ -320,7 +344,6 @@ def cost_tab() -> None:
     eff, gpus = calc.fact("megatron_scaling_efficiency"), calc.fact("megatron_scaling_gpus")
     c[1].caption(f"From 256 to 1,472 GPUs (5.75×) the time falls 5.0× (236 → 47 min). Megatron-LM reports "
                  f"{eff.value:.0%} scaling efficiency at {gpus.value:,.0f} GPUs ({eff.source}).")
-    sparse_attention_section()
 
 
 def sparse_attention_section() -> None:

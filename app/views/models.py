@@ -11,9 +11,11 @@ from app import ui
 from core import registry
 from core.errors import ExplorerError
 from core.settings import SETTINGS, get_settings, shown
+from services.executor import BACKEND, executor
 
 st.title("Models & availability")
 settings = get_settings()
+on_backend = executor().kind == BACKEND  # where the models run: the one route every page uses
 avail = ui.catalog_availability()
 
 rows = [{
@@ -30,7 +32,7 @@ st.markdown(
 st.code("python -m models.fetch --kit            # the small models every page uses\n"
         "python -m models.fetch roberta-large    # or any catalog id\n"
         "python -m models.fetch --list           # what is here", language="bash")
-if settings.backend:
+if on_backend:
     st.caption(f"The models run on the model backend at `{settings.backend}`: fetch them there, into its `BFE_MODEL_DIR`.")
 else:
     st.caption(f"Model folder on this machine: `{settings.model_dir}`" if ui.local_viewer()
@@ -60,12 +62,12 @@ if info.entries:
     st.dataframe(pd.DataFrame([{
         "model": e.model_id, "head": e.task, "attention": e.attn_implementation, "device": e.device,
         "dtype": e.dtype, "MB": round(e.nbytes / 2**20, 1)} for e in info.entries]), hide_index=True)
-    if not settings.backend and st.button("Free model memory", key="models_clear"):  # a backend's serve every front end
+    if not on_backend and st.button("Free model memory", key="models_clear"):  # a backend's serve every front end
         with ui.friendly_errors():
             ui.free_model_memory()
         st.rerun()
 else:
-    st.caption("No model is loaded on the model backend." if settings.backend else "No model is loaded on this server.")
+    st.caption("No model is loaded on the model backend." if on_backend else "No model is loaded on this server.")
 st.caption(f"{info.total_bytes / 2**20:,.0f} MB of a {info.budget_bytes / 2**20:,.0f} MB budget "
            f"(BFE_MODEL_CACHE_MB); {info.evictions} eviction(s) so far.")
 

@@ -37,7 +37,6 @@ from core.errors import (
     BackendStarting,
     BackendTimeout,
     BackendUnavailable,
-    ExplorerError,
     ModelProcessFailed,
 )
 from core.version import app_version
@@ -383,16 +382,6 @@ _default: Backend | None = None
 _default_lock = threading.Lock()
 
 
-def enabled() -> bool:
-    """Whether the pages' model calls go to a backend (``BFE_BACKEND`` is set and valid)."""
-    from core.settings import get_settings
-
-    try:
-        return bool(get_settings().backend)
-    except ExplorerError:
-        return False
-
-
 def default() -> Backend:
     """This process's backend (``BFE_BACKEND``, ``BFE_BACKEND_TOKEN``); remade when the settings change."""
     global _default
@@ -403,10 +392,3 @@ def default() -> Backend:
         if _default is None or (_default.url, _default.token) != (settings.backend, settings.backend_token):
             _default = Backend(settings.backend, settings.backend_token)
         return _default
-
-
-def here_or_there(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` where the models are: on the backend when ``BFE_BACKEND`` is set, else in this process. For the
-    questions about the model folder (which models are here, a lab run's checkpoints), which must be asked where
-    the models live."""
-    return default().call(fn, *args) if enabled() else fn(*args)

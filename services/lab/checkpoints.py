@@ -32,22 +32,22 @@ def lab_folder() -> Path:
 def trained_models(task: str | None = None) -> list[str]:
     """``trained/<run>`` ids of the lab's checkpoints where the models are: this machine's model folder, or the model
     backend's (``BFE_BACKEND``: its model folder is the one the GPU machine's lab worker writes to)."""
-    from services.backend.client import here_or_there
+    from services.executor import executor
 
     try:
-        return here_or_there(trained_models_here, task)
+        return executor().on_model_folder(trained_models_here, task)
     except ExplorerError:  # a backend that does not answer: no lab checkpoint to offer now (the sidebar says why)
         return []
 
 
 def run_info(model_id: str) -> dict[str, Any]:
     """What a lab checkpoint's ``bfe_run.json`` says (config, evaluation), where the models are; or {}."""
-    from services.backend.client import here_or_there
+    from services.executor import executor
 
     if not isinstance(model_id, str) or not model_id.startswith("trained/"):
         return {}
     try:
-        return here_or_there(run_info_here, model_id)
+        return executor().on_model_folder(run_info_here, model_id)
     except ExplorerError:
         return {}
 

@@ -245,3 +245,18 @@ def test_no_private_name_is_exported(tmp_path: Path) -> None:
     for layer in LAYERS:
         (tmp_path / layer).mkdir(exist_ok=True)
     assert _private_exports(tmp_path) == ["services/x.py: _helper"]
+
+
+def test_one_module_chooses_where_a_model_call_runs() -> None:
+    """The route of a model call (in this process, the model process, a model backend) is chosen in
+    services/executor.py only: no other module reads the settings that choose it to decide where to run something."""
+    import re
+
+    choosing = re.compile(r"(settings|get_settings\(\))\.(backend|model_process)\b\s*(else|and|or|:|\)|$)|"
+                          r"\bif\s+(not\s+)?(settings|get_settings\(\))\.(backend|model_process)\b")
+    found = [f"{path.relative_to(ROOT)}:{n}" for top in ("app", "services", "models", "analysis")
+             for path in sorted((ROOT / top).rglob("*.py")) if path != ROOT / "services" / "executor.py"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if choosing.search(line)]
+    assert not found, f"these choose where a model call runs outside services/executor.py: {found}"
+    for module in ("services/runtime.py", "services/backend/client.py"):
+        assert "def enabled(" not in (ROOT / module).read_text(encoding="utf-8"), module

@@ -814,8 +814,9 @@ def test_the_backends_lab_checkpoints_open_from_a_front_end_without_them(backend
     assert models.steps(mid) == [2]
     assert models.availability()["bert-base-uncased"][0] == "ready"  # the backend's folder, not this one's
     from models.loader import can_locate
+    from services.executor import executor
 
-    assert backend_client.here_or_there(can_locate, mid) and not backend_client.here_or_there(can_locate, "trained/nope")
+    assert executor().on_model_folder(can_locate, mid) and not executor().on_model_folder(can_locate, "trained/nope")
     assert not can_locate(mid)  # asked here, the answer differs
     assert models.inspect(mid).config["hidden_size"] == 32
     there = backend_client.default().call(extract_attention, mid, TEXT)

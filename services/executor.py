@@ -1,0 +1,145 @@
+"""One route for a model call: where the pages' model work runs, chosen once from the settings.
+
+- :data:`BACKEND` (``BFE_BACKEND`` set): on a model backend (:mod:`services.backend`), for the functions both sides
+  allow (:mod:`services.routing`); its models serve every front end.
+- :data:`MODEL_PROCESS` (``BFE_MODEL_PROCESS=1``, the default): in the model process (:mod:`services.runtime`), for
+  the same functions; the web process never imports torch.
+- :data:`IN_PROCESS` (``BFE_MODEL_PROCESS=0``, or a setting that cannot be read): here, on this process's model cache.
+
+A function outside :data:`services.routing.ROUTED` runs here under any of the three. The pages reach this through
+``app.ui.calls`` (the model call, the cache, the warm-up), the sidebar's status and ``python -m app.serve``; nothing
+else asks which route is in force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import ExplorerError
+
+IN_PROCESS = "in process"
+MODEL_PROCESS = "model process"
+BACKEND = "model backend"
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where the pages' model calls run (``kind``: :data:`IN_PROCESS`, :data:`MODEL_PROCESS` or :data:`BACKEND`)."""
+
+    kind: str
+
+    @property
+    def remote(self) -> bool:
+        """Whether routed calls are answered by another process (a page needs no interpreter while it waits)."""
+        return self.kind != IN_PROCESS
+
+    def routes(self, fn: Any) -> bool:
+        """Whether ``fn`` runs away from this process: a remote route and one of :data:`services.routing.ROUTED`."""
+        if not self.remote:
+            return False
+        from services.routing import routable
+
+        return routable(fn)
+
+    def call(self, fn: Any, *args: Any, on_restart: Callable[[int | None], Any] | None = None) -> Any:
+        """``fn(*args)`` where it runs (``on_restart``: told the exit code when the model process died during the call
+        and was restarted; the call then ran once more)."""
+        if not self.routes(fn):
+            return fn(*args)
+        if self.kind == BACKEND:
+            from services.backend import client as backend
+
+            return backend.default().call(fn, *args)
+        from services import runtime
+
+        return runtime.default().call(fn, *args, on_restart=on_restart)
+
+    def on_model_folder(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` where the model folder is: on the backend, which serves these questions beside the model
+        calls (:data:`services.routing.BACKEND_ONLY`), else here (the model process shares this machine's folder). For
+        the questions about the folder itself: which models are here, whether an id can be loaded, a lab run's
+        checkpoints."""
+        if self.kind != BACKEND:
+            return fn(*args)
+        from services.backend import client as backend
+
+        return backend.default().call(fn, *args)
+
+    def cache_info(self) -> Any:
+        """What the model cache holds (``models.cache.CacheInfo``) where the models run; an empty one while the model
+        process is not running. Raises :class:`~core.errors.BackendError` when the backend does not answer."""
+        from models.cache import CacheEntry, CacheInfo, default_cache
+
+        if self.kind == BACKEND:
+            from services.backend import client as backend
+
+            info = backend.default().info(fresh=True)
+            return CacheInfo(tuple(CacheEntry(**e) for e in info.entries), info.cache_bytes, info.cache_budget, info.evictions)
+        if self.kind == IN_PROCESS:
+            return default_cache().info()
+        from core.settings import get_settings
+        from services import runtime
+
+        rt = runtime.default()
+        if not rt.alive():
+            return CacheInfo((), 0, get_settings().cache_bytes, 0)
+        return rt.request(("cache_info",))
+
+    def free(self) -> None:
+        """Empty the model cache where the models run (a backend's serves every front end: not a page's to free)."""
+        if self.kind == IN_PROCESS:
+            from models.cache import default_cache
+
+            default_cache().clear()
+        elif self.kind == MODEL_PROCESS:
+            from services import runtime
+
+            if runtime.default().alive():
+                runtime.default().request(("cache_clear",))
+
+    def launch(self, warm: bool) -> str:
+        """At server start, before the first page (``python -m app.serve``): start the model process, or the warm-up's
+        imports here (``warm``: ``BFE_WARMUP``). What to print, if anything."""
+        if self.kind == BACKEND:
+            from core.settings import get_settings
+
+            return f"Models run on the model backend at {get_settings().backend}: no local model process."
+        if warm and self.kind == MODEL_PROCESS:
+            from services import runtime
+
+            runtime.default().start()  # it warms up once this process has drawn its first page
+        elif warm:
+            from models import warmup
+
+            warmup.start(in_foreground=1)  # the imports before the server listens, the model load in the background
+        return ""
+
+    def warm(self, warm: bool) -> None:
+        """Once a page is drawn: let the model process load the model (started here if a plain ``streamlit run``
+        started the server), or start the warm-up in this process; nothing with a backend (it preloads its models)."""
+        if self.kind == MODEL_PROCESS:
+            if warm:
+                from services import runtime
+
+                rt = runtime.default()
+                if rt.proc is None:  # once: a process that died later is replaced by the next call, not here
+                    rt.start()
+                rt.go()
+        elif self.kind == IN_PROCESS:
+            from models import warmup
+
+            warmup.start()
+
+
+def executor() -> Executor:
+    """The route in force now, from the settings (a setting that cannot be read: :data:`IN_PROCESS`; the page that
+    reads it shows the message)."""
+    from core.settings import get_settings
+
+    try:
+        settings = get_settings()
+    except ExplorerError:
+        return Executor(IN_PROCESS)
+    return Executor(BACKEND if settings.backend else MODEL_PROCESS if settings.model_process else IN_PROCESS)
