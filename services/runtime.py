@@ -14,12 +14,13 @@ The cost is moving results between the processes: each call's arguments and resu
 does not move it again.
 
 - :class:`Runtime`: the client the web process holds (one per process, :func:`default`): :meth:`Runtime.start` spawns
-  ``python -m services.runtime`` (it binds its socket before any heavy import, so its status answers at once),
+  ``python -m services.runtime_server`` (it binds its socket before any heavy import, so its status answers at once),
   :meth:`Runtime.call` runs ``models.<module>.<function>(*args)`` there, :meth:`Runtime.status` says how the warm-up
   goes. The socket is private to this user (mode 0600 in a 0700 folder) and every connection proves a random key
   (``multiprocessing.connection``'s HMAC handshake); only the read-only model functions in :data:`ROUTED` can be
   called.
-- :func:`serve`: the process itself. It exits within half a second of its parent (a watchdog), however the parent
+- :func:`services.runtime_server.serve`: the process itself, in a module of its own (as the backend's client and
+  handlers are apart). It exits within half a second of its parent (a watchdog), however the parent
   ended, so stopping the server (SIGTERM, a container stop, ``kill -9``) leaves no process behind.
 
 The library's functions are unchanged: the Gradio app, the benches and the tests call them in their own process;
@@ -33,19 +34,18 @@ import logging
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Client, Connection, Listener, answer_challenge, deliver_challenge
+from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
 
-from core.errors import ExplorerError, ModelProcessFailed
-from services.routing import ROUTED, _resolve, pack_error, routable, route, unpack_error  # noqa: F401 (ROUTED, routable: this module's API too)
+from core.errors import ModelProcessFailed
+from services.routing import ROUTED, pack_error, routable, route, unpack_error  # noqa: F401 (ROUTED, routable, pack_error: this module's API too)
 
 log = logging.getLogger("bert_family_explorer")
 
@@ -94,7 +94,7 @@ class Runtime:
 
     def __init__(self, warm: bool = True, command: list[str] | None = None) -> None:
         self.warm = warm
-        self.command = command or [sys.executable, "-m", "services.runtime"]
+        self.command = command or [sys.executable, "-m", "services.runtime_server"]
         self.key = secrets.token_bytes(32)
         self._dir = Path(tempfile.mkdtemp(prefix="bfe-rt-"))  # mode 0700; short: a socket path has 107 bytes at most
         self.address = str(self._dir / "s")
@@ -285,158 +285,3 @@ def default(create: bool = True) -> Runtime | None:
 
             atexit.register(_default.stop)
         return _default
-
-
-# --- the model process ------------------------------------------------------------------------------------------
-
-
-def _die_with_parent(parent: int) -> None:
-    """Exit within half a second of the web process, however it ended (SIGTERM, ``kill -9``, a crash).
-
-    Not Linux's parent-death signal: it fires when the *thread* that spawned the child ends, and a restart is spawned
-    from a page's script thread, which ends with the page run."""
-    if os.getppid() != parent:  # it died before this ran
-        os._exit(0)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="bfe-runtime-watchdog", daemon=True).start()
-
-
-_imported = threading.Event()
-_go = threading.Event()
-_called = threading.Event()
-
-
-def _import_heavy() -> None:
-    """torch and transformers, before any call runs: transformers' lazy modules are not safe to import from two
-    threads at once (a call racing the warm-up saw ``transformers`` without ``AutoModel``)."""
-    try:
-        from models.warmup import import_heavy
-
-        import_heavy()
-    finally:
-        _imported.set()
-
-
-def _status() -> dict[str, Any]:
-    out: dict[str, Any] = {"state": "idle", "pid": os.getpid()}
-    if not _imported.is_set():
-        return {**out, "state": "running", "step": "importing torch and transformers" if _go.is_set() else
-                "waiting for the first page to be drawn"}
-    warmup = sys.modules.get("models.warmup")
-    if warmup is not None:
-        w = warmup.current()
-        out.update(state=w.state, step=w.step, seconds=round(w.seconds, 2), model_id=w.model_id,
-                   error="" if w.error is None else f"{type(w.error).__name__}: {str(w.error)[:300]}")
-    loader = sys.modules.get("models.loader")
-    if loader is not None:
-        info = loader.default_cache().info()
-        out.update(cache_bytes=info.total_bytes, cache_budget=info.budget_bytes, models_loaded=len(info.entries))
-    return out
-
-
-def _handle(conn: Connection, key: bytes) -> None:
-    with conn:
-        try:  # the handshake here, not in the accept loop: a slow client holds up nobody else
-            deliver_challenge(conn, key)
-            answer_challenge(conn, key)
-            message = conn.recv()
-        except Exception as err:  # a wrong key (AuthenticationError), or a client that went away
-            log.debug("model process: refused a connection: %s", err)
-            return
-        try:
-            kind = message[0]
-            if kind in ("go", "now"):
-                if kind == "now":
-                    _called.set()
-                _go.set()
-                reply: tuple[str, Any] = ("ok", None)
-            elif kind == "status":
-                reply = ("ok", _status())
-            elif kind == "cache_info":
-                from models.loader import default_cache
-
-                reply = ("ok", default_cache().info())
-            elif kind == "cache_clear":
-                from models.loader import default_cache
-
-                default_cache().clear()
-                reply = ("ok", None)
-            elif kind == "call":
-                _, module, name, args = message
-                fn = _resolve(module, name)  # refused before anything is imported or loaded
-                _called.set()  # a page needs a model now: the warm-up holds back no longer
-                _go.set()
-                _imported.wait()
-                reply = ("ok", fn(*args))
-            else:
-                raise ModelProcessFailed(f"Unknown request {str(kind)[:40]!r}.")
-        except BaseException as err:  # carried back to the page that asked (SystemExit too); never ends the process
-            if not isinstance(err, ExplorerError):
-                log.exception("model process: %s failed", str(message[:3])[:200])
-            reply = ("error", pack_error(err))
-        try:
-            conn.send(reply)
-        except (OSError, EOFError):  # the asking page went away
-            pass
-        except Exception as err:  # a result that does not pickle
-            with contextlib.suppress(Exception):
-                conn.send(("error", pack_error(ModelProcessFailed(f"The result could not be sent back: {err}"))))
-
-
-def serve(address: str, parent: int, warm: bool) -> None:
-    """Run the model process: bind ``address`` first (so a status answers at once), then warm up in the
-    background and answer each connection in a thread of its own until the parent exits."""
-    _die_with_parent(parent)
-    key = bytes.fromhex(os.environ.pop(KEY_ENV))
-    old = os.umask(0o177)
-    try:
-        # No authkey here: each handler thread does the handshake (:func:`_handle`). A backlog for a class's worth
-        # of pages asking at once.
-        listener = Listener(address, family="AF_UNIX", backlog=64)
-    finally:
-        os.umask(old)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal: the server stops us (no traceback here)
-
-    def imports() -> None:
-        # Importing torch and transformers takes about 3.4 s of a core; done while the web process serves its first
-        # page (and a browser on the same machine paints it) it slowed Home by 0.3-0.5 s. So a warming process waits
-        # until the web process has drawn its first page (it says "go") and the browser has had a moment to paint
-        # it, or until a page calls a model, or GO_TIMEOUT_S when nobody visits. (A lower CPU priority for this
-        # thread, nice 10 or 19 or SCHED_IDLE, made no difference that bench/startup.py could measure.)
-        if warm and _go.wait(GO_TIMEOUT_S) and not _called.is_set():
-            time.sleep(AFTER_GO_S)
-        try:
-            _import_heavy()
-        except Exception as err:  # a broken install: each call then reports its own import error
-            log.warning("importing torch and transformers failed: %s", err)
-
-    def warm_up() -> None:
-        _imported.wait()
-        from models import warmup
-
-        try:
-            warmup.start()  # the bundled model, in a thread (its import step is done)
-        except ExplorerError as err:  # a bad setting: shown by the page that needs the model
-            log.warning("not warming up: %s", err)
-
-    threading.Thread(target=imports, name="bfe-runtime-imports", daemon=True).start()
-    if warm:
-        threading.Thread(target=warm_up, name="bfe-runtime-warm", daemon=True).start()
-    while True:
-        try:
-            conn = listener.accept()
-        except OSError as err:  # a client that went away
-            log.debug("model process: accept failed: %s", err)
-            continue
-        threading.Thread(target=_handle, args=(conn, key), name="bfe-runtime-call", daemon=True).start()
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="model process: %(message)s")
-    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1")

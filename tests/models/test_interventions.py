@@ -473,8 +473,8 @@ def test_a_probe_scores_no_place_where_truncation_cut_the_word_off() -> None:
 def test_the_pages_entry_points_are_still_routed_to_the_model_process() -> None:
     """The model process runs a call by the public name of its function (services.runtime.ROUTED): the entry
     points defined in the package's submodules still answer to ``models.interventions``."""
-    from services import runtime
+    from services import routing, runtime
 
     routed = runtime.ROUTED["models.interventions"]
     assert all(runtime.routable(getattr(I, name)) for name in routed)
-    assert all(runtime._resolve("models.interventions", name) is getattr(I, name) for name in routed)
+    assert all(routing._resolve("models.interventions", name) is getattr(I, name) for name in routed)

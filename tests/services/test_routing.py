@@ -58,14 +58,14 @@ def _cases() -> list[tuple[str, Callable[..., Any]]]:
 
 @pytest.mark.parametrize(("name", "case"), _cases(), ids=[n for n, _ in _cases()])
 def test_every_model_call_of_a_use_case_runs_in_the_model_process(name: str, case: Callable[..., Any]) -> None:
-    from services import runtime
+    from services import routing, runtime
 
     seen: list[Any] = []
     with pytest.raises(_Ran):
         case(_recorder(seen))
     assert len(seen) == 1 and runtime.routable(seen[0]), f"{name} runs {seen[0]!r}, which the model process does not take"
     module, attr = runtime.route(seen[0])
-    assert runtime._resolve(module, attr) is seen[0]  # the model process finds the same function by that name
+    assert routing._resolve(module, attr) is seen[0]  # the model process finds the same function by that name
 
 
 @pytest.mark.parametrize(("case", "message"), [

@@ -18,7 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.errors import ModelProcessFailed, UnknownModel
-from services import runtime
+from services import routing, runtime
 from tests.helpers import ENTRY
 from tests.helpers.servers import free_port, home_and_calculator_draw, open_page, start_server, wait_for
 
@@ -56,14 +56,14 @@ def test_a_call_runs_in_the_model_process_and_returns_what_the_library_returns(m
         model_process.call(extract_attention, "bert-base-uncasd", "x")
     assert err.value.model_id == "bert-base-uncasd" and err.value.hint
     # only public functions of models.*: not a page's helper, not a private function, not the standard library
-    for fn in (os.getcwd, runtime._resolve, lambda: 1):
+    for fn in (os.getcwd, routing._resolve, lambda: 1):
         assert not runtime.routable(fn)
         with pytest.raises(ModelProcessFailed):
             model_process.call(fn)
     for module, name in (("os", "system"), ("models.training", "atomic_save"), ("models.fetch", "main"),
                          ("models.attention", "__builtins__")):
         with pytest.raises(ModelProcessFailed):
-            runtime._resolve(module, name)
+            routing._resolve(module, name)
     # a client without the key is refused, and the process keeps serving
     with pytest.raises(Exception):  # noqa: B017 (multiprocessing's AuthenticationError or a closed pipe)
         Client(model_process.address, family="AF_UNIX", authkey=b"wrong").send(("status",))
