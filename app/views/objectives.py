@@ -95,7 +95,8 @@ state = st.session_state
 tabs = ui.url_tabs(["Fill the mask", "How BERT masks", "Which sentence is more natural?", "Does B follow A?",
                     "Spot the replaced word", "Left to right"], key="ob_tab")
 
-with tabs[0]:
+def fill_tab() -> None:
+    """The Fill the mask tab: each model's top tokens for every [MASK], after the class has predicted the first."""
     c = st.columns([3, 2])
     c[0].multiselect("Models", MLM, key="ob_models", format_func=label, max_selections=4)
     extra = ui.other_model("ob_models_other", task="masked-lm", where=c[1], label="And another model (optional)",
@@ -131,22 +132,29 @@ with tabs[0]:
             ui.reveal_chart(asked.revealed, {p.token_str.strip().lower(): p.probability for p in top}, key="ob_fill_q",
                             model_label=first_model, sources=(f"Predictions of {first_model}, computed by BERT Family Explorer",))
         if len(table) and not asked.hide:
-            cols = st.columns(len(table["model"].unique()))
-            first = (table["model"].iloc[0], table["mask"].iloc[0])  # its first chart is the page's main result
-            for col, (mid, grp) in zip(cols, table.groupby("model", sort=False), strict=True):
-                col.markdown(f"**{mid}**")
-                for mask, g in grp.groupby("mask"):
-                    preds = filled.predictions[mid][mask - 1]
-                    step = f" (filled at step {g['step'].iloc[0]})" if state["ob_mode"] == "sequential" else ""
-                    ui.chart(bars(preds, f"mask {mask}{step}"), f"ob_bar_{mid.replace('/', '_')}_{mask}", where=col, compact=True,
-                             main=(mid, mask) == first,
-                             title=f"{mid}: fill-mask, mask {mask}{step}",
-                             caption=f"Input: “{state['ob_fill'][:300]}”. Top {len(preds)} tokens by probability.",
-                             sources=(f"Predictions of {mid}, computed by BERT Family Explorer",))
-                col.markdown(f":gray[Best guess:] {filled.best_guess(mid)}")
-            ui.download_buttons(table, "fill-mask", "ob_dl_fill")
+            fill_results(filled, table)
 
-with tabs[1]:
+
+def fill_results(filled: objectives.FillMask, table: pd.DataFrame) -> None:
+    """Each model's chart per [MASK], its best guess, and the table's downloads."""
+    cols = st.columns(len(table["model"].unique()))
+    first = (table["model"].iloc[0], table["mask"].iloc[0])  # its first chart is the page's main result
+    for col, (mid, grp) in zip(cols, table.groupby("model", sort=False), strict=True):
+        col.markdown(f"**{mid}**")
+        for mask, g in grp.groupby("mask"):
+            preds = filled.predictions[mid][mask - 1]
+            step = f" (filled at step {g['step'].iloc[0]})" if state["ob_mode"] == "sequential" else ""
+            ui.chart(bars(preds, f"mask {mask}{step}"), f"ob_bar_{mid.replace('/', '_')}_{mask}", where=col, compact=True,
+                     main=(mid, mask) == first,
+                     title=f"{mid}: fill-mask, mask {mask}{step}",
+                     caption=f"Input: “{state['ob_fill'][:300]}”. Top {len(preds)} tokens by probability.",
+                     sources=(f"Predictions of {mid}, computed by BERT Family Explorer",))
+        col.markdown(f":gray[Best guess:] {filled.best_guess(mid)}")
+    ui.download_buttons(table, "fill-mask", "ob_dl_fill")
+
+
+def masking_tab() -> None:
+    """The How BERT masks tab: which tokens BERT's recipe masks, epoch by epoch (static or dynamic, whole words)."""
     st.text_input("Sentence", key="ob_rtext", max_chars=500)
     c = st.columns(4)
     c[0].number_input("Seed", 0, 10**6, key="ob_seed")
@@ -176,7 +184,8 @@ with tabs[1]:
                    "token, 10% stay. BERT drew the pattern once per sequence (static; it duplicated the data 10 times); "
                    "RoBERTa draws a new one each epoch (dynamic).")
 
-with tabs[2]:
+def pll_tab() -> None:
+    """The Which sentence is more natural? tab: pseudo-perplexity of two sentences under one masked LM."""
     c = st.columns([2, 3, 3])
     pll_model = ui.model_picker("Model", "ob_pll_model", MLM, task="masked-lm", where=c[0])
     c[1].text_input("Sentence 1", key="ob_s1", max_chars=500)
@@ -200,7 +209,8 @@ with tabs[2]:
         ui.download_buttons(df, "pseudo-likelihood", "ob_dl_pll")
         st.caption("Salazar et al. 2020: mask each token in turn and add log p(token | the rest); all masked copies run in one batch.")
 
-with tabs[3]:
+def nsp_tab() -> None:
+    """The Does B follow A? tab: NSP (BERT) or SOP (ALBERT) on two sentences, and swapped."""
     c = st.columns([2, 3, 3])
     nsp_model = ui.model_picker("Model (NSP: BERT, SOP: ALBERT)", "ob_nsp_model", PRETRAIN, task="pretraining", where=c[0])
     c[1].text_input("Sentence A", key="ob_a", max_chars=500)
@@ -221,7 +231,8 @@ with tabs[3]:
                    "or the two swapped, which forces it to learn order rather than topic.")
         ui.download_buttons(pd.DataFrame([rel]), "sentence-relation", "ob_dl_nsp")
 
-with tabs[4]:
+def electra_tab() -> None:
+    """The Spot the replaced word tab: ELECTRA's generator rewrites a sentence, its discriminator spots the changes."""
     c = st.columns([5, 1])
     c[0].text_input("Sentence", key="ob_etext", max_chars=500)
     c[1].number_input("Seed", 0, 10**6, key="ob_eseed")
@@ -245,7 +256,8 @@ with tabs[4]:
         except ExplorerError as err:
             ui.show_error(err)
 
-with tabs[5]:
+def generate_tab() -> None:
+    """The Left to right tab: GPT-2 generates; BERT, filling [MASK] after [MASK], cannot."""
     st.text_input("Prompt", key="ob_prompt", max_chars=500)
     c = st.columns(6)
     c[0].number_input("New tokens", 1, 100, key="ob_new")
@@ -272,5 +284,11 @@ with tabs[5]:
             st.caption(f"{b.seconds:.2f} s — BERT cannot generate: it was never trained to predict the next word.")
         except ExplorerError as err:
             ui.show_error(err)
+
+
+for tab, draw in zip(tabs, (fill_tab, masking_tab, pll_tab, nsp_tab, electra_tab, generate_tab), strict=True):
+    if tab.open:  # only the open tab is drawn (and runs its models): its name is in the address (ui.url_tabs)
+        with tab:
+            draw()
 
 ui.save_url_state(DEFAULTS)

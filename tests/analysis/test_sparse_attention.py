@@ -280,7 +280,7 @@ def test_view_draws_the_masks_and_the_costs():
 def test_calculator_page_shows_the_sparse_section_from_the_url():
     from tests.helpers.pages import calc_page, markdown
 
-    at = calc_page(sz_sparse_n="64", sz_sparse_len="4096")
+    at = calc_page(sz_sparse_n="64", sz_sparse_len="4096", sz_tab="Compute & cost")
     assert at.select_slider(key="sz_sparse_n").value == 64 and at.select_slider(key="sz_sparse_len").value == 4096
     assert any("BigBird's sparse attention" in s.value for s in at.subheader)
     costs = at.dataframe[-1].value

@@ -287,10 +287,15 @@ def test_objectives_page_every_tab_runs_on_the_tiny_models() -> None:
     # Fill the mask: three models side by side, two masks each
     assert all(f"**{m}**" in text for m in ("bert-base-uncased", "roberta-base", "distilbert-base-uncased"))
     assert len(at.get("plotly_chart")) == 6
-    # pseudo-perplexity, NSP, ELECTRA, GPT-2 vs BERT
-    labels = [m.label for m in at.metric]
-    assert "Sentence 1: pseudo-perplexity" in labels and "NSP: P(B follows A)" in labels
-    assert "The generator rewrote it as" in text and "**GPT-2**" in text and "BERT cannot generate" in text
+    assert not at.metric and "**GPT-2**" not in text  # only the open tab is drawn (and runs its models)
+    # pseudo-perplexity, NSP, ELECTRA, GPT-2 vs BERT: each tab as a link (or a click) opens it
+    seen = {tab: run("views/objectives.py", ob_tab=tab) for tab in
+            ("Which sentence is more natural?", "Does B follow A?", "Spot the replaced word", "Left to right")}
+    assert all(not page.error for page in seen.values()), {t: [e.value for e in p.error] for t, p in seen.items()}
+    assert "Sentence 1: pseudo-perplexity" in [m.label for m in seen["Which sentence is more natural?"].metric]
+    assert "NSP: P(B follows A)" in [m.label for m in seen["Does B follow A?"].metric]
+    assert "The generator rewrote it as" in markdown(seen["Spot the replaced word"])
+    assert "**GPT-2**" in markdown(seen["Left to right"]) and "BERT cannot generate" in markdown(seen["Left to right"])
 
 
 def test_objectives_page_interactions_and_link_state() -> None:
@@ -298,15 +303,20 @@ def test_objectives_page_interactions_and_link_state() -> None:
     assert not at.error, [e.value for e in at.error]
     charts = at.get("plotly_chart")
     assert len(charts) == 2 and all("filled at step" in c.proto.spec for c in charts)
+    at.query_params["ob_tab"] = "Does B follow A?"  # a click on the tab: the browser puts it in the address
+    at.run()
     assert any(m.label.startswith("SOP") for m in at.metric)
+    at.query_params["ob_tab"] = "Left to right"
+    at.run()
     at.toggle(key="ob_sample").set_value(True).run()
     assert not at.exception and at.query_params["ob_sample"] == "1"
 
 
 def test_objectives_page_bad_inputs() -> None:
     at = run("views/objectives.py", ob_fill="no mask here", ob_s1="   ", ob_models="bert-base-uncased")
-    errors = " ".join(e.value for e in at.error)
-    assert "There is no [MASK]" in errors and "empty" in errors and not at.exception
+    assert "There is no [MASK]" in " ".join(e.value for e in at.error) and not at.exception
+    at = run("views/objectives.py", ob_s1="   ", ob_tab="Which sentence is more natural?")
+    assert "empty" in " ".join(e.value for e in at.error) and not at.exception
     at = run("views/objectives.py", ob_models="bert-base-uncased", ob_fill="[MASK] " * 9)
     assert any("limit is 8" in e.value for e in at.error)
     at = run("views/objectives.py", ob_models="bert-base-uncased,roberta-large")  # roberta-large is not on this machine

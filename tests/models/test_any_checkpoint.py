@@ -318,6 +318,9 @@ def test_the_objectives_page_fills_the_mask_with_another_model_and_refuses_a_bar
                ob_pll_model=ui.OTHER, ob_pll_model_other="students/encoder")
     assert not at.exception
     assert any(m.value == "**students/my-roberta**" for m in at.markdown)  # its column of predictions
+    at = _page("views/objectives.py", ob_pll_model=ui.OTHER, ob_pll_model_other="students/encoder",
+               ob_tab="Which sentence is more natural?")
+    assert not at.exception
     assert any("students/encoder** has no trained masked-lm head" in e.value for e in at.error)
     assert not any(m.label.startswith("Sentence 1: pseudo") for m in at.metric)
 
@@ -359,6 +362,8 @@ def test_the_successors_fill_the_mask_on_the_objectives_page(model_id: str) -> N
     at = _page("views/objectives.py", ob_models=model_id, ob_pll_model=model_id)
     assert not at.exception and not at.error
     assert any(m.value == f"**{model_id}**" for m in at.markdown)
+    at = _page("views/objectives.py", ob_pll_model=model_id, ob_tab="Which sentence is more natural?")
+    assert not at.exception and not at.error
     assert any(m.label.startswith("Sentence 1: pseudo") for m in at.metric)
 
 
