@@ -61,15 +61,9 @@ def wait_backend(url: str, proc: subprocess.Popen, timeout: float = 300) -> obje
     from services.backend.client import Backend
 
     backend = Backend(url, TOKEN)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            backend.info(fresh=True)
-            return backend
-        except Exception:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the backend did not start (exit {proc.poll()})") from None
-            time.sleep(0.5)
+    if not backend.wait_ready(timeout, cancelled=lambda: proc.poll() is not None, every=0.5):
+        raise RuntimeError(f"the backend did not start (exit {proc.poll()})")
+    return backend
 
 
 def pythonpath() -> str:
