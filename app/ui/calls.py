@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from core.errors import ExplorerError
+from core.errors import BackendStarting, ExplorerError
 
 log = logging.getLogger("bert_family_explorer")
 
@@ -62,8 +62,6 @@ def model_call(fn: Any, *args: Any) -> Any:
 
     # While it waits for its turn and another process's answer the page needs no interpreter: its page slot goes to
     # the next page run meanwhile (BFE_PAGE_CONCURRENCY), so one student's long call does not stop the class.
-    from core.errors import BackendStarting
-
     key = (fn.__module__, fn.__qualname__, _freeze(args))
     try:
         with slot_lent() if lend else nullcontext():
@@ -172,7 +170,6 @@ def await_backend() -> bool:
     Whether it answers now; without a backend, or when it answers or fails otherwise, at once."""
     import time
 
-    from core.errors import BackendStarting
     from services.backend import client as backend
     from services.executor import BACKEND, executor
 
