@@ -25,7 +25,10 @@ def _freeze(value: Any) -> Any:
 
 
 def _run_abandoned() -> bool:
-    """Whether this script run is no longer wanted: the session closed, or a newer run was asked for.
+    """Whether this script run is no longer wanted: the session closed, or a newer run was asked for that ends this
+    one. A fragment's timer (``st.fragment(run_every=...)``, as the class panel's poll) asks for its fragment to run
+    *after* this run and does not end it (Streamlit's own rule, ``_fragment_run_should_not_preempt_script``): a page
+    waiting for a slot that gave up then would stop before drawing its fragments, and their timers with them.
 
     Streamlit keeps that in the run's ``ScriptRequests`` state (no public accessor: read defensively,
     so a Streamlit that renames it only means a waiting call is not abandoned early).
@@ -34,8 +37,11 @@ def _run_abandoned() -> bool:
 
     ctx = get_script_run_ctx(suppress_warning=True)
     requests = getattr(ctx, "script_requests", None)
-    state = getattr(requests, "_state", None)
-    return state is not None and getattr(state, "name", "CONTINUE") != "CONTINUE"
+    state = getattr(getattr(requests, "_state", None), "name", "CONTINUE")
+    if state == "RERUN":
+        wanted = getattr(requests, "_rerun_data", None)
+        return not (getattr(wanted, "fragment_id_queue", None) and not getattr(wanted, "is_fragment_scoped_rerun", True))
+    return state != "CONTINUE"
 
 
 def model_call(fn: Any, *args: Any) -> Any:

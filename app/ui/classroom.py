@@ -49,6 +49,7 @@ class Seat:
     following: bool = True
     seen: int = -1  # the class version this page last applied
     question: tuple[int, str] | None = None  # the (id, status) of the question this page last drew
+    redraw: bool = False  # a follow moved this page to another: draw it once more (see _poll)
 
     @property
     def teacher(self) -> bool:
@@ -151,6 +152,7 @@ def _go(target: Any, pages: dict[str, Any], here: Any, me: Seat) -> None:
         query["present"] = "1"
     page = pages.get(target.page)
     if page is not None and page.url_path != here.url_path:
+        me.redraw = True
         st.switch_page(page, query_params=query)
     st.query_params.from_dict(query)
 
@@ -242,9 +244,24 @@ def _poll(me: Seat) -> None:
                f"{state.members} in the class · the teacher leads")
     question = (state.question.id, state.question.status) if state.question else None
     moved = not me.teacher and me.following and state.version != me.seen
-    if st.session_state.get("class") is me and (moved or question != me.question):
-        me.question = question
+    redraw = me.redraw and _on_its_own()
+    if st.session_state.get("class") is me and (moved or question != me.question or redraw):
+        me.question, me.redraw = question, False
         st.rerun(scope="app")
+
+
+def _on_its_own() -> bool:
+    """Whether this is a run of the fragment alone (its timer), not of the whole page.
+
+    Why a follow that changed page draws the page once more: Streamlit's browser code decides whether a run's page is
+    new from its last *drawn* state, so when a busy browser takes the new page's run and this fragment's next run in
+    one batch (a slow laptop, a loaded server), the fragment's run seems to change page and clears what the page's run
+    drew: the student sees an empty page under a live sidebar. One more run of the page (the page unchanged by then)
+    draws it back; it costs one page run per change of page, not per change of a widget."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return bool(getattr(ctx, "fragment_ids_this_run", None))
 
 
 def lead_class(here: Any = None) -> None:

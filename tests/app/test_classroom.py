@@ -112,6 +112,25 @@ def test_fill_mask_reveal_shows_the_class_beside_the_model() -> None:
     assert model["name"] == "bert-base-uncased" and sum(model["x"]) > 0  # the model's top-k beside the class
 
 
+def test_a_follow_that_changed_page_draws_the_page_once_more(monkeypatch) -> None:
+    """A busy browser can clear a page that a follow has just drawn (it takes the poll's next run for a change of page):
+    after a follow that changed page, the poll's first run of its own reruns the page once, and only once."""
+    import app.ui.classroom as classroom_ui
+
+    teacher, code = _teacher()
+    student = _ok(_app(**{"class": code}))
+    teacher.switch_page("views/scaling.py").run()
+    _ok(student.run())
+    me = student.session_state["class"]
+    assert me.redraw  # the follow changed page: the page is due one more run
+    runs = []
+    monkeypatch.setattr(classroom_ui, "_on_its_own", lambda: runs.append(1) or True)  # as the poll's timer runs it
+    _ok(student.run())
+    assert not student.session_state["class"].redraw and len(runs) == 1  # one more run of the page, then no more
+    _ok(student.run())
+    assert len(runs) == 1
+
+
 def test_bad_codes_get_a_message_and_no_seat() -> None:
     for code in ("NOPE42", "'; DROP TABLE bfe_classes; --", "x" * 500):
         at = _ok(_app(**{"class": code}))

@@ -340,7 +340,8 @@ def test_settings_for_the_queue_and_warm_up(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_closed_or_rerun_session_counts_as_abandoned(monkeypatch: pytest.MonkeyPatch) -> None:
-    """app.ui reads Streamlit's own run state (no public accessor): checked against the installed Streamlit."""
+    """app.ui reads Streamlit's own run state (no public accessor): checked against the installed Streamlit. A
+    fragment's timer does not abandon the run (it runs after it), a fragment's own ``st.rerun`` and a page's do."""
     from types import SimpleNamespace
 
     from streamlit.runtime.scriptrunner_utils import script_run_context
@@ -351,7 +352,14 @@ def test_a_closed_or_rerun_session_counts_as_abandoned(monkeypatch: pytest.Monke
     requests = ScriptRequests()
     monkeypatch.setattr(script_run_context, "get_script_run_ctx", lambda suppress_warning=False: SimpleNamespace(script_requests=requests))
     assert not _run_abandoned()
-    requests.request_rerun(RerunData())
+    requests.request_rerun(RerunData(fragment_id="poll"))  # the class poll's timer fires while the page waits
+    assert not _run_abandoned()
+    requests.request_rerun(RerunData(fragment_id="poll", is_fragment_scoped_rerun=True))
+    assert _run_abandoned()
+    requests = ScriptRequests()
+    monkeypatch.setattr(script_run_context, "get_script_run_ctx", lambda suppress_warning=False: SimpleNamespace(script_requests=requests))
+    requests.request_rerun(RerunData(fragment_id="poll"))
+    requests.request_rerun(RerunData())  # a click: the page reruns
     assert _run_abandoned()
     stopped = ScriptRequests()
     stopped.request_stop()
