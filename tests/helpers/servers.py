@@ -152,3 +152,24 @@ PAGES = {"": "Longer, bigger, smaller, smarter", "models": "Get models for an of
          "pack": "ready for slides", "representations": "which words drive a prediction",
          "lab": "re-run the papers' ablations in miniature", "finetune": "BERT's second half",
          "parts": "What each layer would predict"}
+
+
+@contextmanager
+def told_on_failure(**pages: Any) -> Iterator[dict[str, Any]]:
+    """A failure inside says what each browser page showed then (its address and text; a screenshot goes to the
+    screenshots folder): a CI log is all a flaky browser test leaves behind. Pages opened inside are added to the
+    dict it gives."""
+    try:
+        yield pages
+    except Exception as err:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shown = []
+        for name, page in pages.items():
+            try:
+                page.screenshot(path=str(SHOTS / f"failed-{name}.png"), full_page=True)
+                main, side = (page.get_by_test_id(part).first for part in ("stMain", "stSidebar"))
+                shown.append(f"--- {name} at {page.url}:\n{main.inner_text(timeout=5000)[:1500]}\n"
+                             f"--- its sidebar:\n{side.inner_text(timeout=5000)[-600:]}")
+            except Exception as why:  # the page itself may be what failed
+                shown.append(f"--- {name}: could not be read ({why})")
+        raise AssertionError("\n".join([str(err), *shown])) from err
