@@ -30,7 +30,7 @@ def curves(points: list[Any]) -> dict[str, dict[int, list[tuple[float, float, in
 
 
 def transfer_figure(claim: dict[str, Any]) -> go.Figure:
-    """Two panels (SP, μP) of :func:`services.ablations.report`'s μTransfer claim: per width the seed-mean held-out
+    """Two panels (SP, μP) of :func:`services.lab.experiments.report`'s μTransfer claim: per width the seed-mean held-out
     loss against log2 learning rate, each seed as a faint point, each width's best rate as a star."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots

@@ -31,7 +31,7 @@ LOSSES = frozenset({"held_out_loss"})
 
 
 def arms_figure(claim: dict[str, Any]) -> go.Figure:
-    """One claim of :func:`services.ablations.report`: per arm the mean over seeds with its 95% interval, each seed
+    """One claim of :func:`services.lab.experiments.report`: per arm the mean over seeds with its 95% interval, each seed
     as a point, and the same architecture from random initialisation (where measured); a line at chance."""
     import plotly.graph_objects as go
 

@@ -13,7 +13,7 @@ docstring in :mod:`app.gradio_api.endpoints` gives its arguments and keys, and t
 - ``/scaling_fit``: a scaling law with bootstrap intervals (``services.scaling``)
 - ``/results``: the published results with their sources (``services.results``)
 - ``/lab_runs``, ``/verdicts``: the labs' finished runs and the ablations' verdicts, read-only (``services.lab``,
-  ``services.ablations``)
+  ``services.lab.experiments``)
 - ``/logit_lens``, ``/head_importance``, ``/activation_patching``: which parts of a model matter (``services.parts``)
 
 The package :mod:`app.gradio_api` holds the endpoints (JSON in, one use case, JSON out; a library error becomes a

@@ -8,7 +8,7 @@
 
 ``coverage`` simulates arms whose seed and test-item noise are known (``tests/helpers/verdicts.py``, the simulator the verdict tests use)
 and prints how often the seeds-only t and the two-level interval cover the true effect, and how often a planted
-null gives "cannot tell". ``presets`` queues each preset at the budget through :func:`services.ablations.submit` (the same path as the page:
+null gives "cannot tell". ``presets`` queues each preset at the budget through :func:`services.lab.experiments.submit` (the same path as the page:
 worker processes, the downstream suite, the random-init control), waits, and prints its wall time from the submit,
 each claim's verdict with its interval, and the effect over random initialisation. ``estimate`` prices every
 budget from the calculator's FLOPs at this machine's pace (measured here with a short default-size run).
@@ -32,8 +32,8 @@ if "BFE_MODEL_DIR" not in os.environ:
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{_tmp}/results.db")
 
 from models.pretrain import TrainConfig
-from services import ablations, lab
-from services.lab import claim_entries, claims
+from services import lab
+from services.lab import claim_entries, claims, experiments
 
 DEFAULT = TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
 
@@ -56,15 +56,15 @@ def run_presets(presets: list[str], budget: str, first_seed: int = 0, worker: in
         for preset in presets:
             group = f"bench-{preset}-{budget}-{int(time.time())}"
             start = time.perf_counter()
-            ids = ablations.submit(preset, replace(DEFAULT, seed=first_seed), group, budget)
+            ids = experiments.submit(preset, replace(DEFAULT, seed=first_seed), group, budget)
             while True:
                 statuses = [runs.get_run(i)["status"] for i in ids]
                 if all(status not in ACTIVE for status in statuses):
                     break
                 time.sleep(2)
             wall = time.perf_counter() - start
-            ablations.settle(group)  # as the worker does when the last run ends: the verdicts are stored
-            print_report(group, f"{len(ids)} runs, seeds {first_seed}–{first_seed + ablations.budget_of(preset, budget).seeds - 1}, "
+            experiments.settle(group)  # as the worker does when the last run ends: the verdicts are stored
+            print_report(group, f"{len(ids)} runs, seeds {first_seed}–{first_seed + experiments.budget_of(preset, budget).seeds - 1}, "
                                 f"{wall / 60:.1f} min from the submit" + (f", trained by a headless worker with {worker} slots"
                                                                            if worker else ""))
     finally:
@@ -75,7 +75,7 @@ def run_presets(presets: list[str], budget: str, first_seed: int = 0, worker: in
 
 def print_report(group: str, header: str = "") -> None:
     """An experiment's arms, per-seed scores, verdicts (primary and exploratory) and effects over random init."""
-    rep = ablations.report(group)
+    rep = experiments.report(group)
     print(f"\n== {group} ({rep.get('preset')}, {rep.get('budget')} budget): " + (f"{header}, " if header else "")
           + f"state {rep['state']} ==")
     for arm, a in rep["arms"].items():
@@ -134,8 +134,8 @@ def estimate() -> None:
     print(f"pace: {flops_per_s:.3g} FLOP/s (the calculator's count, default size)")
     for preset in claims.BUDGETS:
         for budget in ("classroom", "thorough"):
-            n, flops = ablations.planned_flops(preset, DEFAULT, budget)
-            b = ablations.budget_of(preset, budget)
+            n, flops = experiments.planned_flops(preset, DEFAULT, budget)
+            b = experiments.budget_of(preset, budget)
             print(f"  {preset:>8} {budget:>9}: {n:3d} runs, {flops:.2e} FLOPs, ≈ {flops / flops_per_s / 60:6.1f} min of "
                   f"pre-training" + (" + the downstream suite" if b.downstream else ""))
 

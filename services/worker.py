@@ -2,7 +2,7 @@
 
 It trains the claimed run (:func:`services.lab.work`: pre-training, with the downstream suite where the preset
 asks for one, or fine-tuning), then settles the experiment's verdicts once its last run has ended
-(:func:`services.ablations.settle`), so a verdict is stored even if nobody has the page open.
+(:func:`services.lab.experiments.settle`), so a verdict is stored even if nobody has the page open.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import logging
 import sys
 
 from core.errors import ExplorerError
-from services import ablations, lab
+from services import lab
+from services.lab import experiments
 
 log = logging.getLogger("bert_family_explorer")
 
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from analysis.results_db import runs
 
-        ablations.settle(runs.get_run(run_id)["group"])
+        experiments.settle(runs.get_run(run_id)["group"])
     except ExplorerError as err:  # the run itself is closed; a verdict that cannot be stored now is stored by the next settle
         log.warning("Could not settle the verdicts after run %s: %s", run_id, err)
     return 0

@@ -17,7 +17,7 @@ from services.calls import jsonable
 
 log = logging.getLogger("bert_family_explorer.gradio")
 #: The most rows of a runs answer.
-MAX_ROWS = 5_000
+MAX_RUNS_LISTED = 5_000
 
 
 #: The endpoints (and the error wrapper they share), as the entry module :mod:`app.gradio_app` re-exports them.
@@ -312,7 +312,7 @@ def lab_runs(kind: str = "all", group: str = "") -> dict:
     """
     from services import lab
 
-    return jsonable(lab.finished_runs(kind, group, MAX_ROWS))
+    return jsonable(lab.finished_runs(kind, group, MAX_RUNS_LISTED))
 
 
 @friendly
@@ -327,9 +327,9 @@ def verdicts(group: str = "") -> dict:
     Returns:
         With a group: {"group", "preset", "state", "claims", "runs", "arms", ...}; without: {"verdicts": [...]}.
     """
-    from services import ablations
+    from services.lab import experiments
 
-    return jsonable(ablations.verdicts_json(req.text("group", group, 100, empty_ok=True)))
+    return jsonable(experiments.verdicts_json(req.text("group", group, 100, empty_ok=True)))
 
 
 @friendly

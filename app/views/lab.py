@@ -10,8 +10,8 @@ import streamlit as st
 from analysis import mutransfer_plots, verdict_plots
 from app import ui
 from core.errors import ExplorerError
-from services import ablations, lab
-from services.lab import ACTIVE, RunStatus
+from services import lab
+from services.lab import ACTIVE, RunStatus, experiments
 
 FORM = lab.FORM_CONFIG  # the inputs' first values are the use case's default run
 DEFAULTS = {"lb_preset": "albert", "lb_objective": FORM.objective, "lb_masking": FORM.masking, "lb_layers": FORM.layers,
@@ -130,7 +130,7 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
     spend = None  # the chosen budget (classroom or thorough), None for custom
     if lab.offers_budgets(state["lb_preset"]):
         c = st.columns([4, 1.5, 5])  # wide enough for the three budgets whole
-        c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget",
+        c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget", required=True,
                                help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more (hours on a CPU, "
                                     "minutes on a GPU). Custom: the steps, batch and length below.")
         spend = lab.budget_for(state["lb_preset"], state["lb_budget"])
@@ -167,10 +167,10 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
                              vocab=state["lb_vocab"], corpus=corpus)
     request = lab.LabRequest(preset=state["lb_preset"], config=inputs, name=state["lb_name"], budget=state["lb_budget"],
                              seeds=state["lb_seeds"])
-    reused = sorted(ablations.seeds_taken(state["lb_preset"], frame) &
+    reused = sorted(experiments.seeds_taken(state["lb_preset"], frame) &
                     set(range(state["lb_seed"], state["lb_seed"] + (spend.seeds if spend else state["lb_seeds"]))))
     if reused and not single:
-        fresh = ablations.fresh_seed(state["lb_preset"], frame)
+        fresh = experiments.fresh_seed(state["lb_preset"], frame)
         c = st.columns([5, 2], vertical_alignment="center")
         c[0].warning(f"Seed(s) {', '.join(map(str, reused[:8]))}{'…' if len(reused) > 8 else ''} were used by earlier "
                      f"experiments of this preset here: these runs would repeat them, not replicate them independently. "
@@ -312,7 +312,7 @@ def claim_figure(c: dict) -> tuple | None:
     if c["measure"] == "mutransfer":
         return (mutransfer_plots.transfer_figure(c), " Lines: mean held-out loss over seeds; faint points: one seed each; "
                 "stars: each width's best learning rate. A diverged run leaves a gap.") if c.get("points") else None
-    if c["measure"] in ablations.RATIO_MEASURES:
+    if c["measure"] in experiments.RATIO_MEASURES:
         return (verdict_plots.ratio_figure(c), " Circles: one seed's ratio; bar: the ratio of the means with its 95% interval "
                 "(delta method over paired seeds); dashed: the claim's floor; dotted: the paper's value.") if c.get("points") else None
     if c["measure"] in ("scaling", "isoflop"):
@@ -348,7 +348,7 @@ def claim_notes(c: dict, budget: str) -> None:
 def verdict_view(group: str) -> None:
     """A preset's verdicts: the claim and its source, the verdict in one line, a chart per measure (arms side by side
     with intervals, seeds as points, the random-init control), the effect over random initialisation, compute."""
-    rep = ablations.report(group)
+    rep = experiments.report(group)
     if not rep["claims"]:
         return
     st.subheader("Verdict", anchor="verdict")
@@ -466,7 +466,7 @@ if scaled:
     st.page_link("views/scaling.py", label=f"Fit a scaling law to these {len(scaled.table)} runs", icon=":material/show_chart:",
                  query_params={"sc_src": "lab", "sc_lab": state["lb_show"]})
 
-so_far = ablations.results_so_far()
+so_far = experiments.results_so_far()
 if so_far:
     st.subheader("Results so far")
     table = pd.DataFrame(so_far)

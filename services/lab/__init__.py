@@ -20,6 +20,10 @@ One job per module:
 - :mod:`.finetuning`: the fine-tuning lab's use case: ``finetuning.preview`` and ``finetuning.start``;
 - :mod:`.sizing`: parameters, memory, FLOPs and tokens before a run starts, and the one memory rule;
 - :mod:`.presets`: the papers' ablations and the runs a preset plans;
+- :mod:`.claims`, :mod:`.claim_entries`, :mod:`.mutransfer`: what each preset claims and spends, and how a claim is
+  decided from the runs;
+- :mod:`.experiments`: an experiment's report, its verdicts stored once it is complete, the results so far (was
+  ``services.ablations``, outside the package it depends on);
 - :mod:`.run_queue`: submit, dispatch, cancel, delete;
 - :mod:`.uploads`: a user's corpus or task file, stored by its hash;
 - :mod:`.training`: what a worker process does with its run;
@@ -35,7 +39,7 @@ from analysis.run_status import ACTIVE, RunStatus
 from analysis.tasks import BUILT_IN as BUILT_IN_TASKS
 from analysis.tasks import MAX_TASK_BYTES
 from models.finetune.config import LAYERS as FROZEN_LAYERS
-from models.finetune.config import MODES as FINETUNE_MODES
+from models.finetune.config import TRAINING_MODES as FINETUNE_MODES
 from models.pretrain.config import MAX_USER_CORPUS_BYTES, OBJECTIVES, VOCABS, TrainConfig
 from services.lab import finetuning
 from services.lab.checkpoints import lab_folder, run_info, trained_models

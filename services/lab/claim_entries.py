@@ -1,6 +1,6 @@
 """A claim's entry in an experiment's report, from its finished runs: the per-seed scores on one measure and the
 verdict (two arms, :func:`arm_claim`), the direction of a fitted exponent (:func:`trend_claim`), or a ratio of two
-arms (:func:`ratio_claim`), each with what it rests on. :mod:`services.ablations` gathers the runs and calls them;
+arms (:func:`ratio_claim`), each with what it rests on. :mod:`services.lab.experiments` gathers the runs and calls them;
 the decisions themselves are :mod:`analysis.verdicts` (numpy and scipy: imported when a report is read).
 """
 
@@ -158,7 +158,7 @@ def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state:
                     reason=f"{why}. On the scores alone the rule would read “{v.label}”")
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
-    if primary and family > 1:  # a primary adjusted with the preset's others (services.ablations._holm), not Bonferroni
+    if primary and family > 1:  # a primary adjusted with the preset's others (services.lab.experiments._holm), not Bonferroni
         out["sentence"] = out["sentence"].replace(f", Bonferroni over {family} exploratory comparisons", "")
     if sign < 0:
         out["verdict"].update(mean_a=-v.mean_a, mean_b=-v.mean_b, lower_is_better=True)

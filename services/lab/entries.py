@@ -1,4 +1,4 @@
-"""The two steps every claim's report entry shares (:func:`services.ablations.report`, the μTransfer claim): no
+"""The two steps every claim's report entry shares (:func:`services.lab.experiments.report`, the μTransfer claim): no
 verdict while the experiment is incomplete, and a decision whose refusal is the entry's reason."""
 
 from __future__ import annotations

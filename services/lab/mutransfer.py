@@ -47,7 +47,7 @@ def gains(finished: list[dict[str, Any]]) -> list[tuple[str, int, int, float, fl
 
 
 def transfer_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
-    """One report entry (the shape :func:`services.ablations.report`'s claims have) for the μTransfer claim."""
+    """One report entry (the shape :func:`services.lab.experiments.report`'s claims have) for the μTransfer claim."""
     from analysis.verdicts.transfer import transfer_verdict
 
     pts = points(finished)

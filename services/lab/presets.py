@@ -18,12 +18,20 @@ NAME = RUN_NAME  # what a run or experiment name may be: a folder name under tra
 
 @dataclass(frozen=True)
 class Preset:
-    """An ablation in miniature: the runs it starts from a base configuration, and what the paper found."""
+    """An ablation in miniature: the runs it starts from a base configuration, and what the paper found.
+
+    ``widths``: the model widths its runs take by default, for a preset whose sizes a budget or the user may replace
+    (``runs(base, widths)``; at least ``least_widths`` of them); empty for the others. ``divergence_is_a_result``: its
+    grid reaches rates at which a run diverges by design (the top of μTransfer's rate grid under SP), so a run the loop
+    stopped on a NaN or infinite loss is a result there (an infinite held-out loss), not a missing run."""
 
     title: str
     paper: str  # the source of the finding
     finding: str
-    runs: Callable[[TrainConfig], list[tuple[str, TrainConfig]]]
+    runs: Callable[..., list[tuple[str, TrainConfig]]]
+    widths: tuple[int, ...] = ()
+    least_widths: int = 0
+    divergence_is_a_result: bool = False
 
 
 def _equal_compute(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
@@ -196,12 +204,12 @@ PRESETS: dict[str, Preset] = {
         "Kaplan et al. 2020, Scaling Laws for Neural Language Models, Figure 1 (L(N) = (N_c/N)^α_N, α_N ≈ 0.076)",
         "With data and steps the same, loss falls as a power of the non-embedding parameter count; fit α on the "
         "scaling-laws page.",
-        _scaling),
+        _scaling, widths=SCALING_WIDTHS, least_widths=3),
     "isoflop": Preset(
         "IsoFLOP: 3 budgets × 4 sizes",
         "Hoffmann et al. 2022, Chinchilla, approach 2 (IsoFLOP profiles, Figure 3)",
         "For a fixed compute budget the loss is lowest at a middle size; the best size grows with the budget.",
-        _isoflop),
+        _isoflop, widths=SCALING_WIDTHS, least_widths=3),
     "lion": Preset(
         "Lion vs AdamW: one optimizer state instead of two",
         "Chen et al. 2023, Symbolic Discovery of Optimization Algorithms (Lion), arXiv 2302.06675, Program 1 and "
@@ -252,7 +260,7 @@ PRESETS: dict[str, Preset] = {
         "and Figure 3 (transformers)",
         "Under the standard parametrisation the best learning rate shifts as the model widens; under μP it stays put, "
         "so it can be tuned on a narrow model and carried to a wide one.",
-        _mutransfer),
+        _mutransfer, widths=MUTRANSFER_WIDTHS, least_widths=2, divergence_is_a_result=True),  # the narrowest vs the widest
 }
 
 
@@ -283,14 +291,15 @@ def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
         raise InvalidConfig(f"Steps must be from 1 to {MAX_STEPS:,} here, not {base.steps:,}.",
                             "Longer runs: python -m models.pretrain from a shell.")
     base.validate()
-    if widths is not None and preset in ("scaling", "isoflop", "mutransfer"):
-        least = 2 if preset == "mutransfer" else 3  # μTransfer compares the narrowest with the widest
+    chosen = PRESETS[preset]
+    if widths is not None and chosen.widths:
+        least = chosen.least_widths
         if not (least <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)
                 and len(set(widths)) == len(widths)):
             raise InvalidConfig(f"This preset needs {least} to 6 different widths from 16 to 1,024.")
-        arms = {"scaling": _scaling, "isoflop": _isoflop, "mutransfer": _mutransfer}[preset](base, widths)
+        arms = chosen.runs(base, widths)
     else:
-        arms = PRESETS[preset].runs(base)
+        arms = chosen.runs(base)
     out = []
     labels = {label for label, _ in arms}
     for i in range(seeds):

@@ -14,8 +14,8 @@ from typing import Any
 
 from core.errors import InvalidConfig, InvalidData
 from models.pretrain.config import TrainConfig
-from services import ablations
 from services.lab.claims import CLAIMS, CLASSROOM_SUITE, Budget, apply_budget, budget_of
+from services.lab.experiments import submit as submit_experiment
 from services.lab.presets import plan_runs
 from services.lab.reports import flops_per_second, server_pace
 from services.lab.run_queue import MAX_QUEUED, submit
@@ -38,7 +38,7 @@ class LabRequest:
     preset: str = "albert"
     config: TrainConfig = FORM_CONFIG
     name: str = ""  # the experiment's name; empty: the preset and the time
-    budget: str | None = "custom"  # classroom, thorough or custom (None: custom), for a preset that decides claims
+    budget: str = "custom"  # classroom, thorough or custom, for a preset that decides claims
     seeds: int = 1  # per arm, with a custom budget
 
 
@@ -109,19 +109,19 @@ def offers_budgets(preset: str) -> bool:
     return bool(CLAIMS.get(preset))
 
 
-def budget_for(preset: str, budget: str | None) -> Budget | None:
+def budget_for(preset: str, budget: str) -> Budget | None:
     """The named budget a preset spends, or None where the form's steps, batch and length apply (custom, or a
     preset without claims).
 
     Raises:
         InvalidConfig: a budget the preset does not have.
     """
-    if not offers_budgets(preset) or (budget or "custom") == "custom":
+    if not offers_budgets(preset) or budget == "custom":
         return None
     return budget_of(preset, budget)
 
 
-def record_for(preset: str, budget: str | None) -> tuple[str, str] | None:
+def record_for(preset: str, budget: str) -> tuple[str, str] | None:
     """What the page says before Start about a named budget: (kind, text), kind ``decides``, ``does not decide`` or
     ``untried``, the text with its bench file and, for a budget known not to decide, the one that does; None for
     custom budgets and presets without claims."""
@@ -129,7 +129,7 @@ def record_for(preset: str, budget: str | None) -> tuple[str, str] | None:
 
     if budget_for(preset, budget) is None:
         return None
-    rec = record_of(preset, str(budget))
+    rec = record_of(preset, budget)
     kind = "decides" if rec.decides else "does not decide" if rec.decides is False else "untried"
     text = f"Here: {rec.said}" + (f" (`{rec.file}`)" if rec.file else "") + "."
     if rec.detectable:
@@ -172,7 +172,7 @@ def preview(request: LabRequest, history: Any = None, now: dt.datetime | None = 
 def start(plan: RunPlan, engine: Any = None) -> list[int]:
     """Queue the runs of a plan from :func:`preview` (all or none) and start what the slots allow; return their ids.
 
-    A named budget queues the preset as an ablation (its seeds and downstream suite, :func:`services.ablations.submit`);
+    A named budget queues the preset as an ablation (its seeds and downstream suite, :func:`services.lab.experiments.submit`);
     a custom one queues the form's runs, with the classroom downstream suite where the preset's claims are decided
     downstream.
 
@@ -186,7 +186,7 @@ def start(plan: RunPlan, engine: Any = None) -> list[int]:
         raise InvalidConfig(f"Too large for this server: {', '.join(plan.too_big)} would need more than "
                             f"{plan.memory_budget_mb:,} MB.", "Make the model, the batch or the sequence smaller.")
     if plan.budget:
-        return ablations.submit(plan.preset, plan.base, plan.group, plan.budget.name, engine=engine)
+        return submit_experiment(plan.preset, plan.base, plan.group, plan.budget.name, engine=engine)
     decided = CLAIMS.get(plan.preset, ())
     suite = CLASSROOM_SUITE if any(claim.measure == "downstream" for claim in decided) else None
     return submit(plan.preset, plan.base, plan.group, engine, seeds=plan.seeds, downstream=suite,

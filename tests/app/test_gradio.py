@@ -221,7 +221,8 @@ def test_results_runs_and_verdicts_equal_the_library_and_write_nothing(client, s
     from analysis.results_db import verdicts as stored
     from analysis.results_db.queries import results_frame
     from app.gradio_app import jsonable
-    from services import ablations, lab
+    from services import lab
+    from services.lab import experiments
 
     monkeypatch.setenv("DATABASE_URL", server_db)  # write what the server reads
     group = f"gradio-{time.time_ns()}"
@@ -247,10 +248,10 @@ def test_results_runs_and_verdicts_equal_the_library_and_write_nothing(client, s
     assert [r["name"] for r in client.predict("finetune", group, api_name="/lab_runs")["runs"]] == [f"{group}-finetune", f"{group}-frozen"]
 
     latest = client.predict("", api_name="/verdicts")["verdicts"]
-    assert latest == jsonable(ablations.results_so_far())
+    assert latest == jsonable(experiments.results_so_far())
     assert any(v["experiment"] == group and v["verdict"] == "agrees" for v in latest)
     report = client.predict(group, api_name="/verdicts")
-    assert report["group"] == group and report["state"] == ablations.report(group)["state"]
+    assert report["group"] == group and report["state"] == experiments.report(group)["state"]
 
     rows = client.predict("bert-base, RoBERTa-large", "mnli", "dev", True, api_name="/results")
     lib = results_frame(models=["BERT-base", "RoBERTa-large"], tasks=["MNLI"], splits=["dev"], variants=False)

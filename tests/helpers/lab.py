@@ -21,7 +21,8 @@ def seed_lab(tag: str = "seeded") -> dict[str, str]:
     from core import registry
     from models.finetune import FineTuneConfig, run_label
     from models.pretrain import TrainConfig
-    from services import ablations, lab
+    from services import lab
+    from services.lab import experiments
 
     tiny = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
     suite = {"tasks": ["supersense"], "epochs": 1, "max_train": 40, "max_test": 30, "max_len": 32}
@@ -42,12 +43,12 @@ def seed_lab(tag: str = "seeded") -> dict[str, str]:
         close(rid, {"sop_accuracy": score, "downstream": {"supersense": downstream}, "held_out_loss": 6.0,
                     "pos_probe_accuracy": 0.6 + 0.01 * rep, "pos_probe_random_init": 0.3,
                     "probes": [{"probe": "the [MASK] of a plant", "top": ["part", "seed", "root", "leaf", "stem"]}]})
-    ablations.settle(names["albert"])
+    experiments.settle(names["albert"])
     for rid in lab.submit("scaling", tiny, names["scaling"], seeds=2, widths=(16, 32, 64), start=False):
         run = runs.get_run(rid)
         n = lab.size(TrainConfig.from_stored(run["config"])).non_embedding
         close(rid, {"held_out_loss": 40.0 * n ** -0.08 * (1 + 0.002 * run["config"]["replicate"])}, tokens=10**6)
-    ablations.settle(names["scaling"])
+    experiments.settle(names["scaling"])
     bundled = registry.bundled_id()
     configs = [FineTuneConfig(model=bundled, task="wic", mode=mode, seed=seed, epochs=1, max_train=40, max_test=30,
                               run=run_label(names["finetune"], bundled, mode, seed))

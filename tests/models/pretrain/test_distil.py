@@ -266,7 +266,7 @@ def test_a_score_ratio_is_decided_only_where_the_teacher_beats_its_random_initia
     cannot tell, and says why (a classroom run of this preset on this CPU did exactly that: teacher 0.12, random init
     0.13, ratio 1.04)."""
     from analysis.verdicts.ratios import gain_interval, ratio_verdict
-    from services import ablations
+    from services.lab import experiments
 
     a, b = [0.69, 0.70, 0.70], [0.70, 0.70, 0.71]
     assert ratio_verdict(a, b, "ratio", 0.97, 0.97, "s", baseline=[0.30, 0.31, 0.30]).label == "agrees"
@@ -278,7 +278,7 @@ def test_a_score_ratio_is_decided_only_where_the_teacher_beats_its_random_initia
 
     chance = {"teacher": [0.31, 0.30, 0.33], "distilled": [0.32, 0.31, 0.33], "scratch": [0.30, 0.32, 0.31]}
     _finished_experiment("kdc", chance, chance=0.31)
-    retention = {c["key"]: c for c in ablations.report("kdc")["claims"]}["retention"]
+    retention = {c["key"]: c for c in experiments.report("kdc")["claims"]}["retention"]
     assert retention["verdict"]["label"] == "cannot tell at this budget"
     assert "does not score measurably and materially" in retention["sentence"] and "random initialisation" in retention["sentence"]
 
@@ -290,7 +290,7 @@ def _finished_experiment(group: str, scores: dict[str, list[float]] = SCORES, ch
     """A distil experiment whose runs finished with the given downstream scores, each run's random-init control at
     ``chance + 0.01 × seed``, and (distilled) inference timings."""
     from analysis.results_db import runs
-    from services import ablations
+    from services.lab import experiments
     from services.lab.run_queue import submit
 
     suite = {"tasks": ["supersense"], "epochs": 1, "max_train": 40, "max_test": 30, "max_len": 32}
@@ -302,15 +302,15 @@ def _finished_experiment(group: str, scores: dict[str, list[float]] = SCORES, ch
             ev["inference"] = {"student_seconds": [0.010, 0.011, 0.012], "teacher_seconds": [0.020 + 0.001 * rep] * 3}
         runs.start_run(rid)
         runs.finish_run(rid, "finished", evaluation=ev, tokens=1000, seconds=1.0)
-    ablations.settle(group)  # as the last worker does
+    experiments.settle(group)  # as the last worker does
 
 
 def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(lab_env: Path) -> None:
-    from services import ablations
+    from services.lab import experiments
 
     scores = SCORES
     _finished_experiment("kdr")
-    by_key = {c["key"]: c for c in ablations.report("kdr")["claims"]}
+    by_key = {c["key"]: c for c in experiments.report("kdr")["claims"]}
     retention = by_key["retention"]["verdict"]
     assert retention["estimate"] == pytest.approx(np.mean(scores["distilled"]) / np.mean(scores["teacher"]))
     assert retention["low"] < retention["estimate"] < retention["high"] and retention["reference"] == 0.97
@@ -369,7 +369,7 @@ def test_the_memory_rule_counts_the_teachers_weights_and_forward() -> None:
 def test_the_lab_page_shows_a_finished_distil_experiments_verdicts(lab_env: Path) -> None:
     from streamlit.testing.v1 import AppTest
 
-    from services import ablations
+    from services.lab import experiments
 
     _finished_experiment("kdshown")
     at = AppTest.from_file(ENTRY, default_timeout=60)
@@ -381,4 +381,4 @@ def test_the_lab_page_shows_a_finished_distil_experiments_verdicts(lab_env: Path
     assert "student / teacher downstream average" in shown and "inference speed-up" in shown
     assert any("Sanh et al. 2019, DistilBERT, Table 3" in m.value for m in at.markdown)
     charts = at.get("plotly_chart")
-    assert len(charts) == len([c for c in ablations.report("kdshown")["claims"] if c.get("points") or c.get("scores")]), len(charts)
+    assert len(charts) == len([c for c in experiments.report("kdshown")["claims"] if c.get("points") or c.get("scores")]), len(charts)

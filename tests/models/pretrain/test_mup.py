@@ -135,7 +135,8 @@ def test_a_saved_mup_run_reloads_as_the_function_it_trained(objective: str, empt
     assert all(torch.equal(v, sp.state_dict()[k]) for k, v in mup.portable_state(sp).items())
 
 def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() -> None:
-    from services import ablations, lab
+    from services import lab
+    from services.lab import experiments
     from services.lab.presets import MUTRANSFER_LOG2_RATES
 
     planned = lab.plan_runs("mutransfer", replace(TINY, steps=10), "mt", seeds=2, widths=(32, 64, 128))
@@ -149,12 +150,12 @@ def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() 
         lab.plan_runs("mutransfer", TINY, "mt", widths=(32,))
     with pytest.raises(InvalidConfig):
         lab.plan_runs("mutransfer", TINY, "mt", widths=(32, 32))
-    n, flops = ablations.planned_flops("mutransfer", TrainConfig(), "classroom")
+    n, flops = experiments.planned_flops("mutransfer", TrainConfig(), "classroom")
     assert n == 36 and flops > 0
     for budget in ("classroom", "thorough"):  # an experiment fits the queue
-        assert ablations.planned_flops("mutransfer", TrainConfig(), budget)[0] <= lab.MAX_QUEUED
-        assert ablations.budget_of("mutransfer", budget).minutes.startswith("Measured")  # stated before Start
-        hi, lo = max(ablations.budget_of("mutransfer", budget).widths), min(ablations.budget_of("mutransfer", budget).widths)
+        assert experiments.planned_flops("mutransfer", TrainConfig(), budget)[0] <= lab.MAX_QUEUED
+        assert experiments.budget_of("mutransfer", budget).minutes.startswith("Measured")  # stated before Start
+        hi, lo = max(experiments.budget_of("mutransfer", budget).widths), min(experiments.budget_of("mutransfer", budget).widths)
         assert hi >= 8 * lo  # the verdict's least span (analysis.verdicts.transfer.MIN_SPAN)
     kind, said = lab.record_for("mutransfer", "classroom")
     assert kind == "does not decide" and "The thorough budget decided it" in said
@@ -177,7 +178,8 @@ def test_the_transfer_verdict_reads_the_lab_grid() -> None:
 def test_a_mutransfer_experiment_is_decided_from_its_runs_and_drawn_as_the_slide(lab_env: Path) -> None:
     from analysis.mutransfer_plots import transfer_figure
     from analysis.results_db import runs as R
-    from services import ablations, lab
+    from services import lab
+    from services.lab import experiments
 
     ids = lab.submit("mutransfer", replace(TINY, steps=10), "mt", seeds=2, widths=(32, 256), start=False)
     for rid in ids:
@@ -188,8 +190,8 @@ def test_a_mutransfer_experiment_is_decided_from_its_runs_and_drawn_as_the_slide
         R.start_run(rid)
         R.finish_run(rid, "finished", evaluation={"held_out_loss": loss, "mask_loss": loss, "unigram_loss": loss + 0.3},
                      tokens=1000, seconds=1.0)
-    ablations.settle("mt")
-    [claim] = ablations.report("mt")["claims"]
+    experiments.settle("mt")
+    [claim] = experiments.report("mt")["claims"]
     assert claim["verdict"]["label"] == L.AGREES, claim.get("sentence")
     assert claim["verdict"]["shift"] == {"sp": -3, "mup": 0} and claim["verdict"]["shift_interval"]["sp"] == [-3, -3]
     assert len(claim["points"]) == len(ids) + 2 * 6  # the base-width SP runs count for μP too
@@ -198,7 +200,7 @@ def test_a_mutransfer_experiment_is_decided_from_its_runs_and_drawn_as_the_slide
     assert len(lines) == 2 * 2 and {t.name for t in lines} == {"width 32", "width 256"}
     sp256 = next(t for t in lines if t.name == "width 256" and t.xaxis == "x")
     assert list(sp256.x) == [-12, -11, -10, -9, -8, -7] and min(zip(sp256.y, sp256.x, strict=True))[1] == -11
-    [row] = ablations.results_so_far()
+    [row] = experiments.results_so_far()
     assert row["verdict"] == L.AGREES and "Tensor Programs V" in row["source"]
 
 
@@ -206,7 +208,8 @@ def test_a_diverged_run_is_a_result_of_the_mutransfer_grid_not_a_missing_run(lab
     """SP at the top of the rate grid may diverge: the loop stops it as failed ("The loss became nan ..."), and the
     verdict reads it as an infinite loss instead of calling the experiment partial; any other failure still is."""
     from analysis.results_db import runs as R
-    from services import ablations, lab
+    from services import lab
+    from services.lab import experiments
 
     ids = lab.submit("mutransfer", replace(TINY, steps=10), "mtd", seeds=2, widths=(32, 256), start=False)
     for rid in ids:
@@ -219,12 +222,12 @@ def test_a_diverged_run_is_a_result_of_the_mutransfer_grid_not_a_missing_run(lab
                          evaluation={}, tokens=500, seconds=1.0)
         else:
             R.finish_run(rid, "finished", evaluation={"held_out_loss": 4 + 0.1 * (i - best) ** 2}, tokens=1000, seconds=1.0)
-    report = ablations.report("mtd")
+    report = experiments.report("mtd")
     [claim] = report["claims"]
     assert report["state"] == "complete" and not report["missing"]
     assert claim["verdict"]["label"] == L.AGREES, claim.get("sentence")
     assert sum(1 for p in claim["points"] if math.isinf(p[4])) == 2  # one diverged run per seed
     # any other failure is still a missing run
-    assert not ablations._diverged({"status": "failed", "message": "Training stopped with an internal error (OSError)."})
-    assert not ablations._diverged({"status": "cancelled", "message": "The loss became nan"})
+    assert not experiments._diverged({"status": "failed", "message": "Training stopped with an internal error (OSError)."})
+    assert not experiments._diverged({"status": "cancelled", "message": "The loss became nan"})
 

@@ -17,8 +17,8 @@ from core.errors import InvalidConfig
 from models.pretrain import TrainConfig, train
 from models.pretrain.phases import phase_lengths, update_plan, updates_of
 from models.training import optimizer_and_schedule
-from services import ablations, lab
-from services.lab import claim_entries, presets
+from services import lab
+from services.lab import claim_entries, experiments, presets
 from tests.helpers.pages import run as draw_page
 
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
@@ -189,7 +189,7 @@ def _finish_all(preset: str, group: str, loss: dict[str, list[float]], extra: di
         R.finish_run(rid, "finished", evaluation={"held_out_loss": loss[arm][rep], "mask_loss": loss[arm][rep] + 0.2,
                                                   "unigram_loss": 6.8, **(extra or {}).get(arm, {})},
                      tokens=1000, seconds=1.0)  # both arms well below the token counts: the precondition holds
-    ablations.settle(group)
+    experiments.settle(group)
 
 
 def test_a_lower_loss_agrees_and_a_higher_one_disagrees(lab_env: Path) -> None:
@@ -201,7 +201,7 @@ def test_a_lower_loss_agrees_and_a_higher_one_disagrees(lab_env: Path) -> None:
 
     _finish_all("lion", "lo", {"lion": moved(-0.10), "adamw": adamw},
                 {"lion": {"optimizer_state_bytes": 4 * 2**20}, "adamw": {"optimizer_state_bytes": 8 * 2**20}})
-    rep = ablations.report("lo")
+    rep = experiments.report("lo")
     [c] = rep["claims"]
     assert c["measure"] == "held_out_loss" and c["verdict"]["label"] == V.AGREES
     v = c["verdict"]
@@ -211,15 +211,15 @@ def test_a_lower_loss_agrees_and_a_higher_one_disagrees(lab_env: Path) -> None:
     assert c["sentence"].startswith("Lower is better") and "Agrees" in c["sentence"]
     assert c["arm_facts"] == {"lion": {"optimizer state MB": 4.0}, "adamw": {"optimizer state MB": 8.0}}
     assert "lion 4.00 optimizer state MB" in c["sentence"]
-    [row] = [r for r in ablations.results_so_far() if r["experiment"] == "lo"]
+    [row] = [r for r in experiments.results_so_far() if r["experiment"] == "lo"]
     assert row["verdict"] == V.AGREES and row["effect"] == pytest.approx(0.10) and "lower is better" in row["notes"]
     # Lion's loss higher than AdamW's by more than the margin (0.05): disagrees
     _finish_all("lion", "hi", {"lion": moved(0.20), "adamw": adamw})
-    [c] = ablations.report("hi")["claims"]
+    [c] = experiments.report("hi")["claims"]
     assert c["verdict"]["label"] == V.DISAGREES and c["verdict"]["high"] < -0.05
     assert "arm_facts" not in c  # nothing recorded: nothing to put beside it
     # both arms at the corpus's token counts: "matches" says nothing, whatever the losses (the precondition)
-    at_counts = claim_entries.arm_claim(ablations.CLAIMS["lion"][0], "held_out_loss", [
+    at_counts = claim_entries.arm_claim(experiments.CLAIMS["lion"][0], "held_out_loss", [
         {"arm": arm, "replicate": i, "kind": "bert", "id": 10 * k + i,
          "evaluation": {"held_out_loss": v, "mask_loss": 6.85 + 0.01 * i, "unigram_loss": 6.84}}
         for k, (arm, vals) in enumerate({"lion": [7.10, 7.12, 7.11], "adamw": [7.11, 7.12, 7.10]}.items())
@@ -227,7 +227,7 @@ def test_a_lower_loss_agrees_and_a_higher_one_disagrees(lab_env: Path) -> None:
     assert at_counts["verdict"]["label"] == V.CANNOT_TELL and "rule would read “agrees”" in at_counts["sentence"]
     # higher but within the margin: still "at least as good as" (>=), never for the strict claim
     _finish_all("lion", "near", {"lion": moved(0.01), "adamw": adamw})
-    [c] = ablations.report("near")["claims"]
+    [c] = experiments.report("near")["claims"]
     assert c["verdict"]["label"] == V.AGREES and c["verdict"]["effect"] == pytest.approx(-0.01)
 
 
@@ -236,15 +236,15 @@ def test_a_strict_lower_is_better_claim_reads_its_sign_right() -> None:
                  "evaluation": {"held_out_loss": v, "mask_loss": v + 0.2, "unigram_loss": 6.8}}
                 for k, (arm, values) in enumerate({"a": [3.0, 3.1, 3.05], "b": [3.5, 3.55, 3.6]}.items())
                 for i, v in enumerate(values)]
-    lower = claim_entries.arm_claim(ablations.Claim("x", "held_out_loss", "a's loss is lower", "s", "a", "b", ">"),
+    lower = claim_entries.arm_claim(experiments.Claim("x", "held_out_loss", "a's loss is lower", "s", "a", "b", ">"),
                                  "held_out_loss", finished, "complete")
-    higher = claim_entries.arm_claim(ablations.Claim("x", "held_out_loss", "b's loss is lower", "s", "b", "a", ">"),
+    higher = claim_entries.arm_claim(experiments.Claim("x", "held_out_loss", "b's loss is lower", "s", "b", "a", ">"),
                                   "held_out_loss", finished, "complete")
     assert lower["verdict"]["label"] == V.AGREES and higher["verdict"]["label"] == V.DISAGREES
     assert lower["verdict"]["mean_a"] == pytest.approx(3.05) and higher["verdict"]["mean_a"] == pytest.approx(3.55)
     # an accuracy (higher is better) on the same numbers reads the other way
     acc = [{**r, "evaluation": {"sop_accuracy": r["evaluation"]["held_out_loss"] / 10 + 0.4}} for r in finished]
-    assert claim_entries.arm_claim(ablations.Claim("x", "sop_accuracy", "", "s", "a", "b", ">"), "sop_accuracy", acc,
+    assert claim_entries.arm_claim(experiments.Claim("x", "sop_accuracy", "", "s", "a", "b", ">"), "sop_accuracy", acc,
                                 "complete")["verdict"]["label"] == V.DISAGREES
 
 
@@ -252,7 +252,7 @@ def test_the_grow_batch_verdict_states_each_arms_updates(lab_env: Path) -> None:
     decay = [5.0, 5.1, 5.05]
     _finish_all("grow-batch", "gb", {"grow": [x + j for x, j in zip(decay, (0.01, 0.02, 0.0), strict=True)], "decay": decay},
                 {"grow": {"parameter_updates": 124}, "decay": {"parameter_updates": 300}})
-    [c] = ablations.report("gb")["claims"]
+    [c] = experiments.report("gb")["claims"]
     assert c["verdict"]["label"] == V.AGREES
     assert c["arm_facts"] == {"grow": {"parameter updates": 124}, "decay": {"parameter updates": 300}}
     assert "grow 124 parameter updates" in c["sentence"] and "decay 300 parameter updates" in c["sentence"]
@@ -302,11 +302,11 @@ def test_the_tuned_lion_preset_chooses_each_rate_on_validation_seeds_and_decides
     ids = run("lt", {"lion": -11, "adamw": -10})
     assert len(ids) == 2 * len(presets.TUNED_LOG2_RATES) * 5
     run("lt-edge", {"lion": -13, "adamw": -10})
-    ablations.settle("lt-edge")
-    [edge] = ablations.report("lt-edge")["claims"]
+    experiments.settle("lt-edge")
+    [edge] = experiments.report("lt-edge")["claims"]
     assert edge["tuning"]["lion"]["chosen"] == "2e-12" and "lion chose an end of the sweep" in edge["sentence"]
-    ablations.settle("lt")
-    [c] = ablations.report("lt")["claims"]
+    experiments.settle("lt")
+    [c] = experiments.report("lt")["claims"]
     assert c["tuning"]["lion"]["chosen"] == "2e-11" and c["tuning"]["adamw"]["chosen"] == "2e-10"
     assert sorted(dict(c["scores"]["adamw"])) == [2, 3, 4] and set(c["scores"]) == {"lion", "adamw"}
     assert c["verdict"]["label"] == V.AGREES and c["verdict"]["seeds_a"] == 3

@@ -17,8 +17,8 @@ import pytest
 from core.errors import InvalidConfig
 from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parameter_count, tokenizer
 from models.pretrain.config import VOCAB_SIZES
-from services import ablations, lab
-from services.lab import claims
+from services import lab
+from services.lab import claims, experiments
 from tests.helpers import ENTRY, ROOT
 from tests.helpers.lab import run_status as status
 from tests.helpers.servers import wait_for
@@ -109,7 +109,7 @@ def test_the_preview_prices_the_plan_and_applies_the_memory_rule_once(monkeypatc
     """The use case the page draws: a named budget sets steps, batch, length and seeds; a custom one keeps the form's;
     tokens and FLOPs are the calculator's over the steps; the memory limit refuses what check_fits refuses."""
     shape = {"config": lab.TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30)}
-    budget = ablations.budget_of("albert", "classroom")
+    budget = experiments.budget_of("albert", "classroom")
     plan = lab.preview(lab.LabRequest(preset="albert", budget="classroom", name="pv", **shape), history=TINY_HISTORY)
     assert plan.budget == budget and plan.seeds == budget.seeds and len(plan.runs) == 2 * budget.seeds
     assert {(r.config.steps, r.config.batch, r.config.seq_len) for r in plan.runs} == {(budget.steps, budget.batch, budget.seq_len)}

@@ -85,11 +85,6 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
     return rows
 
 
-#: Presets whose grids reach rates at which a run diverges by design (the top of μTransfer's rate grid under SP): a run
-#: the loop stopped on a NaN or infinite loss is a result there (an infinite held-out loss), not a missing run.
-DIVERGENCE_IS_A_RESULT = frozenset({"mutransfer"})
-
-
 def _diverged(run: dict[str, Any]) -> bool:
     """Whether a run failed because its loss became NaN or infinite (:func:`models.pretrain.loop.train` stops it)."""
     return run["status"] == RunStatus.FAILED and str(run.get("message") or "").startswith("The loss became")
@@ -125,7 +120,8 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     seeds = int(cfg0.get("seeds") or 1)
     claims = CLAIMS.get(preset, ())
     active = [r for r in rows if r["status"] in ACTIVE]
-    done = [r for r in rows if r["status"] == RunStatus.FINISHED or (preset in DIVERGENCE_IS_A_RESULT and _diverged(r))]
+    diverging = preset in PRESETS and PRESETS[preset].divergence_is_a_result
+    done = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
     missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in done]
     state = "running" if active else ("partial" if missing else "complete")
     out: dict[str, Any] = {"group": group, "preset": preset, "state": state, "seeds": seeds, "budget": cfg0.get("budget", ""),
