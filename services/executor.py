@@ -19,6 +19,16 @@ from typing import Any
 
 from core.errors import ExplorerError
 
+
+@dataclass(frozen=True)
+class RuntimeStatus:
+    """What the sidebar says about the models: memory in use, the warm-up, the queue."""
+
+    memory: str
+    state: str
+    queue: str
+
+
 IN_PROCESS = "in process"
 MODEL_PROCESS = "model process"
 BACKEND = "model backend"
@@ -86,6 +96,42 @@ class Executor:
         if not rt.alive():
             return CacheInfo((), 0, get_settings().cache_bytes, 0)
         return rt.request(("cache_info",))
+
+    def status(self) -> RuntimeStatus:
+        """The model memory and warm-up where the models run (the backend, the model process or this process), and
+        this process's model queue. A backend that does not answer is said in words, not raised."""
+        from models.gate import default_gate
+
+        gate = default_gate().info()
+        queue = f"Model queue: {gate.running} running, {gate.waiting} waiting (at most {gate.limit} at once)"
+        if self.kind == BACKEND:
+            from services.backend import client as backend
+
+            try:
+                info = backend.default().info(status=True)
+            except ExplorerError as err:
+                return RuntimeStatus("Model backend not answering.", err.message, queue)
+            return RuntimeStatus(f"{info.cache_bytes / 2**20:,.0f} MB of {info.cache_budget / 2**20:,.0f} MB budget, "
+                                 f"{info.models_loaded} model(s) loaded on the model backend", "model backend answering", queue)
+        if self.kind == MODEL_PROCESS:
+            from services import runtime
+
+            rt = runtime.default(create=False)
+            now = rt.status() if rt is not None else runtime.Status("down")
+            memory = (f"{now.cache_bytes / 2**20:,.0f} MB of {now.cache_budget / 2**20:,.0f} MB budget, "
+                      f"{now.models_loaded} model(s) loaded in the model process" if now.cache_budget else
+                      "No model loaded yet (models run in a process of their own).")
+            state = {"starting": "model process starting", "running": f"warming up ({now.step})",
+                     "ready": f"warmed up in {now.seconds:.1f} s", "failed": "warm-up failed (see the model's page)"}.get(now.state, "")
+            return RuntimeStatus(memory, state + (f" · model process restarted {now.restarts}×" if now.restarts else ""), queue)
+        from models import warmup
+        from models.cache import default_cache
+
+        info, w = default_cache().info(), warmup.current()
+        state = {"running": f"warming up ({w.step})", "ready": f"warmed up in {w.seconds:.1f} s",
+                 "failed": "warm-up failed (see the model's page)"}.get(w.state, "")
+        return RuntimeStatus(f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
+                             f"{len(info.entries)} model(s) loaded", state, queue)
 
     def free(self) -> None:
         """Empty the model cache where the models run (a backend's serves every front end: not a page's to free)."""

@@ -9,7 +9,6 @@ the warm-up) are named here so that one module says what the front ends may touc
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from core.errors import ExplorerError, InvalidModelId
@@ -18,8 +17,8 @@ from models.cache import CacheEntry, CacheInfo
 from models.gate import CallCancelled, default_gate, page_slot_lent, page_slots
 from services.calls import Call, direct
 
-__all__ = ["CacheEntry", "CacheInfo", "CallCancelled", "availability", "default_cache", "default_gate", "device_label", "download",
-           "inspect", "load", "on_backend", "page_slot_lent", "page_slots", "ready", "runtime_status", "steps", "valid_id", "warmup"]
+__all__ = ["CacheEntry", "CacheInfo", "CallCancelled", "availability", "default_gate", "device_label", "download",
+           "inspect", "load", "on_backend", "page_slot_lent", "page_slots", "ready", "steps", "valid_id", "warmup"]
 
 
 def availability() -> dict[str, tuple[str, str]]:
@@ -123,56 +122,3 @@ def load(model_id: str, *, call: Call = direct) -> dict[str, Any]:
     from models.loader import load_summary
 
     return call(load_summary, model_id)
-
-
-def default_cache() -> Any:
-    """This process's model cache (``models.loader.ModelCache``)."""
-    from models.loader import default_cache as cache
-
-    return cache()
-
-
-@dataclass(frozen=True)
-class RuntimeStatus:
-    """What the sidebar says about the models: memory in use, the warm-up, the queue."""
-
-    memory: str
-    state: str
-    queue: str
-
-
-def runtime_status(local_cache: Any | None = None) -> RuntimeStatus:
-    """The model memory and warm-up of the model process (or of this process, with ``local_cache``, when models run
-    in the web process), and the model queue."""
-    from services import runtime
-    from services.backend import client as backend
-
-    gate = default_gate().info()
-    if on_backend():
-        try:
-            info = backend.default().info(status=True)
-            memory = (f"{info.cache_bytes / 2**20:,.0f} MB of {info.cache_budget / 2**20:,.0f} MB budget, "
-                      f"{info.models_loaded} model(s) loaded on the model backend")
-            state = "model backend answering"
-        except ExplorerError as err:
-            memory, state = "Model backend not answering.", err.message
-    elif local_cache is None:
-        rt = runtime.default(create=False)
-        status = rt.status() if rt is not None else runtime.Status("down")
-        memory = (f"{status.cache_bytes / 2**20:,.0f} MB of {status.cache_budget / 2**20:,.0f} MB budget, "
-                  f"{status.models_loaded} model(s) loaded in the model process" if status.cache_budget else
-                  "No model loaded yet (models run in a process of their own).")
-        state = {"starting": "model process starting", "running": f"warming up ({status.step})",
-                 "ready": f"warmed up in {status.seconds:.1f} s", "failed": "warm-up failed (see the model's page)",
-                 "down": ""}.get(status.state, "")
-        if status.restarts:
-            state += f" · model process restarted {status.restarts}×"
-    else:
-        info = local_cache.info()
-        memory = (f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
-                  f"{len(info.entries)} model(s) loaded")
-        w = warmup.current()
-        state = {"running": f"warming up ({w.step})", "ready": f"warmed up in {w.seconds:.1f} s",
-                 "failed": "warm-up failed (see the model's page)"}.get(w.state, "")
-    queue = f"Model queue: {gate.running} running, {gate.waiting} waiting (at most {gate.limit} at once)"
-    return RuntimeStatus(memory, state, queue)

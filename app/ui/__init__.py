@@ -1,8 +1,7 @@
 """Shared UI helpers for the pages, one job per module; pages use them as ``from app import ui`` then ``ui.chart(...)``.
 
 - :mod:`.errors`: library exceptions become one kind of friendly message (:func:`show_error`, :func:`friendly_errors`);
-- :mod:`.caches`: the one place where Streamlit caches library objects (:func:`model_cache`), and the catalog's
-  availability statuses;
+- :mod:`.caches`: the one place where Streamlit caches library values, and the catalog's availability statuses;
 - :mod:`.state`: widget values kept in the URL (:func:`restore_url_state`, :func:`save_url_state`), the page's
   address, and whether the viewer is on this machine;
 - :mod:`.sidebar`: presentation mode and the sidebar's status panel;
@@ -16,7 +15,7 @@ Code that replaces one of these names (a test's monkeypatch) patches the module 
 read it from there, not from this package.
 """
 
-from app.ui.caches import AVAILABILITY_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint, model_cache
+from app.ui.caches import AVAILABILITY_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint
 from app.ui.calls import (
     await_warmup,
     free_model_memory,
@@ -73,7 +72,6 @@ __all__ = [
     "local_viewer",
     "log",
     "main_result",
-    "model_cache",
     "model_call",
     "model_label",
     "model_picker",

@@ -1,8 +1,8 @@
-"""Caches: the one place where Streamlit caches library objects, and the catalog's availability statuses.
+"""Caches: the one place where Streamlit caches library values, and the catalog's availability statuses.
 
-``st.cache_resource`` for the process-wide model cache (:func:`model_cache`); ``st.cache_data`` for plain
-values re-read on a timer: which catalog models are on this machine, the compute device, a checkpoint's
-config. Nothing here imports torch at import time.
+``st.cache_data`` for plain values re-read on a timer: which catalog models are on this machine, the compute device,
+a checkpoint's config. (The model cache is process-wide already: ``models.cache.default_cache``, reached through
+``services.executor``.) Nothing here imports torch at import time.
 """
 
 from __future__ import annotations
@@ -21,14 +21,6 @@ STATUS_LABELS = {
     "broken": "local copy is broken",
     "catalog-only": "catalog only (no weights)",
 }
-
-
-@st.cache_resource(show_spinner=False)
-def model_cache():
-    """The process-wide model cache (shared by every session; see ``models.loader.ModelCache``)."""
-    from services import models
-
-    return models.default_cache()
 
 
 @st.cache_data(ttl=30, show_spinner=False)

@@ -7,7 +7,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.ui.caches import AVAILABILITY_ICONS, catalog_availability, device_label, model_cache
+from app.ui.caches import AVAILABILITY_ICONS, catalog_availability, device_label
 
 #: The key of the container that holds a page's main result (:func:`main_result`); presentation mode puts it beside
 #: the inputs, within one screen.
@@ -94,7 +94,6 @@ def presentation_mode() -> bool:
 def sidebar_status() -> None:
     """Compute device, which catalog models are available now, and what the model cache holds."""
     from app.ui.calls import slot_lent
-    from services import models
     from services.executor import BACKEND, executor
 
     route = executor()
@@ -104,7 +103,7 @@ def sidebar_status() -> None:
     with slot_lent() if on_backend else nullcontext():
         device = device_label()
         avail = catalog_availability()
-        engine = models.runtime_status(None if route.remote else model_cache())
+        engine = route.status()
     sb = st.sidebar
     sb.markdown("**Compute**")
     sb.caption(device)

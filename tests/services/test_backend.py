@@ -954,10 +954,11 @@ def test_the_sidebar_lends_the_page_slot_while_it_asks_the_backend(tmp_path: Pat
     import contextlib
 
     from services import models
+    from services.executor import Executor
 
     use_backend(monkeypatch, f"http://127.0.0.1:{free_port()}", tmp_path / "empty")
     lent: list[bool] = []
-    real = models.runtime_status
+    real = Executor.status
 
     @contextlib.contextmanager
     def lending(take_back: bool = True, cancelled: Any = None) -> Iterator[None]:
@@ -965,12 +966,12 @@ def test_the_sidebar_lends_the_page_slot_while_it_asks_the_backend(tmp_path: Pat
         yield
         lent.append(False)
 
-    def status(local_cache: Any = None) -> Any:
+    def status(self: Executor) -> Any:
         assert lent and lent[-1], "the backend was asked while the page held its slot"
-        return real(local_cache)
+        return real(self)
 
     monkeypatch.setattr(models, "page_slot_lent", lending)
-    monkeypatch.setattr(models, "runtime_status", status)
+    monkeypatch.setattr(Executor, "status", status)
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(ENTRY, default_timeout=60).run()  # Home: drawn whole, its sidebar too
