@@ -35,7 +35,7 @@ from core.errors import MAX_TEXT_CHARS, InvalidConfig, InvalidTaskFile, UnknownT
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "tasks"
 BUILT_IN = ("wic", "supersense")
-SPLITS = ("train", "validation", "test")
+TASK_SPLITS = ("train", "validation", "test")
 WORDNET_SOURCE = ("Built from WordNet 3.0's example sentences (Princeton University; licence data/corpus/LICENSE-WordNet) "
                   "by scripts/build_wordnet_tasks.py; see data/tasks/README.md.")
 
@@ -80,7 +80,7 @@ class Task:
 
     def split(self, split: str) -> tuple[Example, ...]:
         """The examples of ``"train"``, ``"validation"`` or ``"test"``."""
-        if split not in SPLITS:
+        if split not in TASK_SPLITS:
             raise InvalidConfig(f"Unknown split {split!r}.", 'Use "train", "validation" or "test".')
         return {"train": self.train, "validation": self.validation, "test": self.test}[split]
 
@@ -105,7 +105,7 @@ class Task:
         """Sizes, label counts per split and the majority baseline, as plain values (a table row, JSON)."""
         return {"name": self.name, "kind": self.kind, "labels": list(self.labels),
                 "sizes": {"train": len(self.train), "validation": len(self.validation), "test": len(self.test)},
-                "label_counts": {split: self.label_counts(split) for split in SPLITS},
+                "label_counts": {split: self.label_counts(split) for split in TASK_SPLITS},
                 "majority_label": self.majority_label, "majority_baseline": self.majority_baseline(),
                 "source": self.source}
 
@@ -159,7 +159,7 @@ def _read_built_in(name: str) -> Task:
         examples = [(r["split"], Example(r["text"], index[r["label"]], span=(int(r["start"]), int(r["end"])),
                                          item=f"{name}:{line}", cluster=r["lemma"])) for line, r in enumerate(rows, start=2)]
         kind = "token"
-    by_split = {split: tuple(e for s, e in examples if s == split) for split in SPLITS}
+    by_split = {split: tuple(e for s, e in examples if s == split) for split in TASK_SPLITS}
     return Task(name, kind, labels, by_split["train"], by_split["test"], WORDNET_SOURCE, by_split["validation"])
 
 

@@ -20,7 +20,7 @@ __all__ = ["ACTIONS", "MAX_MODELS", "Detection", "FillMask", "Generation", "Pred
            "pseudo_perplexity", "sentence_relation"]
 #: Models one fill-mask request runs side by side: the page's four picks and one typed in.
 MAX_MODELS = 5
-MODES = ("independent", "sequential")
+FILL_MODES = ("independent", "sequential")
 #: The longest sentence the page's single-sentence boxes take; the API shares it.
 MAX_SENTENCE_CHARS = 1_000
 
@@ -63,7 +63,7 @@ def fill_mask(text: str, models: Any, top_k: int = 5, mode: str = "independent",
     from models import objectives
 
     text = req.text("The text", text, MAX_TEXT_CHARS, example="The cat sat on the [MASK].")
-    top_k, mode = req.whole("top_k", top_k, 1, 20), req.choice("mode", mode, MODES)
+    top_k, mode = req.whole("top_k", top_k, 1, 20), req.choice("mode", mode, FILL_MODES)
     if isinstance(models, list | tuple):
         models = ",".join(str(m) for m in models)
     ids = list(dict.fromkeys(req.model_id(m) for m in req.names(models, MAX_MODELS + 1) or []))

@@ -13,9 +13,9 @@ from models.interventions import MAX_ITEMS, MAX_SEEDS, MAX_STEPS, MAX_TEXTS, TAR
 from services import requests as req
 from services.calls import Call, direct
 
-__all__ = ["MAX_ITEMS", "MAX_SEEDS", "MAX_STEPS", "MAX_TEXTS", "MODES", "TARGETS", "TASKS", "ablate", "head_importance",
-           "importance_json", "lens", "needs_texts", "parse_heads", "patch"]
-MODES = ("zero", "mean")
+__all__ = ["ABLATION_MODES", "MAX_ITEMS", "MAX_SEEDS", "MAX_STEPS", "MAX_TEXTS", "TARGETS", "TASKS", "ablate",
+           "head_importance", "importance_json", "lens", "needs_texts", "parse_heads", "patch"]
+ABLATION_MODES = ("zero", "mean")
 TASKS = ("supersense", "wic")
 #: The longest line of the sentences heads are ranked on.
 MAX_LINE_CHARS = 1_000
@@ -49,7 +49,7 @@ def _request(model: str, texts: Any, mode: str, target: str, task: str, items: i
     mid, target = req.model_id(model), req.choice("target", target, TARGETS)
     task = "" if task in ("", None) else req.choice("task", task, BUILT_IN)
     lines = req.texts(texts, MAX_TEXTS, MAX_LINE_CHARS, example="The cat sat on the mat.") if needs_texts(target, mid) else []
-    return mid, lines, req.choice("mode", mode, MODES), target, task, req.whole("items", items, 8, MAX_ITEMS)
+    return mid, lines, req.choice("mode", mode, ABLATION_MODES), target, task, req.whole("items", items, 8, MAX_ITEMS)
 
 
 def head_importance(model: str, texts: Any = "", steps: int = 6, seeds: int = 3, mode: str = "zero", target: str = "masked-lm",

@@ -22,9 +22,10 @@ METHODS = geometry.METHODS
 #: What an attribution explains, with the model it needs.
 OUTPUTS = {"similarity": "similarity of two sentences (any encoder)", "fill_mask": "a fill-mask prediction",
            "sentence_relation": "NSP / SOP: does B follow A?", "replaced_token": "ELECTRA: was this token replaced?"}
-#: Texts one request takes (the demo sets have up to 40), and characters per text.
+#: Texts one request takes (the demo sets have up to 40), and characters per text (a line of a batch: far below
+#: core.errors.MAX_TEXT_CHARS, the bound of one text, since a request carries up to MAX_TEXTS of them).
 MAX_TEXTS = 100
-MAX_TEXT_CHARS = 1_000
+MAX_LINE_CHARS = 1_000
 #: The largest CSV of one's own vectors, in MB (the upload box's limit).
 MAX_UPLOAD_MB = max(1, geometry.MAX_UPLOAD_BYTES // 2**20)
 #: Numbers one answer may carry as raw vectors (tokens × hidden size), so that it stays a few MB.
@@ -33,8 +34,8 @@ EXAMPLE = "The bank raised its rates."
 
 
 def texts(value: Any) -> list[str]:
-    """One text per line (or a list of texts), within :data:`MAX_TEXTS` × :data:`MAX_TEXT_CHARS`."""
-    return req.texts(value, MAX_TEXTS, MAX_TEXT_CHARS, example=EXAMPLE)
+    """One text per line (or a list of texts), within :data:`MAX_TEXTS` × :data:`MAX_LINE_CHARS`."""
+    return req.texts(value, MAX_TEXTS, MAX_LINE_CHARS, example=EXAMPLE)
 
 
 def states(model: str, lines: Any, *, call: Call = direct) -> Representations:
@@ -141,7 +142,7 @@ def nearest(model: str, text: str, position: int, k: int = 10, layer: int = -1, 
     """exBERT's search: the corpus tokens whose vectors at ``layer`` are nearest (cosine) to ``text``'s token ``position``."""
     from models.representations import nearest_contexts
 
-    line = req.text("The text", text, MAX_TEXT_CHARS, example=EXAMPLE)
+    line = req.text("The text", text, MAX_LINE_CHARS, example=EXAMPLE)
     return call(nearest_contexts, req.model_id(model), line, req.whole("position", position, 0, 10_000),
                 req.whole("k", k, 1, 100), req.whole("layer", layer, -1, 1_000))
 
@@ -157,8 +158,8 @@ def explain(output: str, model: str, text: str, text_b: str = "", position: int 
     from models import attribution
 
     output, model = req.choice("output", output, OUTPUTS), req.model_id(model)
-    a = req.text("The text", text, MAX_TEXT_CHARS, example="A man is playing the guitar.")
-    b = req.text("Text B", text_b, MAX_TEXT_CHARS, empty_ok=output not in ("similarity", "sentence_relation"),
+    a = req.text("The text", text, MAX_LINE_CHARS, example="A man is playing the guitar.")
+    b = req.text("Text B", text_b, MAX_LINE_CHARS, empty_ok=output not in ("similarity", "sentence_relation"),
                  example="Someone performs music.")
     steps = req.whole("steps", steps, 1, attribution.MAX_STEPS)
     position = req.whole("position", position, 0, attribution.MAX_TOKENS) if output == "replaced_token" else 0

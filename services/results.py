@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 #: The most rows one API answer carries.
 MAX_ROWS = 5_000
-SPLITS = ("dev", "test", "both")
-SETTINGS = ("single", "ensemble", "both")
+SPLIT_FILTERS = ("dev", "test", "both")
+SETTING_FILTERS = ("single", "ensemble", "both")
 COLUMNS = ["model", "variant", "family", "parameters", "task", "benchmark", "metric", "metric_name", "higher_is_better", "split",
            "setting", "value", "citation", "source", "table", "slides", "arxiv", "snapshot", "note", "origin"]
 
@@ -38,7 +38,7 @@ def select(frame: Any, *, models: list[str] | None = None, tasks: list[str] | No
            setting: str = "both", variants: bool = True) -> Any:
     """The rows of ``frame`` (``results_frame()``) for ``models`` and ``tasks`` (None: all; names in any case), one
     ``split`` and ``setting`` (or both), with or without the papers' ablation variants."""
-    split, setting = req.choice("split", split, SPLITS), req.choice("setting", setting, SETTINGS)
+    split, setting = req.choice("split", split, SPLIT_FILTERS), req.choice("setting", setting, SETTING_FILTERS)
     view = frame
     if split != "both":
         view = view[view["split"] == split]
@@ -85,15 +85,15 @@ from analysis.results_db import (  # noqa: E402
     MAX_IMPORT_BYTES,
     MAX_IMPORT_ROWS,
     OPTIONAL_COLUMNS,
+    RESULT_SETTINGS,
+    RESULT_SPLITS,
     default_url,
     export_rows,
     seed_version,
 )
-from analysis.results_db import SETTINGS as ROW_SETTINGS  # noqa: E402
-from analysis.results_db import SPLITS as ROW_SPLITS  # noqa: E402
 
 __all__ = ["COLUMNS", "CONVENTIONS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MAX_ROWS", "OPTIONAL_COLUMNS",
-           "ROW_SETTINGS", "ROW_SPLITS", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
+           "RESULT_SETTINGS", "RESULT_SPLITS", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
            "delete", "deltas", "describe", "export_rows", "frame", "import_rows", "query", "score_check", "seed_version",
            "select", "size_points", "to_html", "to_latex", "to_markdown", "version"]
 
@@ -138,9 +138,9 @@ def describe(url: str, paths: bool) -> str:
 def add(url: str, **fields: Any) -> StoredResult:
     """Add one result (checked like an imported row): its id and, when a value in (0, 1] of a metric scored in percent
     was stored as typed, a warning (``analysis.results_db.StoredResult``)."""
-    from analysis.results_db import get_engine, store_result
+    from analysis.results_db import add_result, get_engine
 
-    return store_result(get_engine(url), **fields)
+    return add_result(get_engine(url), **fields)
 
 
 def import_rows(url: str, raw: bytes) -> Any:

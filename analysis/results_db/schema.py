@@ -35,8 +35,8 @@ from analysis.run_status import RunStatus
 SCHEMA_VERSION = 7  # 2: bfe_packs (saved presentation packs); 3: bfe_runs (pre-training runs); 4: bfe_verdicts;
 # 5: bfe_packs' size, saver and last opening (the byte budget and its eviction order); 6: bfe_runs' lease (the queue
 # across replicas); 7: a class (bfe_classes, its members, questions and answers)
-SPLITS = ("dev", "test", "unspecified")
-SETTINGS = ("single", "ensemble")
+RESULT_SPLITS = ("dev", "test", "unspecified")
+RESULT_SETTINGS = ("single", "ensemble")
 
 
 class Base(DeclarativeBase):

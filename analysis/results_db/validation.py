@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from analysis.results_db.schema import SETTINGS, SPLITS, Metric, Model, Source, Task
+from analysis.results_db.schema import RESULT_SETTINGS, RESULT_SPLITS, Metric, Model, Source, Task
 from analysis.safe_text import clean_name, clean_note
 
 TEXT_LIMITS = {"model": 100, "variant": 200, "table": 100, "note": 1000, "family": 40, "source": 300}
@@ -135,10 +135,10 @@ def validate(raw: dict[str, Any], look: Lookup) -> Row:
                          f"(known: {', '.join(sorted(look.tasks[task.lower()]))})")
     metric_id, lower, upper, metric_name = look.metrics[(task.lower(), metric.lower())]
     split = clean(raw.get("split"), "split", required=True).lower()
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, not {split[:40]!r}")
+    if split not in RESULT_SPLITS:
+        raise ValueError(f"split must be one of {', '.join(RESULT_SPLITS)}, not {split[:40]!r}")
     setting = (clean(raw.get("setting"), "setting") or "single").lower()
-    if setting not in SETTINGS:
+    if setting not in RESULT_SETTINGS:
         raise ValueError(f"setting must be single or ensemble, not {setting[:40]!r}")
     value = _number(raw.get("value"))
     if (lower is not None and value < lower) or (upper is not None and value > upper):

@@ -106,13 +106,9 @@ class StoredResult:
     warning: str = ""
 
 
-def add_result(engine: Engine | None = None, **fields: Any) -> int:
-    """Validate and store one result a user reports; returns its id (:func:`store_result` with its warning)."""
-    return store_result(engine, **fields).id
-
-
-def store_result(engine: Engine | None = None, **fields: Any) -> StoredResult:
-    """Validate and store one result a user reports; returns its id and the validation's warning.
+def add_result(engine: Engine | None = None, **fields: Any) -> StoredResult:
+    """Validate and store one result a user reports; returns its id and the validation's warning (the one way to add
+    a result: :func:`services.results.add` and the page call it).
 
     Fields: ``model``, ``task``, ``metric``, ``split``, ``value``, ``source`` (required); ``variant``,
     ``setting`` (single/ensemble), ``table``, ``snapshot`` (YYYY-MM-DD), ``note``, ``parameters``, ``family``.

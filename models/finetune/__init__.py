@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from analysis.tasks import Example, Task
 from models.finetune.cli import main
-from models.finetune.config import LAYERS, LIMITS, MODES, FineTuneConfig, FineTuneResult, default_lr, run_label
+from models.finetune.config import LAYERS, LIMITS, TRAINING_MODES, FineTuneConfig, FineTuneResult, default_lr, run_label
 from models.finetune.data import (
     IGNORE,
     VALIDATION_MAX,
@@ -74,7 +74,7 @@ from models.finetune.loop import finetune, train_all_weights
 from models.finetune.model import build, encoder_of, source_folder
 from models.finetune.save import save_run, stored_config
 
-__all__ = ["CKA_SENTENCES", "DOWNSTREAM_DEFAULTS", "IGNORE", "LAYERS", "LIMITS", "MODES", "VALIDATION_MAX", "Encoded",
+__all__ = ["CKA_SENTENCES", "DOWNSTREAM_DEFAULTS", "IGNORE", "LAYERS", "LIMITS", "TRAINING_MODES", "VALIDATION_MAX", "Encoded",
            "Example", "FineTuneConfig", "FineTuneResult", "Task", "build", "check_downstream", "collate", "default_lr",
            "downstream", "encode", "encode_splits", "encoder_of", "features", "finetune", "hidden_states", "layer_change",
            "load_config_task", "main", "marked", "pair_features", "pair_words", "predict", "read_out", "run_label",

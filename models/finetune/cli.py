@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from core.errors import ExplorerError
-from models.finetune.config import MODES, FineTuneConfig
+from models.finetune.config import TRAINING_MODES, FineTuneConfig
 from models.finetune.loop import finetune
 
 
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.finetune", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=FineTuneConfig.model)
     parser.add_argument("--task", default=FineTuneConfig.task)
-    parser.add_argument("--mode", default=FineTuneConfig.mode, choices=list(MODES))
+    parser.add_argument("--mode", default=FineTuneConfig.mode, choices=list(TRAINING_MODES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=FineTuneConfig.epochs)
     parser.add_argument("--lr", type=float, default=None)

@@ -13,7 +13,7 @@ from analysis.tasks import BUILT_IN
 from core.errors import InvalidConfig
 from models.run_config import check_run_name, check_whole_numbers, from_stored
 
-MODES = {"finetune": "fine-tuned (all weights)", "frozen": "frozen encoder + linear classifier",
+TRAINING_MODES = {"finetune": "fine-tuned (all weights)", "frozen": "frozen encoder + linear classifier",
          "random": "random initialisation, fine-tuned (the control)"}
 LAYERS = {"last": "the last layer", "last4": "the last four layers, concatenated (BERT's best frozen variant)"}
 LIMITS = {"epochs": (1, 20), "batch": (1, 256), "max_len": (16, 512), "max_train": (10, 100_000), "max_test": (10, 20_000),
@@ -49,8 +49,8 @@ class FineTuneConfig:
         Raises:
             InvalidConfig: an unknown mode or layer, a size out of bounds, a run name that cannot be a folder.
         """
-        if self.mode not in MODES:
-            raise InvalidConfig(f"Unknown mode {self.mode!r}.", "Use one of: " + ", ".join(MODES) + ".")
+        if self.mode not in TRAINING_MODES:
+            raise InvalidConfig(f"Unknown mode {self.mode!r}.", "Use one of: " + ", ".join(TRAINING_MODES) + ".")
         check_whole_numbers(self, LIMITS)
         if self.lr is not None and not (isinstance(self.lr, int | float) and 0 < self.lr < 1):
             raise InvalidConfig(f"The learning rate must be in (0, 1), not {self.lr!r}.")

@@ -135,7 +135,7 @@ def test_invisible_and_bidi_characters_are_refused_in_names(lite, name: str, mes
 
 
 def test_look_alike_names_are_normalised_to_the_plain_letters(lite) -> None:
-    rid = db.add_result(lite, model="ＢＥＲＴ-base", **GOOD)  # full-width letters: NFKC makes them BERT-base
+    rid = db.add_result(lite, model="ＢＥＲＴ-base", **GOOD).id  # full-width letters: NFKC makes them BERT-base
     df = db.results_frame(lite)
     assert df.loc[df["id"] == rid, "model"].item() == "BERT-base"
     with pytest.raises(DuplicateResult):
@@ -146,7 +146,7 @@ def test_a_user_row_cannot_pass_for_a_published_one(lite) -> None:
     for key in db.seed_source_keys():
         with pytest.raises(InvalidResult, match="published sources"):
             db.add_result(lite, model="Mine", **dict(GOOD, source=key.upper()))
-    rid = db.add_result(lite, model="Mine", **dict(GOOD, source="Devlin et al. 2019"))
+    rid = db.add_result(lite, model="Mine", **dict(GOOD, source="Devlin et al. 2019")).id
     df = db.results_frame(lite)
     row = df[df["id"] == rid].iloc[0]
     assert row["origin"] == "user" and row["citation"].endswith(db.USER_MARK) and row["source"] not in db.seed_source_keys()
@@ -193,7 +193,7 @@ def test_csv_cells_that_would_run_as_formulas_are_neutralised_and_numbers_stay_n
 
 
 def test_exported_formulas_are_inert_and_import_back_unchanged(lite) -> None:
-    ids = [db.add_result(lite, model=f.replace(",", ";"), **dict(GOOD, variant=f"v{i}", note=f)) for i, f in enumerate(FORMULAS)]
+    ids = [db.add_result(lite, model=f.replace(",", ";"), **dict(GOOD, variant=f"v{i}", note=f)).id for i, f in enumerate(FORMULAS)]
     df = db.results_frame(lite)
     mine = df[df["id"].isin(ids)]
     raw = db.export_rows(mine)

@@ -72,7 +72,7 @@ def test_catalog_links_exist() -> None:
 def test_every_paper_number_carries_its_source(engine) -> None:
     df = db.results_frame(engine)
     assert df["source"].str.len().gt(0).all() and df["table"].str.len().gt(0).all() and df["slides"].str.len().gt(0).all()
-    assert df["split"].isin(db.SPLITS).all() and df["setting"].isin(db.SETTINGS).all()
+    assert df["split"].isin(db.RESULT_SPLITS).all() and df["setting"].isin(db.RESULT_SETTINGS).all()
     # leaderboard snapshots where the slides give one
     snap = df[(df["source"] == "liu2019") & (df["split"] == "test")]
     assert {str(d) for d in snap["snapshot"]} == {"2019-07-25"}
@@ -207,7 +207,7 @@ def test_seeding_is_idempotent(engine) -> None:
 
 def test_user_rows_survive_an_upgrade_of_the_seed_data(engine, monkeypatch) -> None:
     mine = db.add_result(engine, model="My BERT", task="CoLA", metric="mcc", split="dev", value=61.2, source="Me et al. 2026, a class project",
-                         parameters="110000000")
+                         parameters="110000000").id
     data = db.seed_rows()
     first, second = data["results"][0], data["results"][1]
     data["results"] = data["results"][1:]                   # a row leaves the seed data

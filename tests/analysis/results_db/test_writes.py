@@ -42,11 +42,11 @@ def test_a_fraction_on_a_percent_scale_is_stored_as_typed_with_a_warning(engine)
             return s.scalar(select(db.Result.value).where(db.Result.id == result_id))
 
     args = dict(model="My BERT", task="RTE", split="dev", source="My run, 2026", table="t")
-    fraction = db.store_result(engine, **args, metric="acc", value=0.85)
+    fraction = db.add_result(engine, **args, metric="acc", value=0.85)
     assert "0.85 means 0.85%, not 85%" in fraction.warning
     assert stored(fraction.id) == pytest.approx(0.85)
-    assert db.store_result(engine, **dict(args, table="t2"), metric="acc", value=85).warning == ""
-    assert db.store_result(engine, **dict(args, task="WikiText-103"), metric="ppl", value=1.0).warning == ""
+    assert db.add_result(engine, **dict(args, table="t2"), metric="acc", value=85).warning == ""
+    assert db.add_result(engine, **dict(args, task="WikiText-103"), metric="ppl", value=1.0).warning == ""
     via_service = results.add(engine.url.render_as_string(hide_password=False), **dict(args, table="t3"), metric="acc", value=1)
     assert via_service.warning and stored(via_service.id) == pytest.approx(1.0)
 
@@ -159,7 +159,7 @@ def test_an_oversized_import_is_refused(lite, monkeypatch) -> None:
 
 
 def test_only_user_rows_can_be_deleted(lite) -> None:
-    new = db.add_result(lite, model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run")
+    new = db.add_result(lite, model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run").id
     seed_id = int(db.results_frame(lite).iloc[0]["id"])
     with pytest.raises(InvalidResult, match="cannot be deleted"):
         db.delete_result(seed_id, lite)
