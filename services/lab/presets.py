@@ -292,12 +292,12 @@ def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
                             "Longer runs: python -m models.pretrain from a shell.")
     base.validate()
     chosen = PRESETS[preset]
-    if widths is not None and chosen.widths:
+    if chosen.widths:  # its sizes: the preset's own, or the budget's or user's in their place
         least = chosen.least_widths
-        if not (least <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)
-                and len(set(widths)) == len(widths)):
+        if widths is not None and not (least <= len(widths) <= 6 and all(isinstance(w, int) and 16 <= w <= 1024 for w in widths)
+                                       and len(set(widths)) == len(widths)):
             raise InvalidConfig(f"This preset needs {least} to 6 different widths from 16 to 1,024.")
-        arms = chosen.runs(base, widths)
+        arms = chosen.runs(base, chosen.widths if widths is None else widths)
     else:
         arms = chosen.runs(base)
     out = []
