@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from analysis.verdicts.transfer import transfer_verdict  # noqa: E402
-from services.lab.mutransfer import gains, points  # noqa: E402
+from services.lab.presets.mutransfer import gains, points  # noqa: E402
 from tests.helpers.verdicts import planted, shifted  # noqa: E402
 
 

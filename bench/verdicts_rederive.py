@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from analysis.verdicts import verdict  # noqa: E402
 from analysis.verdicts.ratios import gain_interval  # noqa: E402
-from services.lab.claims import CHANCE, CLAIMS, precondition_of  # noqa: E402
+from services.lab.claims import CHANCE, precondition_of  # noqa: E402
+from services.lab.presets import CLAIMS  # noqa: E402
 
 NUMBERS = re.compile(r"^\s+([\w\- ()]+): ((?:-?\d+\.\d+(?:, )?)+)$")
 

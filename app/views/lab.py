@@ -307,19 +307,24 @@ def claim_view(i: int, c: dict, group: str) -> bool:
     return True
 
 
+#: Per kind of claim (its entry's ``figure``): the chart, how to read it, and the entry's field it draws.
+FIGURES = {
+    "transfer": (mutransfer_plots.transfer_figure, " Lines: mean held-out loss over seeds; faint points: one seed each; "
+                 "stars: each width's best learning rate. A diverged run leaves a gap.", "points"),
+    "ratio": (verdict_plots.ratio_figure, " Circles: one seed's ratio; bar: the ratio of the means with its 95% interval "
+              "(delta method over paired seeds); dashed: the claim's floor; dotted: the paper's value.", "points"),
+    "trend": (verdict_plots.trend_figure, " One line per seed.", "points"),
+    "arms": (verdict_plots.arms_figure, " {mean}: mean over seeds with its 95% t interval; circles: one seed each; grey: "
+             "the same architecture from random initialisation.", "scores"),
+}
+
+
 def claim_figure(c: dict) -> tuple | None:
-    """The chart of a claim's measure and how to read it, or None before there is anything to draw."""
-    if c["measure"] == "mutransfer":
-        return (mutransfer_plots.transfer_figure(c), " Lines: mean held-out loss over seeds; faint points: one seed each; "
-                "stars: each width's best learning rate. A diverged run leaves a gap.") if c.get("points") else None
-    if c["measure"] in experiments.RATIO_MEASURES:
-        return (verdict_plots.ratio_figure(c), " Circles: one seed's ratio; bar: the ratio of the means with its 95% interval "
-                "(delta method over paired seeds); dashed: the claim's floor; dotted: the paper's value.") if c.get("points") else None
-    if c["measure"] in ("scaling", "isoflop"):
-        return (verdict_plots.trend_figure(c), " One line per seed.") if c.get("points") else None
-    mean = "Diamonds" if c["measure"] in verdict_plots.LOSSES else "Bars"
-    return (verdict_plots.arms_figure(c), f" {mean}: mean over seeds with its 95% t interval; circles: one seed each; grey: "
-            "the same architecture from random initialisation.") if c.get("scores") else None
+    """The chart of a claim's entry and how to read it, or None before there is anything to draw."""
+    draw, how, needs = FIGURES[experiments.figure_of(c)]
+    if not c.get(needs):
+        return None
+    return draw(c), how.format(mean="Diamonds" if c["measure"] in verdict_plots.LOSSES else "Bars")
 
 
 def claim_notes(c: dict, budget: str) -> None:

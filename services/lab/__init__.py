@@ -19,9 +19,10 @@ One job per module:
   :func:`start`;
 - :mod:`.finetuning`: the fine-tuning lab's use case: ``finetuning.preview`` and ``finetuning.start``;
 - :mod:`.sizing`: parameters, memory, FLOPs and tokens before a run starts, and the one memory rule;
-- :mod:`.presets`: the papers' ablations and the runs a preset plans;
-- :mod:`.claims`, :mod:`.claim_entries`, :mod:`.mutransfer`: what each preset claims and spends, and how a claim is
-  decided from the runs;
+- :mod:`.presets`: the papers' ablations, one file each (runs, claims, budgets), registered in one table, and
+  the runs a preset plans;
+- :mod:`.claims`, :mod:`.claim_entries`: what a claim and a budget are, and how the common kinds of claim are decided
+  from the runs;
 - :mod:`.experiments`: an experiment's report, its verdicts stored once it is complete, the results so far (was
   ``services.ablations``, outside the package it depends on);
 - :mod:`.run_queue`: submit, dispatch, cancel, delete;
@@ -43,18 +44,7 @@ from models.finetune.config import TRAINING_MODES as FINETUNE_MODES
 from models.pretrain.config import MAX_USER_CORPUS_BYTES, OBJECTIVES, VOCABS, TrainConfig
 from services.lab import finetuning
 from services.lab.checkpoints import lab_folder, run_info, trained_models
-from services.lab.presets import (
-    ISOFLOP_BUDGETS,
-    MAX_SEEDS,
-    MAX_STEPS,
-    NAME,
-    PRESETS,
-    SCALING_WIDTHS,
-    Planned,
-    Preset,
-    plan,
-    plan_runs,
-)
+from services.lab.presets import MAX_SEEDS, MAX_STEPS, NAME, PRESETS, Planned, Preset, plan, plan_runs
 from services.lab.pretraining import (
     FORM_CONFIG,
     LabRequest,
@@ -100,7 +90,6 @@ __all__ = [
     "FINETUNE_MODES",
     "FORM_CONFIG",
     "FROZEN_LAYERS",
-    "ISOFLOP_BUDGETS",
     "MAX_QUEUED",
     "MAX_SEEDS",
     "MAX_STEPS",
@@ -110,7 +99,6 @@ __all__ = [
     "OBJECTIVES",
     "PRESETS",
     "ROOT",
-    "SCALING_WIDTHS",
     "SINGLE_RUN_OBJECTIVES",
     "VOCABS",
     "WORKER_THREADS",

@@ -1,14 +1,17 @@
-"""A claim's entry in an experiment's report, from its finished runs: the per-seed scores on one measure and the
-verdict (two arms, :func:`arm_claim`), the direction of a fitted exponent (:func:`trend_claim`), or a ratio of two
-arms (:func:`ratio_claim`), each with what it rests on. :mod:`services.lab.experiments` gathers the runs and calls them;
-the decisions themselves are :mod:`analysis.verdicts` (numpy and scipy: imported when a report is read).
+"""The common kinds of claim and how each is read off an experiment's finished runs: two arms compared on one measure
+(:class:`ArmClaim`, :func:`arm_claim`: the per-seed scores and the verdict), the direction of a fitted exponent
+(:class:`TrendClaim`, :func:`trend_claim`), a ratio of two arms (:class:`RatioClaim`, :func:`ratio_claim`), each with
+what it rests on. A preset's file declares its claims with them (:mod:`services.lab.presets`; μTransfer's and the
+tuned protocol's own kinds live in their presets' files); :mod:`services.lab.experiments` gathers the runs and asks
+each claim for its entries. The decisions themselves are :mod:`analysis.verdicts` (numpy and scipy: imported when a
+report is read).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, replace
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import Any, ClassVar
 
 from core.errors import ExplorerError
 from services.lab.claims import (
@@ -18,6 +21,8 @@ from services.lab.claims import (
     INTRINSIC_LABELS,
     RATIO_MEASURES,
     Claim,
+    Entry,
+    Reading,
     precondition_of,
 )
 from services.lab.entries import decided, undecided
@@ -123,7 +128,7 @@ def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state:
             controls[(r["kind"], r["replicate"])] = control
     a, b = scores.get(claim.a, {}), scores.get(claim.b, {})
     key = claim.key if primary or claim.measure != "downstream" else f"{claim.key}:{measure.split(':', 1)[1]}"
-    out: dict[str, Any] = {"key": key, "claim": asdict(claim), "measure": measure, "label": measure_label(measure),
+    out: dict[str, Any] = {"key": key, "claim": asdict(claim), "figure": claim.figure, "measure": measure, "label": measure_label(measure),
                            "primary": primary, "family": family,
                            "scores": {arm: sorted(v.items()) for arm, v in scores.items()}, "chance": CHANCE.get(measure),
                            "controls": {}, "control_effects": {}, "verdict": None,
@@ -178,32 +183,6 @@ def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state:
             f"{arm} {', '.join(f'{v:,.4g} {k}' if k != 'optimizer state MB' else f'{v:.2f} {k}' for k, v in f.items())}"
             for arm, f in facts.items())
     return out
-
-
-def tuned(claim: Claim, finished: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """A tuned claim's runs (``Claim.tuning_replicates`` > 0; arms ``<arm>-lr2e<k>``): each of its two arms' rate
-    chosen as the lowest mean held-out loss over the validation replicates (those below ``tuning_replicates``), and
-    the runs of the other replicates (fresh seeds) at the chosen rates, renamed to the arm, for the verdict; with what
-    the tuning saw (``tuning``: per arm the mean validation loss per rate and the chosen rate). A rate whose validation
-    run diverged or is missing is never chosen."""
-    cut = claim.tuning_replicates
-    seen: dict[str, dict[str, list[float]]] = {}
-    for r in finished:
-        arm, _, rate = str(r["arm"]).partition("-lr")
-        loss = (r["evaluation"] or {}).get("held_out_loss")
-        if arm in (claim.a, claim.b) and rate and r["replicate"] < cut:
-            ok = isinstance(loss, int | float) and math.isfinite(loss)
-            seen.setdefault(arm, {}).setdefault(rate, []).append(float(loss) if ok else math.inf)
-    tuning: dict[str, Any] = {}
-    for arm in (claim.a, claim.b):
-        means = {rate: (sum(v) / len(v) if len(v) == cut else math.inf) for rate, v in seen.get(arm, {}).items()}
-        finite = {k: v for k, v in means.items() if math.isfinite(v)}
-        tuning[arm] = {"validation_loss": means, "chosen": min(finite, key=finite.get) if finite else None,
-                       "seeds": cut}
-    rows = [{**r, "arm": r["arm"].partition("-lr")[0]} for r in finished
-            if r["replicate"] >= cut and r["arm"].partition("-lr")[0] in tuning
-            and r["arm"].partition("-lr")[2] == tuning[r["arm"].partition("-lr")[0]]["chosen"]]
-    return rows, tuning
 
 
 def _context_reference(claim: Claim, finished: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -308,7 +287,7 @@ def trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dic
             points.append((r["replicate"], n, float(loss)))
         else:
             points.append((r["replicate"], round(r["flops_per_token"] * r["tokens"], -6), n, float(loss)))
-    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "points": points,
+    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "figure": claim.figure, "measure": claim.measure, "points": points,
                            "label": measure_label(claim.measure), "primary": True,
                            "data_limited": limited, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
     if undecided(out, state):
@@ -350,7 +329,7 @@ def _ratio_value(run: dict[str, Any], measure: str, arm_a: bool) -> float | None
     return float(min(seconds)) if seconds else None
 
 
-def ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str, family: int = 1) -> dict[str, Any]:
+def ratio_claim(claim: RatioClaim, finished: list[dict[str, Any]], state: str, family: int = 1) -> dict[str, Any]:
     """A ratio of two arms per seed (:func:`analysis.verdicts.ratios.ratio_verdict`): retention, arm ``a``'s downstream
     average over arm ``b``'s; speed-up, the teacher's inference time over the student's, both timed by arm ``a``'s run."""
     from analysis.verdicts.ratios import ratio_verdict
@@ -370,7 +349,7 @@ def ratio_claim(claim: Claim, finished: list[dict[str, Any]], state: str, family
                 baseline.append(score_of(other, "downstream:average", control=True))
         if top is not None and bottom:
             pairs.append((rep, top, bottom))
-    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "measure": claim.measure, "label": quantity.capitalize(),
+    out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "figure": claim.figure, "measure": claim.measure, "label": quantity.capitalize(),
                            "primary": True, "points": pairs, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
     if undecided(out, state):
         return out
@@ -402,3 +381,53 @@ def _isoflop_cells(points: list[tuple[int, float, int, float]]) -> list[tuple[in
             groups.append([c])
     label = {c: g[0] for g in groups for c in g}
     return [(s, label[c], n, loss) for s, c, n, loss in points]
+
+
+# ------------------------------------------------------------------------------------------ the kinds of claim
+
+
+@dataclass(frozen=True)
+class ArmClaim(Claim):
+    """Arm ``a`` ``op`` arm ``b`` on one measure (``op`` ">": beats; ">=": at most ``margin`` worse), per seed, with
+    the precondition that the arms learnt something (:data:`services.lab.claims.PRECONDITIONS`). ``downstream``
+    expands to the suite's measures: the average accuracy is primary; each task of a suite of several and the frozen
+    part-of-speech probe (no paper's measure: a linear read-out of what pre-training put in the vectors) are
+    exploratory."""
+
+    def measures(self, suite: dict[str, Any] | None) -> list[tuple[str, bool]]:
+        if self.measure != "downstream":
+            return [(self.measure, True)]
+        tasks = list((suite or {}).get("tasks", []))
+        return [("downstream:average", True)] + [(f"downstream:{t}", False) for t in tasks if len(tasks) > 1] + [("probe:pos", False)]
+
+    def entries(self, reading: Reading) -> list[Entry]:
+        return [self.entry(measure, primary, reading.finished, reading) for measure, primary in self.measures(reading.suite)]
+
+    def entry(self, measure: str, primary: bool, runs: list[dict[str, Any]], reading: Reading) -> Entry:
+        """One measure's entry from ``runs``; a primary one can be decided again in a Holm family of k."""
+        out = arm_claim(self, measure, runs, reading.state, primary, 1 if primary else max(reading.family, 1))
+        return Entry(out, (lambda k: arm_claim(self, measure, runs, reading.state, True, k)) if primary else None)
+
+
+@dataclass(frozen=True)
+class TrendClaim(Claim):
+    """The direction of a fitted exponent over the runs' sizes (``measure`` ``scaling``: Kaplan's α_N; ``isoflop``:
+    Chinchilla's a), with the data-limited runs named; not adjusted with other claims."""
+
+    figure: ClassVar[str] = "trend"
+
+    def entries(self, reading: Reading) -> list[Entry]:
+        return [Entry(trend_claim(self, reading.finished, reading.state))]
+
+
+@dataclass(frozen=True)
+class RatioClaim(Claim):
+    """A ratio of two arms per seed (``measure`` a key of :data:`services.lab.claims.RATIO_MEASURES`) against the floor
+    ``margin``; the paper's value is matched only when the whole interval lies within ``band`` of it (relative: 0.25
+    is ±25%)."""
+
+    band: float = 0.0
+    figure: ClassVar[str] = "ratio"
+
+    def entries(self, reading: Reading) -> list[Entry]:
+        return [Entry(ratio_claim(self, reading.finished, reading.state), lambda k: ratio_claim(self, reading.finished, reading.state, k))]

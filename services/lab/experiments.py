@@ -1,11 +1,11 @@
 """The lab's presets as the papers decide them: each arm over several seeds, a downstream score for every
 pre-trained model (and for the same architecture from random initialisation), and a computed verdict per claim.
 
-- :data:`CLAIMS`: what each preset's paper claims, as a comparison of two arms on one measure (an intrinsic
-  test where the paper used one, e.g. ALBERT's SOP accuracy; the downstream suite otherwise), or as the
-  direction of a fitted exponent (the scaling and IsoFLOP presets).
-- :data:`BUDGETS`: a *classroom* budget (what fits a lesson on a 2-core CPU) and a *thorough* one (what resolves
-  more; hours on a CPU, minutes on a GPU), per preset.
+- each preset's claims (:mod:`services.lab.presets`, one file per preset): a comparison of two arms on one measure
+  (an intrinsic test where the paper used one, e.g. ALBERT's SOP accuracy; the downstream suite otherwise), a ratio,
+  the direction of a fitted exponent, or μTransfer's shift; each claim says how it is read off the runs;
+- its budgets: a *classroom* budget (what fits a lesson on a 2-core CPU) and a *thorough* one (what resolves
+  more; hours on a CPU, minutes on a GPU);
 - :func:`report`: one experiment's state, scores, verdicts, effects over random initialisation and compute; a
   complete experiment's verdicts are stored in the database (:func:`settle`, also called by the worker when a run
   ends), and a stored verdict outlives its runs and says so.
@@ -22,16 +22,8 @@ from typing import Any
 from analysis.run_status import ACTIVE, RunStatus
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig, hf_config
-from services.lab.claim_entries import arm_claim, ratio_claim, trend_claim, tuned
-from services.lab.claims import (
-    CLAIMS,
-    DATA_LIMITED_TOKENS_PER_PARAMETER,
-    RATIO_MEASURES,
-    Claim,
-    apply_budget,
-    budget_of,
-)
-from services.lab.presets import PRESETS, plan_runs
+from services.lab.claims import DATA_LIMITED_TOKENS_PER_PARAMETER, Reading, apply_budget
+from services.lab.presets import PRESETS, budget_of, plan_runs
 from services.lab.run_queue import FINETUNE
 from services.lab.run_queue import submit as submit_runs
 from services.lab.sizing import size
@@ -53,17 +45,6 @@ def planned_flops(preset: str, base: TrainConfig, budget: str) -> tuple[int, flo
 
 
 # ------------------------------------------------------------------------------------------ reading the runs
-
-
-def _measures(claim: Claim, suite: dict[str, Any] | None) -> list[tuple[str, bool]]:
-    """The measures a claim is decided on, each with whether it is the claim's primary one. A downstream claim's
-    primary measure is the suite's average accuracy (the papers report an average or a GLUE-style score); each task
-    of a suite of several, and the frozen part-of-speech probe every run measures anyway (no paper's measure: a
-    linear read-out of what pre-training put in the vectors), are exploratory."""
-    if claim.measure != "downstream":
-        return [(claim.measure, True)]
-    tasks = list((suite or {}).get("tasks", []))
-    return [("downstream:average", True)] + [(f"downstream:{t}", False) for t in tasks if len(tasks) > 1] + [("probe:pos", False)]
 
 
 def _run_rows(frame: Any) -> list[dict[str, Any]]:
@@ -118,7 +99,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     preset = str(cfg0.get("preset") or "single")
     suite = cfg0.get("downstream")
     seeds = int(cfg0.get("seeds") or 1)
-    claims = CLAIMS.get(preset, ())
+    claims = PRESETS[preset].claims if preset in PRESETS else ()
     active = [r for r in rows if r["status"] in ACTIVE]
     diverging = preset in PRESETS and PRESETS[preset].divergence_is_a_result
     done = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
@@ -139,38 +120,15 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     out["arms"] = arms
     finished = done  # with the diverged runs of a preset whose grid expects them (an infinite loss there)
     out["claims"] = []
-    family = sum(1 for c in claims if c.measure not in ("scaling", "isoflop") for _, primary in _measures(c, suite) if not primary)
+    family = sum(1 for c in claims for _, primary in c.measures(suite) if not primary)
     out["family"] = family
     primaries: list[tuple[int, Any]] = []  # (index in out["claims"], decide(family)) of each adjustable primary claim
+    reading = Reading(finished, state, suite, family)
     for claim in claims:
-        if claim.measure == "mutransfer":
-            from services.lab.mutransfer import transfer_claim
-
-            out["claims"].append(transfer_claim(claim, finished, state))
-            continue
-        if claim.measure in ("scaling", "isoflop"):
-            out["claims"].append(trend_claim(claim, finished, state))
-            continue
-        if claim.measure in RATIO_MEASURES:
-            out["claims"].append(ratio_claim(claim, finished, state))
-            primaries.append((len(out["claims"]) - 1, lambda k, c=claim: ratio_claim(c, finished, state, k)))
-            continue
-        runs, tuning = tuned(claim, finished) if claim.tuning_replicates else (finished, None)
-        for measure, primary in _measures(claim, suite):
-            out["claims"].append(arm_claim(claim, measure, runs, state, primary, 1 if primary else max(family, 1)))
-            if tuning is not None:
-                out["claims"][-1]["tuning"] = tuning
-                chosen = ", ".join(f"{arm} at 2^{t['chosen'].split('e', 1)[1] if t['chosen'] else '?'}" for arm, t in tuning.items())
-                edge = [arm for arm, t in tuning.items()
-                        if t["chosen"] and t["chosen"] in (min(t["validation_loss"], key=_rate), max(t["validation_loss"], key=_rate))]
-                out["claims"][-1]["sentence"] = (f"Tuned: each optimizer's rate chosen on seeds 0–{claim.tuning_replicates - 1} "
-                                                 f"({chosen}); decided on the other seeds"
-                                                 + (f"; {' and '.join(edge)} chose an end of the sweep, so its best rate may "
-                                                    "lie beyond it" if edge else "") + ". "
-                                                 + out["claims"][-1].get("sentence", ""))
-            if primary:
-                primaries.append((len(out["claims"]) - 1,
-                                  lambda k, c=claim, m=measure: arm_claim(c, m, finished, state, True, k)))
+        for entry, redecide in claim.entries(reading):
+            out["claims"].append(entry)
+            if redecide is not None:
+                primaries.append((len(out["claims"]) - 1, redecide))
     if len(primaries) > 1:
         _holm(out["claims"], primaries)
     deleted = 0
@@ -191,9 +149,13 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     return out
 
 
-def _rate(code: str) -> float:
-    """A tuned arm's rate from its name's code (``2e-11`` → 2^-11)."""
-    return 2.0 ** float(code.split("e", 1)[1])
+#: The chart of an entry stored before entries named theirs (``figure``: the claim's kind), by its measure.
+_FIGURE_OF_MEASURE = {"mutransfer": "transfer", "retention": "ratio", "speedup": "ratio", "scaling": "trend", "isoflop": "trend"}
+
+
+def figure_of(entry: dict[str, Any]) -> str:
+    """Which chart draws a claim's report entry: ``arms``, ``trend``, ``ratio`` or ``transfer`` (its claim's kind)."""
+    return str(entry.get("figure") or _FIGURE_OF_MEASURE.get(str(entry.get("measure")), "arms"))
 
 
 DECISIVE = frozenset({"agrees", "disagrees", "agrees on direction only"})

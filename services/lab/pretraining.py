@@ -14,9 +14,9 @@ from typing import Any
 
 from core.errors import InvalidConfig, InvalidData
 from models.pretrain.config import TrainConfig
-from services.lab.claims import CLAIMS, CLASSROOM_SUITE, Budget, apply_budget, budget_of
+from services.lab.claims import CLASSROOM_SUITE, Budget, apply_budget, record_of
 from services.lab.experiments import submit as submit_experiment
-from services.lab.presets import plan_runs
+from services.lab.presets import BUDGETS, CLAIMS, budget_of, plan_runs
 from services.lab.reports import flops_per_second, server_pace
 from services.lab.run_queue import MAX_QUEUED, submit
 from services.lab.sizing import Size, exceeds_budget, memory_budget_mb, size
@@ -125,8 +125,6 @@ def record_for(preset: str, budget: str) -> tuple[str, str] | None:
     """What the page says before Start about a named budget: (kind, text), kind ``decides``, ``does not decide`` or
     ``untried``, the text with its bench file and, for a budget known not to decide, the one that does; None for
     custom budgets and presets without claims."""
-    from services.lab.claims import BUDGETS, record_of
-
     if budget_for(preset, budget) is None:
         return None
     rec = record_of(preset, budget)

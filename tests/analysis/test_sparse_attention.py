@@ -237,8 +237,9 @@ def test_bigbird_preset_arms_claim_and_budgets():
 
     from models.pretrain.config import TrainConfig
     from models.pretrain.flops import length_stats
-    from services.lab.claims import BUDGETS, CLAIMS, apply_budget, bigbird_cost
-    from services.lab.presets import plan_runs
+    from services.lab.claims import apply_budget
+    from services.lab.presets import BUDGETS, CLAIMS, plan_runs
+    from services.lab.presets.bigbird import attention_saved
 
     base = apply_budget(TrainConfig(), BUDGETS["bigbird"]["classroom"])
     runs = plan_runs("bigbird", base, "bb", 2)
@@ -249,7 +250,7 @@ def test_bigbird_preset_arms_claim_and_budgets():
     assert sparse == replace(full, attention="bigbird", block_size=8, random_blocks=2, run=sparse.run)
     claim = CLAIMS["bigbird"][0]
     assert (claim.measure, claim.a, claim.b, claim.op, claim.margin) == ("held_out_loss", "sparse", "full", ">=", 0.05)
-    assert "27%" in bigbird_cost(sparse)
+    assert "27%" in attention_saved(sparse)
     assert BUDGETS["bigbird"]["thorough"].seq_len == 512
     stats = length_stats(full)  # packed: every sequence 256 tokens, every pair scored
     assert (stats.tokens_per_sequence, stats.pairs_per_token) == (256, 256)
@@ -301,7 +302,7 @@ def test_lab_page_plans_the_bigbird_preset(lab_env):
     assert not at.exception, at.exception
     planned = at.dataframe[0].value
     assert len(planned) == 4 and any(r.endswith("-sparse-s1") for r in planned["run"])
-    from services.lab.claims import budget_of
+    from services.lab.presets import budget_of
 
     assert budget_of("bigbird", "classroom").minutes in markdown(at)  # stated before Start
 
@@ -320,7 +321,7 @@ def test_sparse_matches_full_is_decided_only_once_full_attention_beats_the_token
     """Two models that both predict from token counts alone have equal losses whatever their attention: the classroom
     budget's first runs on this CPU had both arms at 7.03, above what the counts score. "Matches" is then no finding."""
     from services.lab import claim_entries
-    from services.lab.claims import CLAIMS
+    from services.lab.presets import CLAIMS
 
     claim = CLAIMS["bigbird"][0]
 
@@ -358,7 +359,7 @@ def test_unigram_log_probs_count_the_training_tokens_and_give_specials_nothing()
 def test_a_loss_claim_is_drawn_as_points_on_a_zoomed_axis_and_an_accuracy_as_bars():
     from analysis.verdict_plots import arms_figure
     from services.lab import claim_entries
-    from services.lab.claims import CLAIMS
+    from services.lab.presets import CLAIMS
 
     loss = claim_entries.arm_claim(CLAIMS["bigbird"][0], "held_out_loss",
                                 _bigbird_runs([7.03, 7.01, 7.04], [7.03, 7.02, 7.04], [6.80, 6.81, 6.79]), "complete")

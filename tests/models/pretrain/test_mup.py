@@ -136,11 +136,11 @@ def test_a_saved_mup_run_reloads_as_the_function_it_trained(objective: str, empt
 
 def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() -> None:
     from services import lab
-    from services.lab import experiments
-    from services.lab.presets import MUTRANSFER_LOG2_RATES
+    from services.lab import experiments, presets
+    from services.lab.presets.mutransfer import LOG2_RATES
 
     planned = lab.plan_runs("mutransfer", replace(TINY, steps=10), "mt", seeds=2, widths=(32, 64, 128))
-    rates = {2.0 ** k for k in MUTRANSFER_LOG2_RATES}
+    rates = {2.0 ** k for k in LOG2_RATES}
     cells = {(p.config.parametrisation, p.config.hidden, p.config.lr, p.replicate) for p in planned}
     assert len(cells) == len(planned) == 2 * 6 * (3 + 2)  # μP's base width is the SP run of that width
     assert {p.config.lr for p in planned} == rates and {p.config.mup_base_width for p in planned} == {32}
@@ -154,8 +154,8 @@ def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() 
     assert n == 36 and flops > 0
     for budget in ("classroom", "thorough"):  # an experiment fits the queue
         assert experiments.planned_flops("mutransfer", TrainConfig(), budget)[0] <= lab.MAX_QUEUED
-        assert experiments.budget_of("mutransfer", budget).minutes.startswith("Measured")  # stated before Start
-        hi, lo = max(experiments.budget_of("mutransfer", budget).widths), min(experiments.budget_of("mutransfer", budget).widths)
+        assert presets.budget_of("mutransfer", budget).minutes.startswith("Measured")  # stated before Start
+        hi, lo = max(presets.budget_of("mutransfer", budget).widths), min(presets.budget_of("mutransfer", budget).widths)
         assert hi >= 8 * lo  # the verdict's least span (analysis.verdicts.transfer.MIN_SPAN)
     kind, said = lab.record_for("mutransfer", "classroom")
     assert kind == "does not decide" and "The thorough budget decided it" in said

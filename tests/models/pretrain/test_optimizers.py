@@ -19,6 +19,7 @@ from models.pretrain.phases import phase_lengths, update_plan, updates_of
 from models.training import optimizer_and_schedule
 from services import lab
 from services.lab import claim_entries, experiments, presets
+from services.lab.presets import grow_batch, lion_tuned
 from tests.helpers.pages import run as draw_page
 
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
@@ -173,7 +174,7 @@ def test_the_grow_batch_preset_plans_equal_tokens() -> None:
         grow, decay = by["grow", rep], by["decay", rep]
         assert (grow.phases, decay.phases) == ("grow", "decay")
         assert grow.steps * grow.batch == decay.steps * decay.batch and grow.lr == decay.lr
-        assert (grow.phase_factor, grow.phase_count) == (presets.GROW_FACTOR, presets.GROW_PHASES)
+        assert (grow.phase_factor, grow.phase_count) == (grow_batch.FACTOR, grow_batch.PHASES)
         assert updates_of(grow) < updates_of(decay)
         assert lab.size(grow).flops_per_step * grow.steps == lab.size(decay).flops_per_step * decay.steps
 
@@ -219,7 +220,7 @@ def test_a_lower_loss_agrees_and_a_higher_one_disagrees(lab_env: Path) -> None:
     assert c["verdict"]["label"] == V.DISAGREES and c["verdict"]["high"] < -0.05
     assert "arm_facts" not in c  # nothing recorded: nothing to put beside it
     # both arms at the corpus's token counts: "matches" says nothing, whatever the losses (the precondition)
-    at_counts = claim_entries.arm_claim(experiments.CLAIMS["lion"][0], "held_out_loss", [
+    at_counts = claim_entries.arm_claim(presets.CLAIMS["lion"][0], "held_out_loss", [
         {"arm": arm, "replicate": i, "kind": "bert", "id": 10 * k + i,
          "evaluation": {"held_out_loss": v, "mask_loss": 6.85 + 0.01 * i, "unigram_loss": 6.84}}
         for k, (arm, vals) in enumerate({"lion": [7.10, 7.12, 7.11], "adamw": [7.11, 7.12, 7.10]}.items())
@@ -236,15 +237,15 @@ def test_a_strict_lower_is_better_claim_reads_its_sign_right() -> None:
                  "evaluation": {"held_out_loss": v, "mask_loss": v + 0.2, "unigram_loss": 6.8}}
                 for k, (arm, values) in enumerate({"a": [3.0, 3.1, 3.05], "b": [3.5, 3.55, 3.6]}.items())
                 for i, v in enumerate(values)]
-    lower = claim_entries.arm_claim(experiments.Claim("x", "held_out_loss", "a's loss is lower", "s", "a", "b", ">"),
+    lower = claim_entries.arm_claim(claim_entries.ArmClaim("x", "held_out_loss", "a's loss is lower", "s", "a", "b", ">"),
                                  "held_out_loss", finished, "complete")
-    higher = claim_entries.arm_claim(experiments.Claim("x", "held_out_loss", "b's loss is lower", "s", "b", "a", ">"),
+    higher = claim_entries.arm_claim(claim_entries.ArmClaim("x", "held_out_loss", "b's loss is lower", "s", "b", "a", ">"),
                                   "held_out_loss", finished, "complete")
     assert lower["verdict"]["label"] == V.AGREES and higher["verdict"]["label"] == V.DISAGREES
     assert lower["verdict"]["mean_a"] == pytest.approx(3.05) and higher["verdict"]["mean_a"] == pytest.approx(3.55)
     # an accuracy (higher is better) on the same numbers reads the other way
     acc = [{**r, "evaluation": {"sop_accuracy": r["evaluation"]["held_out_loss"] / 10 + 0.4}} for r in finished]
-    assert claim_entries.arm_claim(experiments.Claim("x", "sop_accuracy", "", "s", "a", "b", ">"), "sop_accuracy", acc,
+    assert claim_entries.arm_claim(claim_entries.ArmClaim("x", "sop_accuracy", "", "s", "a", "b", ">"), "sop_accuracy", acc,
                                 "complete")["verdict"]["label"] == V.DISAGREES
 
 
@@ -275,7 +276,7 @@ def test_the_lab_page_plans_the_optimizer_presets(lab_env: Path, preset: str) ->
         assert memory["opt-lion-s0"] < memory["opt-adamw-s0"]  # one optimizer state instead of two
     else:
         assert memory["opt-grow-s0"] == memory["opt-decay-s0"]  # accumulation: the memory of one batch
-    from services.lab.claims import budget_of
+    from services.lab.presets import budget_of
 
     assert budget_of(preset, "classroom").minutes in " ".join(c.value for c in at.caption)  # stated before Start
 
@@ -283,7 +284,6 @@ def test_the_lab_page_plans_the_optimizer_presets(lab_env: Path, preset: str) ->
 def test_the_tuned_lion_preset_chooses_each_rate_on_validation_seeds_and_decides_on_fresh_ones(lab_env: Path) -> None:
     """Both optimizers run the same rate sweep; each one's rate is the best on seeds 0–1 only, and the verdict pairs
     seeds 2–4 at the chosen rates (a test seed that would have chosen another rate changes nothing)."""
-    from services.lab import presets
 
     def run(group: str, best: dict[str, int]) -> list[int]:
         ids = lab.submit("lion-tuned", TINY, group, seeds=5, start=False)
@@ -300,7 +300,7 @@ def test_the_tuned_lion_preset_chooses_each_rate_on_validation_seeds_and_decides
         return ids
 
     ids = run("lt", {"lion": -11, "adamw": -10})
-    assert len(ids) == 2 * len(presets.TUNED_LOG2_RATES) * 5
+    assert len(ids) == 2 * len(lion_tuned.LOG2_RATES) * 5
     run("lt-edge", {"lion": -13, "adamw": -10})
     experiments.settle("lt-edge")
     [edge] = experiments.report("lt-edge")["claims"]

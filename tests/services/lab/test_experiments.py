@@ -16,7 +16,7 @@ from analysis.results_db import verdicts as SV
 from core.errors import InvalidConfig
 from models.pretrain import TrainConfig
 from services import lab
-from services.lab import claims, experiments
+from services.lab import claims, experiments, presets
 from tests.helpers import ENTRY
 from tests.helpers.pages import run as draw_page
 
@@ -43,13 +43,13 @@ def test_every_arm_gets_the_same_seeds_and_electra_the_same_flops_within_one_ste
     with pytest.raises(InvalidConfig):
         lab.plan_runs("albert", TINY, "g", seeds=True)
     with pytest.raises(InvalidConfig):
-        experiments.budget_of("albert", "lavish")
+        presets.budget_of("albert", "lavish")
 
 
 def test_budgets_are_declared_for_every_claimed_preset_and_plan() -> None:
-    for preset in experiments.CLAIMS:
+    for preset in presets.CLAIMS:
         for name in ("classroom", "thorough"):
-            b = experiments.budget_of(preset, name)
+            b = presets.budget_of(preset, name)
             assert b.seeds >= 2
             n, flops = experiments.planned_flops(preset, lab.TrainConfig(), name)
             assert n >= 2 * b.seeds and flops > 0
@@ -261,7 +261,7 @@ def test_the_page_starts_a_preset_at_its_budget(lab_env: Path) -> None:
     at = draw_page("views/lab.py", **{"lb_preset": "albert", "lb_budget": "classroom", "lb_layers": "1", "lb_hidden": "32", "lb_ffn": "64",
                  "lb_name": "budgeted"})
     planned = at.dataframe[0].value
-    assert len(planned) == 6 and set(planned["steps"]) == {claims.BUDGETS["albert"]["classroom"].steps}
+    assert len(planned) == 6 and set(planned["steps"]) == {presets.BUDGETS["albert"]["classroom"].steps}
     [start] = [b for b in at.main.button if b.label.startswith("Start")]  # the page's own, not the sidebar's "Start a class"
     start.click().run()
     assert not at.exception, at.exception
@@ -361,9 +361,38 @@ def test_what_each_budget_took_and_decided_is_data_naming_committed_outputs() ->
     from tests.helpers import ROOT
 
     entries = json.loads(claims.MEASURED_FILE.read_text(encoding="utf-8"))["budgets"]
-    offered = {(p, b) for p, budgets in claims.BUDGETS.items() for b in budgets}
+    offered = {(p, b) for p, budgets in presets.BUDGETS.items() for b in budgets}
     assert {(e["preset"], e["budget"]) for e in entries} == offered
-    assert all(claims.budget_of(p, b).minutes.startswith(("Measured", "Estimated")) for p, b in offered)
+    assert all(presets.budget_of(p, b).minutes.startswith(("Measured", "Estimated")) for p, b in offered)
     for key, record in claims.DECIDED_HERE.items():
         assert record.decides in (True, False, None) and record.said and (ROOT / record.file).is_file(), key
     assert claims.record_of("roberta", "thorough").decides is None  # never run here: it says so
+
+
+def test_a_preset_is_one_object_whose_claims_say_how_they_are_decided(lab_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seam: a preset registered with its own kind of claim is planned, reported and decided with nothing else
+    edited (no table of measures, no switch on the preset's name), and its entry names the chart that draws it."""
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    @dataclass(frozen=True)
+    class Counted(claims.Claim):
+        figure: ClassVar[str] = "trend"
+
+        def entries(self, reading: claims.Reading) -> list[claims.Entry]:
+            return [claims.Entry({"key": self.key, "measure": self.measure, "figure": self.figure, "state": reading.state,
+                                  "runs": sorted(r["arm"] for r in reading.finished)})]
+
+    planted = replace(presets.PRESETS["xlnet"], name="planted", claims=(Counted("count", "runs", "Two arms ran.", "here"),))
+    monkeypatch.setitem(presets.PRESETS, "planted", planted)
+    ids = lab.submit("planted", TINY, "pl", seeds=1, start=False)
+    assert len(ids) == 2
+    [waiting] = experiments.report("pl")["claims"]
+    assert waiting["state"] == "running" and waiting["runs"] == []
+    for rid in ids:
+        _finish(rid, {"held_out_loss": 5.0})
+    [entry] = experiments.report("pl")["claims"]
+    assert entry == {"key": "count", "measure": "runs", "figure": "trend", "state": "complete", "runs": ["mlm", "plm"]}
+    assert experiments.figure_of(entry) == "trend" and experiments.figure_of({"measure": "speedup"}) == "ratio"
+    for name, preset in presets.PRESETS.items():  # every registered kind says how it is decided
+        assert preset.name == name and all(type(c).entries is not claims.Claim.entries for c in preset.claims), name

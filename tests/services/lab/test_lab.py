@@ -18,7 +18,9 @@ from core.errors import InvalidConfig
 from models.pretrain import OBJECTIVES, VOCABS, TrainConfig, build_model, parameter_count, tokenizer
 from models.pretrain.config import VOCAB_SIZES
 from services import lab
-from services.lab import claims, experiments
+from services.lab import presets
+from services.lab.presets import isoflop
+from services.lab.presets import scaling as scaling_preset
 from tests.helpers import ENTRY, ROOT
 from tests.helpers.lab import run_status as status
 from tests.helpers.servers import wait_for
@@ -53,15 +55,15 @@ def test_presets_plan_the_papers_ablations() -> None:
     assert abs(e - m * mlm.steps) <= m and mlm.steps != electra.steps
     # scaling: four widths, one token budget; IsoFLOP: each budget's runs cost that budget (within one step)
     scaling = lab.plan("scaling", base, "g")
-    assert [c.hidden for _, c in scaling] == list(lab.SCALING_WIDTHS) and len({c.steps for _, c in scaling}) == 1
+    assert [c.hidden for _, c in scaling] == list(scaling_preset.WIDTHS) and len({c.steps for _, c in scaling}) == 1
     grid = lab.plan("isoflop", base, "g")
-    assert len(grid) == len(lab.ISOFLOP_BUDGETS) * len(lab.SCALING_WIDTHS)
-    for scale in lab.ISOFLOP_BUDGETS:
+    assert len(grid) == len(isoflop.COMPUTE) * len(isoflop.WIDTHS)
+    for scale in isoflop.COMPUTE:
         costs = [lab.size(c).flops_per_step * c.steps for n, c in grid if n.startswith(f"g-c{scale:g}-")]
         assert max(costs) / min(costs) < 1.1, costs
     assert sum(c.steps for _, c in grid if c.hidden == 32) > sum(c.steps for _, c in grid if c.hidden == 256)
     # the classroom widths price their budgets from their own middle width (32), not from a width outside them
-    classroom = claims.BUDGETS["isoflop"]["classroom"]
+    classroom = presets.BUDGETS["isoflop"]["classroom"]
     small = {p.arm: p.config for p in lab.plan_runs("isoflop", base, "g", 1, classroom.widths)}
     assert small["c1-h32"].steps == base.steps and {c.hidden for c in small.values()} == set(classroom.widths)
     unit = lab.size(small["c1-h32"]).flops_per_step * base.steps
@@ -109,7 +111,7 @@ def test_the_preview_prices_the_plan_and_applies_the_memory_rule_once(monkeypatc
     """The use case the page draws: a named budget sets steps, batch, length and seeds; a custom one keeps the form's;
     tokens and FLOPs are the calculator's over the steps; the memory limit refuses what check_fits refuses."""
     shape = {"config": lab.TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30)}
-    budget = experiments.budget_of("albert", "classroom")
+    budget = presets.budget_of("albert", "classroom")
     plan = lab.preview(lab.LabRequest(preset="albert", budget="classroom", name="pv", **shape), history=TINY_HISTORY)
     assert plan.budget == budget and plan.seeds == budget.seeds and len(plan.runs) == 2 * budget.seeds
     assert {(r.config.steps, r.config.batch, r.config.seq_len) for r in plan.runs} == {(budget.steps, budget.batch, budget.seq_len)}

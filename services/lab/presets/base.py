@@ -1,0 +1,67 @@
+"""What a lab preset is (:class:`Preset`: its runs, its paper's claims, its budgets, how its runs are read), the
+bounds every preset's plan keeps, and the pieces several presets' runs share (a set of widths, the budgets most
+presets spend). Each preset is one file beside this one; :mod:`services.lab.presets` registers them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from models.pretrain.config import TrainConfig
+from models.run_config import RUN_NAME
+from services.lab.claims import CLASSROOM_SUITE, THOROUGH_SUITE, Budget, Claim, minutes
+
+MAX_STEPS = 20_000  # per run from the page (the library allows more, from a shell)
+MAX_SEEDS = 10
+NAME = RUN_NAME  # what a run or experiment name may be: a folder name under trained/
+
+Runs = Callable[..., list[tuple[str, TrainConfig]]]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """An ablation in miniature, whole: the runs it starts from a base configuration (``runs(base)``, or
+    ``runs(base, widths)`` for a preset with ``widths``), what its paper found, the claims its runs decide (each
+    claim's kind says how: :class:`services.lab.claims.Claim`) and the budgets it offers (by name).
+
+    ``widths``: the model widths its runs take by default, for a preset whose sizes a budget or the user may replace
+    (at least ``least_widths`` of them); empty for the others. ``divergence_is_a_result``: its grid reaches rates at
+    which a run diverges by design (the top of μTransfer's rate grid under SP), so a run the loop stopped on a NaN or
+    infinite loss is a result there (an infinite held-out loss), not a missing run."""
+
+    name: str
+    title: str
+    paper: str  # the source of the finding
+    finding: str
+    runs: Runs
+    claims: tuple[Claim, ...] = ()
+    budgets: dict[str, Budget] = field(default_factory=dict)
+    widths: tuple[int, ...] = ()
+    least_widths: int = 0
+    divergence_is_a_result: bool = False
+
+
+def at_widths(base: TrainConfig, widths: tuple[int, ...]) -> list[tuple[str, TrainConfig]]:
+    """The base run at each width (``h<width>``; the FFN 4×, the heads kept where the width allows), as a masked LM
+    where the base's objective is not one the width presets compare (ELECTRA, permutation or causal LM)."""
+    return [(f"h{h}", replace(base, objective=base.objective if base.objective not in ("electra", "plm", "clm") else "mlm",
+                              hidden=h, ffn=4 * h, heads=min(base.heads, h // 16) or 1)) for h in widths]
+
+
+def budgets(preset: str, classroom: dict, thorough: dict) -> dict[str, Budget]:
+    """A preset's classroom and thorough budgets from their settings (:class:`services.lab.claims.Budget`'s fields
+    but the name), each with its measured minutes (:func:`services.lab.claims.minutes`)."""
+    return {name: Budget(name, **settings, minutes=minutes(preset, name))
+            for name, settings in (("classroom", classroom), ("thorough", thorough))}
+
+
+#: The budgets of the presets that compare arms at one size: 3 seeds × 300 steps of 32 in a lesson, 5 × 3,000 of 64
+#: when there is time; with the downstream suite where their claims are downstream scores.
+CLASSROOM = {"seeds": 3, "steps": 300, "batch": 32, "seq_len": 64}
+THOROUGH = {"seeds": 5, "steps": 3000, "batch": 64, "seq_len": 64}
+
+
+def standard_budgets(preset: str, downstream: bool) -> dict[str, Budget]:
+    """:data:`CLASSROOM` and :data:`THOROUGH`, with the classroom and thorough downstream suites or none."""
+    return budgets(preset, {**CLASSROOM, "downstream": CLASSROOM_SUITE if downstream else None},
+                   {**THOROUGH, "downstream": THOROUGH_SUITE if downstream else None})

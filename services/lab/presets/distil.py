@@ -1,0 +1,54 @@
+"""DistilBERT in miniature: a teacher, its half-depth student distilled from it, and the same student from scratch at
+equal compute (Sanh et al. 2019)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from core.errors import InvalidConfig
+from models.pretrain.config import TrainConfig
+from services.lab.claim_entries import ArmClaim, RatioClaim
+from services.lab.presets.base import MAX_STEPS, Preset, standard_budgets
+from services.lab.sizing import size
+
+#: The teacher arm. A student's teacher before the runs are named is ``trained/<arm>``, "that arm's run of the same
+#: seed" (:func:`services.lab.presets.plan_runs` puts the run's name in): a valid model id, so the student prices and
+#: validates as it will run.
+TEACHER_ARM = "teacher"
+
+
+def runs(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
+    """A masked LM of the base size (the teacher), a student of half its layers distilled from it, and the same student
+    trained from scratch for the steps the distilled run's FLOPs buy it (the teacher's forward passes counted in the
+    distilled arm: :func:`models.pretrain.flops.step_flops`)."""
+    if base.layers < 2:
+        raise InvalidConfig("Distillation halves the teacher's layers: a one-layer teacher leaves a student that is its copy.",
+                            "Give the teacher at least 2 layers.")
+    teacher = replace(base, objective="mlm", teacher="")
+    layers = (base.layers + 1) // 2  # every other layer (models.pretrain.distil.student_layers)
+    distilled = replace(base, objective="distil", layers=layers, teacher=f"trained/{TEACHER_ARM}")
+    scratch = replace(base, objective="mlm", layers=layers, teacher="")
+    steps = max(1, round(base.steps * size(distilled).flops_per_step / size(scratch).flops_per_step))
+    return [(TEACHER_ARM, teacher), ("distilled", distilled), ("scratch", replace(scratch, steps=min(steps, MAX_STEPS)))]
+
+
+PRESET = Preset(
+    "distil", "DistilBERT: a half-depth student distilled from its teacher",
+    "Sanh et al. 2019, DistilBERT, Table 1 (GLUE dev macro score 75.2 vs BERT-base's 78.0, 66 M vs 110 M parameters: "
+    "'97% of the performance') and Table 3 (inference 410 s vs 668 s: 60% faster)",
+    "A student with half the teacher's layers, started from every other teacher layer and trained on its soft targets, "
+    "keeps most of the teacher's downstream score, runs faster, and beats the same student trained from scratch at equal "
+    "compute.",
+    runs,
+    claims=(
+        RatioClaim("retention", "retention", "The distilled student keeps 97% of its teacher's downstream score (GLUE macro "
+                   "75.2 vs 78.0).", "Sanh et al. 2019, DistilBERT, Table 1 (GLUE dev; '97% of the performance')",
+                   "distilled", TEACHER_ARM, ">", 0.97),
+        ArmClaim("downstream", "downstream", "Distilled from the teacher, the student beats the same student trained from "
+                 "scratch at equal compute.", "Sanh et al. 2019, DistilBERT, Table 4 (ablation: the soft targets and the "
+                 "teacher's initialisation each add GLUE points; equal compute is this lab's control)", "distilled", "scratch"),
+        RatioClaim("speedup", "speedup", "The student runs inference 60% faster than its teacher (410 s vs 668 s).",
+                   "Sanh et al. 2019, DistilBERT, Table 3 (inference time of a full pass of GLUE STS-B on CPU)",
+                   "distilled", TEACHER_ARM, ">", 1.0, band=0.25),
+    ),
+    budgets=standard_budgets("distil", downstream=True))

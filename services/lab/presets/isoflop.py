@@ -1,0 +1,39 @@
+"""Chinchilla's approach 2 in miniature (IsoFLOP profiles): for each compute budget, each width trained for the steps
+that budget buys it; the compute-optimal size's growth fitted over seeds."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from models.pretrain.config import TrainConfig
+from services.lab.claim_entries import TrendClaim
+from services.lab.presets.base import MAX_STEPS, Preset, at_widths, budgets
+from services.lab.sizing import size
+
+WIDTHS = (32, 64, 128, 256)
+COMPUTE = (0.5, 1.0, 2.0)  # the budgets, × the base run's compute at the middle width
+
+
+def runs(base: TrainConfig, widths: tuple[int, ...] = WIDTHS) -> list[tuple[str, TrainConfig]]:
+    """For each compute budget, the widths, each trained for the steps that budget buys it (so small models see more
+    tokens). The budgets are priced from the middle width of those tried, at the base run's steps, so the optimum can
+    fall inside the grid."""
+    sized = at_widths(base, widths)
+    compute = size(sized[len(sized) // 2][1]).flops_per_step * base.steps
+    out = []
+    for scale in COMPUTE:
+        for name, cfg in sized:
+            steps = round(scale * compute / size(cfg).flops_per_step)
+            out.append((f"c{scale:g}-{name}", replace(cfg, steps=max(1, min(steps, MAX_STEPS)))))
+    return out
+
+
+PRESET = Preset(
+    "isoflop", "IsoFLOP: 3 budgets × 4 sizes", "Hoffmann et al. 2022, Chinchilla, approach 2 (IsoFLOP profiles, Figure 3)",
+    "For a fixed compute budget the loss is lowest at a middle size; the best size grows with the budget.",
+    runs,
+    claims=(TrendClaim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
+                       "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),),
+    budgets=budgets("isoflop", {"seeds": 2, "steps": 200, "batch": 32, "seq_len": 64, "downstream": None, "widths": (16, 32, 64)},
+                    {"seeds": 3, "steps": 1500, "batch": 64, "seq_len": 64, "downstream": None, "widths": WIDTHS}),
+    widths=WIDTHS, least_widths=3)
