@@ -1,5 +1,7 @@
 """GLUE results database: published results with their sources, compared, checked, extended and exported. No torch."""
 
+from typing import Any, NamedTuple
+
 import pandas as pd
 import streamlit as st
 
@@ -55,14 +57,25 @@ st.caption(f"{len(published):,} published results from {published['source'].nuni
            f"lecture slides{f', and {added:,} added by users' if added else ''}; hover a value for its source. Database: "
            f"{results.describe(url, ui.local_viewer())} · seed data {results.seed_version()}.")
 
-st.segmented_control("View", VIEWS, key="gl_view", label_visibility="collapsed")
-current = st.session_state["gl_view"] or "Table"
-comp = None
-if current in VIEWS[:4]:  # the comparison views and the score check are per split
+class Compared(NamedTuple):
+    """What the comparison views draw: the compared table, the rows it came from, their sources, the filters."""
+
+    comp: Any
+    picked: pd.DataFrame
+    sources: tuple[str, ...]
+    split: str
+    setting: str
+
+
+def split_filter() -> tuple[str, Any]:
+    """The split the comparison views and the score check show, and the column beside its control."""
     c1, c2 = st.columns(2)
     c1.segmented_control("Split", ["dev", "test", "both"], key="gl_split", help="Development or test set (test = GLUE server/leaderboard).")
-    split = st.session_state["gl_split"] or "dev"
-if current in VIEWS[:3]:  # the comparison views also filter models, tasks and columns
+    return st.session_state["gl_split"] or "dev", c2
+
+
+def filtered(split: str, c2: Any) -> tuple[pd.DataFrame, str]:
+    """The results the filters keep (models, tasks, variants), and the single/ensemble setting (its control in ``c2``)."""
     c2.segmented_control("Models", ["single", "ensemble", "both"], key="gl_setting", format_func=lambda s: {"single": "single models",
                          "ensemble": "ensembles", "both": "both"}[s])
     c3, c4 = st.columns(2)
@@ -71,7 +84,6 @@ if current in VIEWS[:3]:  # the comparison views also filter models, tasks and c
               help="On: when several papers report the same number, the model's own paper wins, then the newest. Off: one row per paper table.")
     setting = st.session_state["gl_setting"] or "both"
     view = results.select(df_all, split=split, setting=setting, variants=st.session_state["gl_variants"])
-
     c1, c2 = st.columns(2)
     c1.multiselect("Tasks", tasks_all, key="gl_tasks", help="GLUE's eight scored tasks are preselected; add WNLI, AX, SQuAD, RACE…")
     with_results = set(view[view["task"].isin(st.session_state["gl_tasks"])]["model"])  # once, not once per model
@@ -79,80 +91,94 @@ if current in VIEWS[:3]:  # the comparison views also filter models, tasks and c
     kept = [m for m in st.session_state["gl_models"] if m in model_opts]
     st.session_state["gl_models"] = kept
     c2.multiselect(f"Models ({len(model_opts)} with results here)", list(dict.fromkeys(kept + model_opts)), key="gl_models")
-    view = view[view["task"].isin(st.session_state["gl_tasks"]) & view["model"].isin(st.session_state["gl_models"])]
+    return view[view["task"].isin(st.session_state["gl_tasks"]) & view["model"].isin(st.session_state["gl_models"])], setting
 
+
+def compared(split: str, beside: Any) -> Compared | None:
+    """The comparison the filters and the chosen columns give; None (with a message) where nothing is left."""
+    view, setting = filtered(split, beside)
     if view.empty:
         st.info("No results match: try the other split, both single models and ensembles, or more tasks and models.", icon=":material/filter_alt_off:")
-    else:
-        options = results.column_options(view)
-        defaults = set(results.default_columns(view))  # once, not once per column
-        default_cols = [lbl for lbl, tm in options.items() if tm in defaults]
-        chosen = [c for c in st.session_state["gl_cols"] if c in options] or default_cols
-        cols = st.multiselect("Columns (task and metric)", list(options), default=chosen, key="gl_cols_widget")
-        st.session_state["gl_cols"] = cols if cols != default_cols else []
-        keep = {options[c] for c in cols}
-        picked = view[[tm in keep for tm in zip(view["task"], view["metric"], strict=True)]]
-        comp = results.compare(picked, collapse=st.session_state["gl_collapse"], order=[options[c] for c in cols])
-        comp_sources = tuple(dict.fromkeys(f"{c}, {t or 'no table'}, {sp}" for c, t, sp in
-                                    zip(picked["citation"], picked["table"], picked["split"], strict=True)))
-
-
-if current in ("Table", "Charts", "Bigger is better?") and (comp is None or comp.empty):
-    if comp is not None:
+        return None
+    options = results.column_options(view)
+    defaults = set(results.default_columns(view))  # once, not once per column
+    default_cols = [lbl for lbl, tm in options.items() if tm in defaults]
+    chosen = [c for c in st.session_state["gl_cols"] if c in options] or default_cols
+    cols = st.multiselect("Columns (task and metric)", list(options), default=chosen, key="gl_cols_widget")
+    st.session_state["gl_cols"] = cols if cols != default_cols else []
+    keep = {options[c] for c in cols}
+    picked = view[[tm in keep for tm in zip(view["task"], view["metric"], strict=True)]]
+    comp = results.compare(picked, collapse=st.session_state["gl_collapse"], order=[options[c] for c in cols])
+    if comp.empty:
         st.info("Pick at least one column to compare.", icon=":material/table:")
-elif current == "Table":
+        return None
+    sources = tuple(dict.fromkeys(f"{c}, {t or 'no table'}, {sp}" for c, t, sp in
+                                  zip(picked["citation"], picked["table"], picked["split"], strict=True)))
+    return Compared(comp, picked, sources, split, setting)
+
+
+def table_view(c: Compared) -> None:
+    """The comparison as a table, with its downloads."""
+    comp = c.comp
     ui.main_result().html(results.to_html(comp))
     st.caption("★ best value in its column (↓: lower is better) · hover a value for its paper, table, split and notes · "
                "'–' not reported in that table.")
-    caption = f"{', '.join(comp.values.columns)} ({split}, {setting} models)"
+    caption = f"{', '.join(comp.values.columns)} ({c.split}, {c.setting} models)"
     d1, d2, d3, d4 = st.columns(4)
     d1.download_button("Table (CSV)", lambda: csv_bytes(comp.values, index=True), "glue_comparison.csv", "text/csv", icon=":material/download:")
     d2.download_button("Markdown", lambda: results.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
     d3.download_button("LaTeX", lambda: results.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
                        icon=":material/download:")
-    d4.download_button("Rows with sources (CSV)", lambda: results.export_rows(picked), "glue_results.csv", "text/csv", icon=":material/download:",
+    d4.download_button("Rows with sources (CSV)", lambda: results.export_rows(c.picked), "glue_results.csv", "text/csv", icon=":material/download:",
                        help="One row per number with its source; the same format the import accepts.")
-    ui.table_to_pack(comp.values, "gl_table", title=f"GLUE results: {caption}", caption=caption, sources=comp_sources)
-elif current == "Charts":
-    ui.chart(glue_plots.grouped_bars(comp), "gl_bars", main=True, title="GLUE results side by side", caption=f"{split}, {setting} models",
-             sources=comp_sources)
+    ui.table_to_pack(comp.values, "gl_table", title=f"GLUE results: {caption}", caption=caption, sources=c.sources)
+
+
+def charts_view(c: Compared) -> None:
+    """The comparison as grouped bars, radars and differences from a baseline."""
+    comp, where = c.comp, f"{c.split}, {c.setting} models"
+    ui.chart(glue_plots.grouped_bars(comp), "gl_bars", main=True, title="GLUE results side by side", caption=where, sources=c.sources)
     st.toggle("One radar per model", key="gl_radar_each")
     ui.chart(glue_plots.radar(comp, separate=st.session_state["gl_radar_each"]), "gl_radar", title="GLUE results as radars",
-             caption=f"{split}, {setting} models", sources=comp_sources)
+             caption=where, sources=c.sources)
     rows = list(comp.values.index)
-    base = st.session_state["gl_base"] if st.session_state["gl_base"] in rows else rows[0]
-    st.session_state["gl_base"] = base
+    st.session_state["gl_base"] = st.session_state["gl_base"] if st.session_state["gl_base"] in rows else rows[0]
     st.selectbox("Baseline for the differences", rows, key="gl_base")
     ui.chart(glue_plots.delta_heatmap(results.deltas(comp, st.session_state["gl_base"]), st.session_state["gl_base"]), "gl_delta",
-             title=f"Differences from {st.session_state['gl_base']}", caption=f"{split}, {setting} models", sources=comp_sources)
-elif current == "Bigger is better?":
+             title=f"Differences from {st.session_state['gl_base']}", caption=where, sources=c.sources)
+
+
+def size_view(c: Compared) -> None:
+    """One score against the models' parameter counts."""
+    comp, score = c.comp, "gl_size_col"
     cols = list(comp.values.columns)
-    if st.session_state["gl_size_col"] not in cols:
-        st.session_state["gl_size_col"] = max(cols, key=lambda c: comp.values[c].notna().sum())
-    st.selectbox("Score", cols, key="gl_size_col")
-    pts = results.size_points(comp, st.session_state["gl_size_col"])
+    if st.session_state[score] not in cols:
+        st.session_state[score] = max(cols, key=lambda col: comp.values[col].notna().sum())
+    st.selectbox("Score", cols, key=score)
+    pts = results.size_points(comp, st.session_state[score])
     if len(pts) < 2:
         st.info("Fewer than two of these models have both a parameter count and this score; pick another column or more models.")
-    else:
-        ui.chart(glue_plots.score_vs_size(pts, st.session_state["gl_size_col"]), "gl_size",
-                 title=f"Bigger is better? {st.session_state['gl_size_col']} against parameters",
-                 caption=f"{split}, {setting} models", sources=comp_sources)
-        st.markdown("Within a family, bigger usually scores higher (BERT-base → BERT-large, Megatron 336M → 3.9B). The counter-"
-                    "examples: **DistilBERT** keeps most of BERT-base's score with 40% fewer parameters, and **ALBERT** shares "
-                    "one layer's weights across all layers, so ALBERT-xxlarge (235M) beats BERT-large (334M) — parameters are not "
-                    "compute, and ALBERT-xxlarge is the slower of the two.")
-        plotted = set(pts["label"])
-        missing = [r for r in comp.values.index if r not in plotted]
-        if missing:
-            st.caption("Not plotted (no parameter count or no value): " + ", ".join(missing))
-elif current == "Score check":
+        return
+    ui.chart(glue_plots.score_vs_size(pts, st.session_state[score]), "gl_size",
+             title=f"Bigger is better? {st.session_state[score]} against parameters",
+             caption=f"{c.split}, {c.setting} models", sources=c.sources)
+    st.markdown("Within a family, bigger usually scores higher (BERT-base → BERT-large, Megatron 336M → 3.9B). The counter-"
+                "examples: **DistilBERT** keeps most of BERT-base's score with 40% fewer parameters, and **ALBERT** shares "
+                "one layer's weights across all layers, so ALBERT-xxlarge (235M) beats BERT-large (334M) — parameters are not "
+                "compute, and ALBERT-xxlarge is the slower of the two.")
+    missing = [r for r in comp.values.index if r not in set(pts["label"])]
+    if missing:
+        st.caption("Not plotted (no parameter count or no value): " + ", ".join(missing))
+
+
+def check_view(split: str) -> None:
+    """Each reported aggregate beside the one recomputed from the same table's cells."""
     st.markdown("Each reported aggregate beside the one recomputed from the same table's cells, the way that paper computes it. "
                 "**within rounding**: off by at most one unit of the last digit, which rounded cells allow; **differs**: more than that; "
                 "**cannot recompute**: the table does not print every metric the score needs (leaderboard tables print one number per task).")
     chk = results.score_check(df_all if split == "both" else df_all[df_all["split"] == split])
     counts = chk["status"].value_counts()
-    m = st.columns(4)
-    for col, name in zip(m, ["match", "within rounding", "differs", "cannot recompute"], strict=True):
+    for col, name in zip(st.columns(4), ["match", "within rounding", "differs", "cannot recompute"], strict=True):
         col.metric(name, int(counts.get(name, 0)))
     st.dataframe(chk, hide_index=True, width="stretch",
                  column_config={"reported": st.column_config.NumberColumn(format="%.2f"),
@@ -164,10 +190,11 @@ elif current == "Score check":
         for conv in results.CONVENTIONS.values():
             st.markdown(f"- **{conv.label}**: {conv.description}.")
     ui.download_buttons(chk, "glue_score_check", key="gl_chk")
-elif current == "Add results":
+
+
+def add_form() -> None:
+    """One result typed in, validated and stored as the user's."""
     metrics_ref = reference(url, "metrics", version)
-    st.markdown("Add a result from a paper or your own run. It is validated (known task and metric, value in range, a source) and "
-                "stored with `origin = user`; upgrades of the built-in data never touch it.")
     a1, a2 = st.columns(2)
     task = a1.selectbox("Task", list(dict.fromkeys(metrics_ref["task"])), key="gl_add_task")
     metrics = metrics_ref[metrics_ref["task"] == task]
@@ -185,9 +212,8 @@ elif current == "Add results":
         params_in = f6.text_input("Parameters (new models)", placeholder="e.g. 110000000", key="gl_add_params")
         f7, f8, f9 = st.columns(3)
         sources = reference(url, "sources", version)
-        cited = list(sources.loc[sources["origin"] == "user", "title"])
-        source = f7.selectbox("Source", cited, index=None, accept_new_options=True, key="gl_add_source",
-                              placeholder="type 'Author et al. 2024, …'",
+        source = f7.selectbox("Source", list(sources.loc[sources["origin"] == "user", "title"]), index=None, accept_new_options=True,
+                              key="gl_add_source", placeholder="type 'Author et al. 2024, …'",
                               help="Cite where the number comes from, with a year. The built-in sources are the slides' own "
                                    "data: a result you add is always marked as added by a user.")
         table_in = f8.text_input("Table", placeholder="e.g. Table 2", max_chars=100, key="gl_add_table")
@@ -196,16 +222,19 @@ elif current == "Add results":
         submitted = st.form_submit_button("Add result", type="primary", key="gl_add_submit")
     if submitted:
         try:
-            added = results.add(url, model=model or "", variant=variant, task=task, metric=metric, split=split_in,
-                                setting=setting_in, value=value, source=source or "", table=table_in, snapshot=snapshot, note=note,
-                                parameters=params_in)
-            written()
-            st.success(f"Saved (id {added.id}): {model} · {task} {metric} · {split_in} = {value}.", icon=":material/check_circle:")
-            if added.warning:
-                st.warning(added.warning, icon=":material/percent:")
+            new = results.add(url, model=model or "", variant=variant, task=task, metric=metric, split=split_in, setting=setting_in,
+                              value=value, source=source or "", table=table_in, snapshot=snapshot, note=note, parameters=params_in)
         except ExplorerError as err:
             ui.show_error(err)
-    st.divider()
+            return
+        written()
+        st.success(f"Saved (id {new.id}): {model} · {task} {metric} · {split_in} = {value}.", icon=":material/check_circle:")
+        if new.warning:
+            st.warning(new.warning, icon=":material/percent:")
+
+
+def import_csv() -> None:
+    """A CSV of results, checked whole before any row is stored."""
     st.markdown(f"**Import a CSV** — columns `{'`, `'.join(results.IMPORT_COLUMNS)}` (optional: `{'`, `'.join(results.OPTIONAL_COLUMNS)}`); "
                 f"at most {results.MAX_IMPORT_ROWS:,} rows and {results.MAX_IMPORT_BYTES // 1_000_000} MB. All rows are checked first; "
                 "if any fails, nothing is imported and the problems are listed by line.")
@@ -218,29 +247,46 @@ elif current == "Add results":
         except InvalidResult as err:
             ui.show_error(err)
             if err.errors:
-                problems = pd.DataFrame(err.errors[:50], columns=["line", "problem"]).set_index("line")
-                st.table(problems)
+                st.table(pd.DataFrame(err.errors[:50], columns=["line", "problem"]).set_index("line"))
                 if len(err.errors) > 50:
                     st.caption(f"… and {len(err.errors) - 50} more.")
         except ExplorerError as err:
             ui.show_error(err)
-    template = results.export_rows(df_all.head(3))
-    st.download_button("Example file (3 rows)", template, "results_template.csv", "text/csv", icon=":material/download:")
+    st.download_button("Example file (3 rows)", results.export_rows(df_all.head(3)), "results_template.csv", "text/csv",
+                       icon=":material/download:")
+
+
+def users_results() -> None:
+    """The results users added, each deletable."""
     mine = df_all[df_all["origin"] == "user"]
-    if not mine.empty:
-        st.markdown(f"**Results added by users** ({len(mine)})")
-        st.dataframe(mine[["id", "model", "variant", "task", "metric", "split", "setting", "value", "citation", "table", "note"]],
-                     hide_index=True, width="stretch")
-        d1, d2 = st.columns([1, 3])
-        gone = d1.selectbox("Delete result id", list(mine["id"]), key="gl_del_id")
-        if d2.button("Delete", key="gl_del"):
-            try:
-                results.delete(url, int(gone))
-                written()
-                st.rerun()
-            except ExplorerError as err:
-                ui.show_error(err)
-else:
+    if mine.empty:
+        return
+    st.markdown(f"**Results added by users** ({len(mine)})")
+    st.dataframe(mine[["id", "model", "variant", "task", "metric", "split", "setting", "value", "citation", "table", "note"]],
+                 hide_index=True, width="stretch")
+    d1, d2 = st.columns([1, 3])
+    gone = d1.selectbox("Delete result id", list(mine["id"]), key="gl_del_id")
+    if d2.button("Delete", key="gl_del"):
+        try:
+            results.delete(url, int(gone))
+        except ExplorerError as err:
+            ui.show_error(err)
+            return
+        written()
+        st.rerun()
+
+
+def add_view() -> None:
+    st.markdown("Add a result from a paper or your own run. It is validated (known task and metric, value in range, a source) and "
+                "stored with `origin = user`; upgrades of the built-in data never touch it.")
+    add_form()
+    st.divider()
+    import_csv()
+    users_results()
+
+
+def tasks_view() -> None:
+    """The tasks, the metrics' valid ranges and the sources, as the database holds them."""
     tasks_tbl = reference(url, "tasks", version)
     st.markdown("**The tasks** (the GLUE table from the slides, 001; other tasks from their papers)")
     st.dataframe(tasks_tbl[["key", "name", "benchmark", "kind", "train_size", "test_size", "domain", "metrics", "source"]],
@@ -253,7 +299,22 @@ else:
     src = src.assign(results=src["key"].map(counts).fillna(0).astype(int),
                      link=[f"https://arxiv.org/abs/{a}" if a else u for a, u in zip(src["arxiv"], src["url"], strict=True)])
     st.dataframe(src[["key", "title", "authors", "year published", "first arXiv", "venue", "results", "link", "note"]],
-                 hide_index=True, width="stretch",
-                 column_config={"link": st.column_config.LinkColumn()})
+                 hide_index=True, width="stretch", column_config={"link": st.column_config.LinkColumn()})
+
+
+#: The views of one comparison (Table, Charts, Bigger is better?), and the others.
+COMPARISON_VIEWS = {"Table": table_view, "Charts": charts_view, "Bigger is better?": size_view}
+OTHER_VIEWS = {"Add results": add_view, "Tasks & sources": tasks_view}
+
+st.segmented_control("View", VIEWS, key="gl_view", label_visibility="collapsed")
+current = st.session_state["gl_view"] or "Table"
+if current in COMPARISON_VIEWS:
+    shown = compared(*split_filter())
+    if shown is not None:
+        COMPARISON_VIEWS[current](shown)
+elif current == "Score check":
+    check_view(split_filter()[0])
+else:
+    OTHER_VIEWS[current]()
 
 ui.save_url_state(DEFAULTS)
