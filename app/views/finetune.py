@@ -16,10 +16,13 @@ from services.lab import ACTIVE, RunStatus, finetuning
 DEFAULTS = {"ft_models": [registry.bundled_id()], "ft_task": "wic", "ft_modes": ["finetune", "frozen"], "ft_seeds": 1,
             "ft_epochs": 3, "ft_batch": 16, "ft_lr": 0.0, "ft_train": 2000, "ft_test": 500, "ft_layer": "last4", "ft_len": 64,
             "ft_name": "", "ft_show": ""}
+#: The form's numeric fields: widget key → the request's field; URL and widget bounds are the use case's
+#: (finetuning.FORM_LIMITS).
+FIELDS = {"ft_seeds": "seeds", "ft_epochs": "epochs", "ft_batch": "batch", "ft_train": "max_train", "ft_test": "max_test",
+          "ft_len": "max_len"}
 ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*lab.BUILT_IN_TASKS, finetuning.UPLOAD], "ft_modes": lambda v: set(v) <= set(lab.FINETUNE_MODES),
-           "ft_seeds": (1, 5), "ft_epochs": (1, 10), "ft_batch": (1, 128), "ft_lr": [0.0, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3], "ft_train": (10, 20_000),
-           "ft_test": (10, 5000), "ft_layer": list(lab.FROZEN_LAYERS), "ft_len": (16, 256),
-           "ft_name": lambda v: v == "" or bool(lab.NAME.match(v)), "ft_show": lambda v: len(v) <= 100}
+           **{key: finetuning.FORM_LIMITS[name] for key, name in FIELDS.items()}, "ft_lr": list(finetuning.FORM_RATES),
+           "ft_layer": list(lab.FROZEN_LAYERS), "ft_name": lambda v: v == "" or bool(lab.NAME.match(v)), "ft_show": lambda v: len(v) <= 100}
 SOURCE = "Fine-tuned on this server with BERT Family Explorer's fine-tuning lab (models.finetune)"
 state = st.session_state
 
@@ -41,15 +44,17 @@ except ExplorerError as err:
     ui.show_error(err)
     st.stop()
 
-with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"].isin(ACTIVE).any(), icon=":material/play_circle:"):
-    st.caption("The lectures' recipe (Devlin et al. 2019, Section 3.2 and Appendix A.3): fine-tune every weight for 1–3 epochs, "
-               "batch 16–32, learning rate 2e-5 to 5e-5, with linear warm-up and decay; against *frozen* features "
-               "(Peters, Ruder & Smith 2019) and the same architecture from random weights (what pre-training bought).")
+def number(where, label: str, key: str, **kwargs) -> None:
+    """A numeric input of the form, bounded by the use case's limits for its field (:data:`FIELDS`)."""
+    low, high = ALLOWED[key]
+    where.number_input(label, low, high, key=key, **kwargs)
+
+
+def model_task_inputs() -> str:
+    """The models, the task and the modes; the extra model typed in ("" for none)."""
     c = st.columns([3, 2, 3])
     choices = [registry.bundled_id(), *ui.trained_here("base")]
-    for m in state["ft_models"]:
-        if m not in choices:
-            choices.append(m)
+    choices += [m for m in state["ft_models"] if m not in choices]
     c[0].multiselect("Models", choices, key="ft_models", format_func=ui.model_label,
                      help="The bundled MiniLM (real weights), models pre-trained in the lab, or any checkpoint added below.")
     extra = ui.other_model("ft_other", task="base", where=c[0], label="Add another model (Hub id or folder)", optional=True)
@@ -57,66 +62,92 @@ with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"
                    format_func={"wic": "Word in context (WiC-style)", "supersense": "Supersense of a word",
                                 "upload": "My own CSV"}.get)
     c[2].multiselect("Modes", list(lab.FINETUNE_MODES), key="ft_modes", format_func=lab.FINETUNE_MODES.get)
+    return extra or ""
+
+
+def recipe_inputs():
+    """Seeds, epochs, batch, rate, sizes and the frozen read-out; the column left for an uploaded task."""
     c = st.columns(7)
-    c[0].number_input("Seeds", 1, 5, key="ft_seeds", help="Each seed is a run; the table averages them with their spread.")
-    c[1].number_input("Epochs", 1, 10, key="ft_epochs")
-    c[2].number_input("Batch", 1, 128, key="ft_batch")
-    c[3].selectbox("Learning rate", [0.0, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3], key="ft_lr",
-                   format_func=lambda v: "the recipe's" if not v else f"{v:g}",
+    number(c[0], "Seeds", "ft_seeds", help="Each seed is a run; the table averages them with their spread.")
+    number(c[1], "Epochs", "ft_epochs")
+    number(c[2], "Batch", "ft_batch")
+    c[3].selectbox("Learning rate", list(finetuning.FORM_RATES), key="ft_lr", format_func=lambda v: "the recipe's" if not v else f"{v:g}",
                    help="The recipe's: 2e-5 to 5e-5 by model size, 1e-4 under 30M parameters (models.finetune.default_lr).")
-    c[4].number_input("Training examples", 10, 20_000, step=100, key="ft_train")
-    c[5].number_input("Test examples", 10, 5000, step=100, key="ft_test")
-    c[6].number_input("Max tokens", 16, 256, step=16, key="ft_len")
+    number(c[4], "Training examples", "ft_train", step=100)
+    number(c[5], "Test examples", "ft_test", step=100)
+    number(c[6], "Max tokens", "ft_len", step=16)
     c = st.columns([2, 2, 3])
     c[0].selectbox("Frozen: read", list(lab.FROZEN_LAYERS), key="ft_layer", format_func=lab.FROZEN_LAYERS.get)
     c[1].text_input("Experiment name", key="ft_name", placeholder="e.g. class-wic", max_chars=60)
+    return c[2]
+
+
+def task_inputs(where) -> tuple[str, dict | None]:
+    """The task's stored file (an upload's; "" for a built-in task) and its summary, said under the inputs."""
+    task_file, summary = "", None
+    if state["ft_task"] == finetuning.UPLOAD:
+        up = where.file_uploader(f"CSV: text,label or text_a,text_b,label (at most {lab.MAX_TASK_BYTES // 2**20} MB)", type=["csv"])
+        if up is not None:
+            uploaded = finetuning.upload_task(up.getvalue())
+            task_file, summary = uploaded.path, uploaded.summary
+    else:
+        summary = task_summary(state["ft_task"], state["ft_train"], state["ft_test"])
+    if summary:
+        counts = summary["label_counts"]["test"]
+        st.caption(f"**{summary['name']}**: {summary['sizes']['train']:,} training and {summary['sizes']['test']:,} test examples, "
+                   f"{len(summary['labels'])} labels; majority-class baseline on test **{summary['majority_baseline']:.1%}** "
+                   f"({summary['majority_label']}). Test labels: " + ", ".join(f"{k} {v}" for k, v in list(counts.items())[:8])
+                   + (" …" if len(counts) > 8 else "") + f". {summary['source']}")
+    return task_file, summary
+
+
+def plan_and_start(plan) -> None:
+    """The runs the request would start, priced, and Start where they fit."""
+    st.dataframe(pd.DataFrame([{"run": run.config.run, "mode": lab.FINETUNE_MODES[run.config.mode], "seed": run.config.seed,
+                                "parameters": run.cost.parameters, "trainable (exact)": run.cost.trainable,
+                                "memory (predicted, MB)": run.memory_mb} for run in plan.runs]),
+                 hide_index=True, width="stretch",
+                 column_config={"parameters": st.column_config.NumberColumn(format="localized"),
+                                "trainable (exact)": st.column_config.NumberColumn(format="localized")})
+    st.caption("Trainable parameters: every weight when fine-tuning; only the linear classifier on frozen features "
+               "(scikit-learn's logistic regression). Memory: the calculator's fp32 AdamW step (frozen: one forward). "
+               "At the defaults the bundled MiniLM fine-tunes on 2,000 WiC pairs in about 5 minutes on 2 CPU cores and "
+               "ends a few points above chance (WiC is hard: BERT-large scores 65.5% on the real one).")
+    if plan.too_big:
+        st.error(f"Too large for this server (limit {plan.memory_budget_mb:,} MB): use a smaller batch, fewer tokens or a "
+                 "smaller model.", icon=":material/block:")
+    elif st.button(f"Start {len(plan.runs)} run{'s' if len(plan.runs) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
+        ids = finetuning.start(plan)
+        state["ft_show"] = plan.group
+        st.toast(f"Queued {len(ids)} run(s) as '{plan.group}'. They train in the background: you can close this tab.",
+                 icon=":material/schedule:")
+        st.rerun()
+
+
+def start_form() -> None:
+    """The form that plans, prices and starts fine-tuning runs."""
+    st.caption("The lectures' recipe (Devlin et al. 2019, Section 3.2 and Appendix A.3): fine-tune every weight for 1–3 epochs, "
+               "batch 16–32, learning rate 2e-5 to 5e-5, with linear warm-up and decay; against *frozen* features "
+               "(Peters, Ruder & Smith 2019) and the same architecture from random weights (what pre-training bought).")
+    extra = model_task_inputs()
+    upload_column = recipe_inputs()
     try:
-        task_file, summary = "", None
-        if state["ft_task"] == finetuning.UPLOAD:
-            up = c[2].file_uploader(f"CSV: text,label or text_a,text_b,label (at most {lab.MAX_TASK_BYTES // 2**20} MB)", type=["csv"])
-            if up is not None:
-                uploaded = finetuning.upload_task(up.getvalue())
-                task_file, summary = uploaded.path, uploaded.summary
-        else:
-            summary = task_summary(state["ft_task"], state["ft_train"], state["ft_test"])
-        if summary:
-            counts = summary["label_counts"]["test"]
-            st.caption(f"**{summary['name']}**: {summary['sizes']['train']:,} training and {summary['sizes']['test']:,} test examples, "
-                       f"{len(summary['labels'])} labels; majority-class baseline on test **{summary['majority_baseline']:.1%}** "
-                       f"({summary['majority_label']}). Test labels: " + ", ".join(f"{k} {v}" for k, v in list(counts.items())[:8])
-                       + (" …" if len(counts) > 8 else "") + f". {summary['source']}")
+        task_file, summary = task_inputs(upload_column)
         request = finetuning.FineTuneRequest(
             models=(*state["ft_models"], *([extra] if extra else [])), task=state["ft_task"], task_file=task_file,
-            modes=tuple(state["ft_modes"]), seeds=state["ft_seeds"], epochs=state["ft_epochs"], batch=state["ft_batch"],
-            lr=state["ft_lr"], max_train=state["ft_train"], max_test=state["ft_test"], max_len=state["ft_len"],
-            layer=state["ft_layer"], name=state["ft_name"])
+            modes=tuple(state["ft_modes"]), lr=state["ft_lr"], layer=state["ft_layer"], name=state["ft_name"],
+            **{name: state[key] for key, name in FIELDS.items()})
         plan = finetuning.preview(request, summary)
         if plan.runs:
-            st.dataframe(pd.DataFrame([{"run": run.config.run, "mode": lab.FINETUNE_MODES[run.config.mode], "seed": run.config.seed,
-                                        "parameters": run.cost.parameters, "trainable (exact)": run.cost.trainable,
-                                        "memory (predicted, MB)": run.memory_mb}
-                                       for run in plan.runs]),
-                         hide_index=True, width="stretch",
-                         column_config={"parameters": st.column_config.NumberColumn(format="localized"),
-                                        "trainable (exact)": st.column_config.NumberColumn(format="localized")})
-            st.caption("Trainable parameters: every weight when fine-tuning; only the linear classifier on frozen features "
-                       "(scikit-learn's logistic regression). Memory: the calculator's fp32 AdamW step (frozen: one forward). "
-                       "At the defaults the bundled MiniLM fine-tunes on 2,000 WiC pairs in about 5 minutes on 2 CPU cores and "
-                       "ends a few points above chance (WiC is hard: BERT-large scores 65.5% on the real one).")
-            if plan.too_big:
-                st.error(f"Too large for this server (limit {plan.memory_budget_mb:,} MB): use a smaller batch, fewer tokens or a "
-                         "smaller model.", icon=":material/block:")
-            elif st.button(f"Start {len(plan.runs)} run{'s' if len(plan.runs) > 1 else ''}", type="primary",
-                           icon=":material/play_arrow:"):
-                ids = finetuning.start(plan)
-                state["ft_show"] = plan.group
-                st.toast(f"Queued {len(ids)} run(s) as '{plan.group}'. They train in the background: you can close this tab.",
-                         icon=":material/schedule:")
-                st.rerun()
+            plan_and_start(plan)
         elif plan.nothing_picked:
             st.info("Pick at least one model and one mode.")
     except ExplorerError as err:
         ui.show_error(err)
+
+
+with st.expander("**Start runs**", expanded=not len(frame) or not frame["status"].isin(ACTIVE).any(), icon=":material/play_circle:"):
+    start_form()
 
 groups = list(dict.fromkeys(g or n for g, n in zip(frame["group"], frame["name"], strict=True)))
 if not groups:

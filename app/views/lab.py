@@ -14,15 +14,17 @@ from services import lab
 from services.lab import ACTIVE, RunStatus, experiments
 
 FORM = lab.FORM_CONFIG  # the inputs' first values are the use case's default run
-DEFAULTS = {"lb_preset": "albert", "lb_objective": FORM.objective, "lb_masking": FORM.masking, "lb_layers": FORM.layers,
-            "lb_hidden": FORM.hidden, "lb_heads": FORM.heads, "lb_ffn": FORM.ffn, "lb_seq": FORM.seq_len,
-            "lb_batch": FORM.batch, "lb_steps": FORM.steps, "lb_lr": FORM.lr, "lb_seed": FORM.seed, "lb_vocab": FORM.vocab,
+#: The form's numeric fields: widget key → the run's field; first values, URL bounds and widget bounds all come from
+#: the use case (lab.FORM_CONFIG, lab.FORM_LIMITS).
+FIELDS = {"lb_layers": "layers", "lb_hidden": "hidden", "lb_heads": "heads", "lb_ffn": "ffn", "lb_seq": "seq_len",
+          "lb_batch": "batch", "lb_steps": "steps", "lb_lr": "lr", "lb_seed": "seed"}
+DEFAULTS = {"lb_preset": "albert", "lb_objective": FORM.objective, "lb_masking": FORM.masking, "lb_vocab": FORM.vocab,
+            **{key: getattr(FORM, name) for key, name in FIELDS.items()},
             "lb_corpus": "wordnet", "lb_name": "", "lb_show": "", "lb_budget": "classroom", "lb_seeds": 3}
 ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(lab.SINGLE_RUN_OBJECTIVES), "lb_masking": ["static", "dynamic"],
-           "lb_layers": (1, 12), "lb_hidden": (16, 512), "lb_heads": (1, 16), "lb_ffn": (16, 2048), "lb_seq": (16, 256),
-           "lb_batch": (1, 128), "lb_steps": (1, lab.MAX_STEPS), "lb_lr": (1e-6, 0.5), "lb_seed": (0, 10**6),
+           **{key: lab.FORM_LIMITS[name] for key, name in FIELDS.items()}, "lb_seeds": lab.FORM_LIMITS["seeds"],
            "lb_vocab": list(lab.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
-           "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "custom"], "lb_seeds": (1, lab.MAX_SEEDS)}
+           "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "custom"]}
 VERDICT_BOXES = {"agrees": st.success, "agrees on direction only": st.warning, "cannot tell at this budget": st.warning,
                  "disagrees": st.error, "no verdict": st.info}
 VERDICT_ICONS = {"agrees": ":material/check_circle:", "cannot tell at this budget": ":material/help:",
@@ -96,7 +98,17 @@ except ExplorerError as err:
     st.stop()
 
 # ------------------------------------------------------------------------------------------ start
-with st.expander("**Start a run**", expanded=not len(frame) or not frame["status"].isin(ACTIVE).any(), icon=":material/play_circle:"):
+
+
+def number(where, label: str, key: str, **kwargs) -> None:
+    """A numeric input of the form, bounded by the use case's limits for its field (:data:`FIELDS`)."""
+    low, high = ALLOWED[key]
+    where.number_input(label, low, high, key=key, **kwargs)
+
+
+def preset_inputs() -> str:
+    """The experiment, what its paper found, and the single run's objective, masking, vocabulary and corpus: the corpus
+    path ("" where an upload is unusable)."""
     c = st.columns([2, 3])
     c[0].selectbox("Experiment", list(lab.PRESETS), key="lb_preset", format_func=lambda k: lab.PRESETS[k].title)
     preset = lab.PRESETS[state["lb_preset"]]
@@ -114,110 +126,142 @@ with st.expander("**Start a run**", expanded=not len(frame) or not frame["status
                     help="\n\n".join(f"**{k}**: {v}" for k, v in lab.VOCABS.items()))
     c[-1].segmented_control("Corpus", ["wordnet", "upload"], key="lb_corpus",
                             format_func={"wordnet": "WordNet glosses", "upload": "your text file"}.get)
-    corpus = "wordnet"
-    if state["lb_corpus"] == "upload":
-        up = st.file_uploader(f"UTF-8 text, one text per line (at most {lab.MAX_USER_CORPUS_BYTES // 2**20} MB)", type=["txt"],
-                              key="lb_upload")
-        if up is not None:
-            try:
-                corpus = corpus_path(up)
-            except ExplorerError as err:
-                ui.show_error(err)
-                corpus = ""
-    else:
+    if state["lb_corpus"] != "upload":
         st.caption("WordNet 3.0's 117,659 glosses (6.3 MB, Princeton's WordNet licence, `data/corpus/LICENSE-WordNet`); "
                    "2% held out for evaluation.")
-    spend = None  # the chosen budget (classroom or thorough), None for custom
-    if lab.offers_budgets(state["lb_preset"]):
-        c = st.columns([4, 1.5, 5])  # wide enough for the three budgets whole
-        c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget", required=True,
-                               help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more (hours on a CPU, "
-                                    "minutes on a GPU). Custom: the steps, batch and length below.")
-        spend = lab.budget_for(state["lb_preset"], state["lb_budget"])
-        if spend:
-            state["lb_steps"], state["lb_batch"], state["lb_seq"] = spend.steps, spend.batch, spend.seq_len  # shown as the budget sets them
-            suite = spend.downstream
-            c[2].caption(f"**{spend.seeds} seeds** per arm × {spend.steps:,} steps × batch {spend.batch} × {spend.seq_len} tokens"
-                         + (f"; widths {', '.join(map(str, spend.widths))}" if spend.widths else "")
-                         + (f"; then each checkpoint fine-tuned on {', '.join(suite['tasks'])} ({suite['max_train']:,} examples, "
-                            f"{suite['epochs']} epochs) and the same architecture from random initialisation" if suite else "")
-                         + (f". {spend.minutes}" if spend.minutes else ""))
-            kind, said = lab.record_for(state["lb_preset"], state["lb_budget"])
-            (st.warning if kind == "does not decide" else st.caption)(
-                ("**Known not to decide its claim at this budget.** " if kind == "does not decide" else "") + said)
-        else:
-            c[1].number_input("Seeds", 1, lab.MAX_SEEDS, key="lb_seeds", help="A verdict needs at least 2 seeds per arm.")
-    c = st.columns(5)
-    c[0].number_input("Layers", 1, 12, key="lb_layers")
-    c[1].number_input("Hidden size", 16, 512, step=16, key="lb_hidden")
-    c[2].number_input("Heads", 1, 16, key="lb_heads")
-    c[3].number_input("Feed-forward", 16, 2048, step=64, key="lb_ffn")
-    c[4].number_input("Sequence length", 16, 256, step=16, key="lb_seq", disabled=spend is not None)
-    c = st.columns(5)
-    c[0].number_input("Batch", 1, 128, key="lb_batch", disabled=spend is not None)
-    c[1].number_input("Steps", 1, lab.MAX_STEPS, step=100, key="lb_steps", disabled=spend is not None)
-    c[2].number_input("Learning rate", 1e-6, 0.5, format="%.0e", key="lb_lr")
-    c[3].number_input("Seed", 0, 10**6, key="lb_seed", help="The first seed; the arms' replicates use the next ones. A "
-                      "replication is independent of earlier ones only with seeds they did not use.")
-    c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
-                    help="Letters, digits, '.', '_' and '-'. The runs are named <name>-<arm> and their checkpoints trained/<name>-<arm>.")
-    inputs = lab.TrainConfig(objective=state["lb_objective"], masking=state["lb_masking"], layers=state["lb_layers"],
-                             hidden=state["lb_hidden"], heads=state["lb_heads"], ffn=state["lb_ffn"], seq_len=state["lb_seq"],
-                             batch=state["lb_batch"], steps=state["lb_steps"], lr=state["lb_lr"], seed=state["lb_seed"],
-                             vocab=state["lb_vocab"], corpus=corpus)
-    request = lab.LabRequest(preset=state["lb_preset"], config=inputs, name=state["lb_name"], budget=state["lb_budget"],
-                             seeds=state["lb_seeds"])
-    reused = sorted(experiments.seeds_taken(state["lb_preset"], frame) &
-                    set(range(state["lb_seed"], state["lb_seed"] + (spend.seeds if spend else state["lb_seeds"]))))
-    if reused and not single:
-        fresh = experiments.fresh_seed(state["lb_preset"], frame)
-        c = st.columns([5, 2], vertical_alignment="center")
-        c[0].warning(f"Seed(s) {', '.join(map(str, reused[:8]))}{'…' if len(reused) > 8 else ''} were used by earlier "
-                     f"experiments of this preset here: these runs would repeat them, not replicate them independently. "
-                     f"Fresh seeds start at {fresh}.", icon=":material/content_copy:")
-        c[1].button(f"Use fresh seeds (from {fresh})", key="lb_fresh_seed", on_click=state.__setitem__, args=("lb_seed", fresh))
+        return "wordnet"
+    up = st.file_uploader(f"UTF-8 text, one text per line (at most {lab.MAX_USER_CORPUS_BYTES // 2**20} MB)", type=["txt"],
+                          key="lb_upload")
     try:
-        if spend:
-            st.caption("The budget sets the steps, batch and length (greyed out above); the model's shape comes from the inputs. "
-                       "Pick *custom* to set them yourself.")
-        plan = lab.preview(request, history=frame)
-        st.dataframe(pd.DataFrame([{"run": run.name, "objective": lab.OBJECTIVES[run.config.objective],
-                                    "masking": run.config.masking, "hidden": run.config.hidden, "steps": run.config.steps,
-                                    "parameters (exact)": run.cost.parameters, "N (non-embedding)": run.cost.non_embedding,
-                                    "memory (MB, predicted)": run.memory_mb, "tokens (real)": run.tokens,
-                                    "training FLOPs": run.training_flops, "Kaplan's 6N FLOPs": run.kaplan_flops}
-                                   for run in plan.runs]),
-                     hide_index=True, width="stretch",
-                     column_config={"training FLOPs": st.column_config.NumberColumn(format="%.2e"),
-                                    "Kaplan's 6N FLOPs": st.column_config.NumberColumn(format="%.2e"),
-                                    "parameters (exact)": st.column_config.NumberColumn(format="localized")})
-        st.caption(f"Parameters are counted by the calculator from the configuration (`analysis.params`, checked against "
-                   f"the models transformers builds); memory is the calculator's prediction for one fp32 step with the run's "
-                   f"optimizer (`analysis.memory`: AdamW keeps two states per parameter, Lion one); "
-                   f"this server allows {plan.memory_budget_mb:,} MB per run (BFE_LAB_MEMORY_MB). Tokens: "
-                   f"the real ones (the texts' mean length × batch × steps, read from the corpus; a batch is padded to its "
-                   f"longest text). FLOPs as the loop performs them (models.pretrain.flops): 3 × forward on the real tokens, "
-                   f"each output layer only where the loss reads it; Kaplan et al. 2020's 6N per token beside it for reference.")
-        if plan.pace:
-            st.caption(f"At this server's pace in its last finished run ({plan.pace:.2g} FLOP/s), these runs take about "
-                       f"**{fmt_seconds(plan.training_seconds)}** of training, one after another, plus about 10 s each to start.")
-        st.caption("What to expect at the defaults (2 layers × 128, batch 64, 1,200 steps): the loss falls from ln(8,192) ≈ 9 "
-                   "to the plateau of word frequencies (about 7) within the first minute, while every mask is filled with "
-                   "“of, the, a”; then context starts to pay: the probes fill words that fit the sentence.")
-        if plan.too_big:
-            st.error(f"Too large for this server: {', '.join(plan.too_big)} would need more than {plan.memory_budget_mb:,} MB. "
-                     "Make the model, the batch or the sequence smaller.", icon=":material/block:")
-        elif not plan.has_corpus:
-            st.info("Upload a usable text file, or pick the WordNet corpus.")
-        elif st.button(f"Start {len(plan.runs)} run{'s' if len(plan.runs) > 1 else ''}", type="primary",
-                       icon=":material/play_arrow:"):
-            ids = lab.start(plan)
-            state["lb_show"] = plan.group
-            st.toast(f"Queued {len(ids)} run(s) as '{plan.group}'. They train in the background: you can close this tab.",
-                     icon=":material/schedule:")
-            st.rerun()
+        return corpus_path(up) if up is not None else "wordnet"
     except ExplorerError as err:
         ui.show_error(err)
+        return ""
+
+
+def budget_inputs():
+    """The budget of a preset that decides claims, said with its record here; the chosen budget, or None for custom
+    (then the seed count is asked) and for presets without claims."""
+    if not lab.offers_budgets(state["lb_preset"]):
+        return None
+    c = st.columns([4, 1.5, 5])  # wide enough for the three budgets whole
+    c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget", required=True,
+                           help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more (hours on a CPU, "
+                                "minutes on a GPU). Custom: the steps, batch and length below.")
+    spend = lab.budget_for(state["lb_preset"], state["lb_budget"])
+    if not spend:
+        number(c[1], "Seeds", "lb_seeds", help="A verdict needs at least 2 seeds per arm.")
+        return None
+    state["lb_steps"], state["lb_batch"], state["lb_seq"] = spend.steps, spend.batch, spend.seq_len  # shown as the budget sets them
+    suite = spend.downstream
+    c[2].caption(f"**{spend.seeds} seeds** per arm × {spend.steps:,} steps × batch {spend.batch} × {spend.seq_len} tokens"
+                 + (f"; widths {', '.join(map(str, spend.widths))}" if spend.widths else "")
+                 + (f"; then each checkpoint fine-tuned on {', '.join(suite['tasks'])} ({suite['max_train']:,} examples, "
+                    f"{suite['epochs']} epochs) and the same architecture from random initialisation" if suite else "")
+                 + (f". {spend.minutes}" if spend.minutes else ""))
+    kind, said = lab.record_for(state["lb_preset"], state["lb_budget"])
+    (st.warning if kind == "does not decide" else st.caption)(
+        ("**Known not to decide its claim at this budget.** " if kind == "does not decide" else "") + said)
+    return spend
+
+
+def run_inputs(corpus: str, fixed: bool) -> lab.LabRequest:
+    """The run's shape, length, batch, steps, rate, seed and name (steps, batch and length greyed out where a budget
+    ``fixed`` them), as the request the use case plans."""
+    c = st.columns(5)
+    number(c[0], "Layers", "lb_layers")
+    number(c[1], "Hidden size", "lb_hidden", step=16)
+    number(c[2], "Heads", "lb_heads")
+    number(c[3], "Feed-forward", "lb_ffn", step=64)
+    number(c[4], "Sequence length", "lb_seq", step=16, disabled=fixed)
+    c = st.columns(5)
+    number(c[0], "Batch", "lb_batch", disabled=fixed)
+    number(c[1], "Steps", "lb_steps", step=100, disabled=fixed)
+    number(c[2], "Learning rate", "lb_lr", format="%.0e")
+    number(c[3], "Seed", "lb_seed", help="The first seed; the arms' replicates use the next ones. A replication is independent "
+                                         "of earlier ones only with seeds they did not use.")
+    c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
+                    help="Letters, digits, '.', '_' and '-'. The runs are named <name>-<arm> and their checkpoints trained/<name>-<arm>.")
+    inputs = lab.TrainConfig(objective=state["lb_objective"], masking=state["lb_masking"], vocab=state["lb_vocab"], corpus=corpus,
+                             **{name: state[key] for key, name in FIELDS.items()})
+    return lab.LabRequest(preset=state["lb_preset"], config=inputs, name=state["lb_name"], budget=state["lb_budget"],
+                          seeds=state["lb_seeds"])
+
+
+def seeds_warning(frame: pd.DataFrame, seeds: int) -> None:
+    """Seeds that earlier experiments of this preset used, with a button that moves past them."""
+    reused = sorted(experiments.seeds_taken(state["lb_preset"], frame) & set(range(state["lb_seed"], state["lb_seed"] + seeds)))
+    if not reused or state["lb_preset"] == "single":
+        return
+    fresh = experiments.fresh_seed(state["lb_preset"], frame)
+    c = st.columns([5, 2], vertical_alignment="center")
+    c[0].warning(f"Seed(s) {', '.join(map(str, reused[:8]))}{'…' if len(reused) > 8 else ''} were used by earlier "
+                 f"experiments of this preset here: these runs would repeat them, not replicate them independently. "
+                 f"Fresh seeds start at {fresh}.", icon=":material/content_copy:")
+    c[1].button(f"Use fresh seeds (from {fresh})", key="lb_fresh_seed", on_click=state.__setitem__, args=("lb_seed", fresh))
+
+
+def plan_table(plan) -> None:
+    """Every run the request would start, priced by the calculator, and how it was priced."""
+    st.dataframe(pd.DataFrame([{"run": run.name, "objective": lab.OBJECTIVES[run.config.objective],
+                                "masking": run.config.masking, "hidden": run.config.hidden, "steps": run.config.steps,
+                                "parameters (exact)": run.cost.parameters, "N (non-embedding)": run.cost.non_embedding,
+                                "memory (MB, predicted)": run.memory_mb, "tokens (real)": run.tokens,
+                                "training FLOPs": run.training_flops, "Kaplan's 6N FLOPs": run.kaplan_flops}
+                               for run in plan.runs]),
+                 hide_index=True, width="stretch",
+                 column_config={"training FLOPs": st.column_config.NumberColumn(format="%.2e"),
+                                "Kaplan's 6N FLOPs": st.column_config.NumberColumn(format="%.2e"),
+                                "parameters (exact)": st.column_config.NumberColumn(format="localized")})
+    st.caption(f"Parameters are counted by the calculator from the configuration (`analysis.params`, checked against "
+               f"the models transformers builds); memory is the calculator's prediction for one fp32 step with the run's "
+               f"optimizer (`analysis.memory`: AdamW keeps two states per parameter, Lion one); "
+               f"this server allows {plan.memory_budget_mb:,} MB per run (BFE_LAB_MEMORY_MB). Tokens: "
+               f"the real ones (the texts' mean length × batch × steps, read from the corpus; a batch is padded to its "
+               f"longest text). FLOPs as the loop performs them (models.pretrain.flops): 3 × forward on the real tokens, "
+               f"each output layer only where the loss reads it; Kaplan et al. 2020's 6N per token beside it for reference.")
+    if plan.pace:
+        st.caption(f"At this server's pace in its last finished run ({plan.pace:.2g} FLOP/s), these runs take about "
+                   f"**{fmt_seconds(plan.training_seconds)}** of training, one after another, plus about 10 s each to start.")
+    st.caption("What to expect at the defaults (2 layers × 128, batch 64, 1,200 steps): the loss falls from ln(8,192) ≈ 9 "
+               "to the plateau of word frequencies (about 7) within the first minute, while every mask is filled with "
+               "“of, the, a”; then context starts to pay: the probes fill words that fit the sentence.")
+
+
+def start_button(plan) -> None:
+    """Start, where the plan can; else why not."""
+    if plan.too_big:
+        st.error(f"Too large for this server: {', '.join(plan.too_big)} would need more than {plan.memory_budget_mb:,} MB. "
+                 "Make the model, the batch or the sequence smaller.", icon=":material/block:")
+    elif not plan.has_corpus:
+        st.info("Upload a usable text file, or pick the WordNet corpus.")
+    elif st.button(f"Start {len(plan.runs)} run{'s' if len(plan.runs) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
+        ids = lab.start(plan)
+        state["lb_show"] = plan.group
+        st.toast(f"Queued {len(ids)} run(s) as '{plan.group}'. They train in the background: you can close this tab.",
+                 icon=":material/schedule:")
+        st.rerun()
+
+
+def start_form(frame: pd.DataFrame) -> None:
+    """The form that plans, prices and starts an experiment."""
+    corpus = preset_inputs()
+    spend = budget_inputs()
+    request = run_inputs(corpus, fixed=spend is not None)
+    seeds_warning(frame, spend.seeds if spend else state["lb_seeds"])
+    if spend:
+        st.caption("The budget sets the steps, batch and length (greyed out above); the model's shape comes from the inputs. "
+                   "Pick *custom* to set them yourself.")
+    try:
+        plan = lab.preview(request, history=frame)
+        plan_table(plan)
+        start_button(plan)
+    except ExplorerError as err:
+        ui.show_error(err)
+
+
+with st.expander("**Start a run**", expanded=not len(frame) or not frame["status"].isin(ACTIVE).any(), icon=":material/play_circle:"):
+    start_form(frame)
 
 # ------------------------------------------------------------------------------------------ runs, live
 groups = list(dict.fromkeys(g or n for g, n in zip(frame["group"], frame["name"], strict=True)))

@@ -73,7 +73,8 @@ if model is None:
 source = (f"Computed by BERT Family Explorer on {model}",)
 ui.await_warmup([model])  # the server may still be loading it (the bundled MiniLM, a probe's encoder)
 
-if view == VIEWS[0]:
+def lens_view() -> None:
+    """The logit lens: each layer's hidden state at each mask read by the model's own masked-LM head."""
     c = st.columns([5, 1])
     c[0].text_input("Text with [MASK]", key="wp_text", max_chars=500)
     c[1].number_input("Top k", 1, 20, key="wp_k")
@@ -88,7 +89,10 @@ if view == VIEWS[0]:
         st.caption("The logit lens (nostalgebraist 2020, for decoders) applied to a masked LM: where the final answer first "
                    "becomes likely shows how many layers the prediction needs.")
 
-elif view == VIEWS[1]:
+
+def pruning_inputs() -> str:
+    """What scores a removed head, on which texts, and how the pruning curve is drawn; the texts typed ("" for a
+    probe's or a classifier's own task)."""
     c = st.columns([5, 3, 2])
     c[0].segmented_control("Scored by", list(TARGETS), key="wp_target", format_func=TARGETS.get,
                            help="What a removed head costs: the masked-LM loss on your sentences, a fine-tuned "
@@ -98,8 +102,7 @@ elif view == VIEWS[1]:
                                help="supersense: a word's WordNet supersense (26 classes); wic: does a word mean the same "
                                     "in two sentences (2 classes).")
     if target != "masked-lm":
-        c[2].number_input("Test items", 8, parts.MAX_ITEMS, key="wp_items", step=8,
-                          help="Half rank the heads, half score the curve.")
+        c[2].number_input("Test items", 8, parts.MAX_ITEMS, key="wp_items", step=8, help="Half rank the heads, half score the curve.")
     texts = ""
     if target == "masked-lm":
         st.text_area("Sentences, one per line (4 to 64): the heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, …",
@@ -113,6 +116,12 @@ elif view == VIEWS[1]:
     c[0].number_input("Pruning steps", 2, parts.MAX_STEPS, key="wp_steps")
     c[1].number_input("Random orders", 2, parts.MAX_SEEDS, key="wp_seeds")
     c[2].segmented_control("A removed head outputs", ["zero", "mean"], key="wp_mode")
+    return texts
+
+
+def pruning_view() -> None:
+    """Michel et al.'s pruning curve and head importance, and heads the user removes."""
+    texts = pruning_inputs()
     with ui.friendly_errors():
         curve = parts.head_importance(model, texts, state["wp_steps"], state["wp_seeds"], state["wp_mode"] or "zero", target,
                                       state["wp_task"] if target == "probe" else "", state["wp_items"], call=ui.model_call)
@@ -128,21 +137,29 @@ elif view == VIEWS[1]:
                  sources=source, show_caption=True)
         st.caption("The paper's finding: at test time a large share of BERT's heads can be removed with little loss, and "
                    "the most important ones are found with one backward pass (Michel et al. 2019, Section 4).")
+    removal(texts)
+
+
+def removal(texts: str) -> None:
+    """The heads the user names, removed together, against every head."""
     st.text_input("Remove these heads yourself (layer.head, counted from 1 as in the heatmap: e.g. 1.3, 2.7)",
                   key="wp_remove", max_chars=2000)
-    if state["wp_remove"].strip():
-        with ui.friendly_errors():
-            cut = parts.ablate(model, state["wp_remove"], texts, state["wp_mode"] or "zero", target,
-                               state["wp_task"] if target == "probe" else "", state["wp_items"], call=ui.model_call)
-            c = st.columns(3)
-            c[0].metric(f"{cut.measure.capitalize()}, every head", f"{cut.full_accuracy:.1%}")
-            c[1].metric(f"With {len(cut.heads)} head{'s' * (len(cut.heads) != 1)} removed ({cut.mode})", f"{cut.accuracy:.1%}",
-                        f"{100 * (cut.accuracy - cut.full_accuracy):+.1f} points")
-            c[2].metric("Loss", f"{cut.loss:.3f}", f"{cut.loss - cut.full_loss:+.3f}", delta_color="inverse")
-            st.caption(f"On all {cut.scored} scored places (both halves). One run, no interval: the pruning curve above "
-                       "gives random orders' spread for comparison.")
+    if not state["wp_remove"].strip():
+        return
+    with ui.friendly_errors():
+        cut = parts.ablate(model, state["wp_remove"], texts, state["wp_mode"] or "zero", target,
+                           state["wp_task"] if target == "probe" else "", state["wp_items"], call=ui.model_call)
+        c = st.columns(3)
+        c[0].metric(f"{cut.measure.capitalize()}, every head", f"{cut.full_accuracy:.1%}")
+        c[1].metric(f"With {len(cut.heads)} head{'s' * (len(cut.heads) != 1)} removed ({cut.mode})", f"{cut.accuracy:.1%}",
+                    f"{100 * (cut.accuracy - cut.full_accuracy):+.1f} points")
+        c[2].metric("Loss", f"{cut.loss:.3f}", f"{cut.loss - cut.full_loss:+.3f}", delta_color="inverse")
+        st.caption(f"On all {cut.scored} scored places (both halves). One run, no interval: the pruning curve above "
+                   "gives random orders' spread for comparison.")
 
-else:
+
+def patching_view() -> None:
+    """Causal tracing: which layer or head, copied from a clean run into a corrupted one, restores the answer."""
     c = st.columns(2)
     c[0].text_input("Clean sentence (one [MASK])", key="wp_clean", max_chars=500)
     c[1].text_input("Corrupted sentence (same length, one word changed)", key="wp_corrupt", max_chars=500)
@@ -160,16 +177,18 @@ else:
     with ui.friendly_errors():
         traced = parts.patch(model, state["wp_clean"], state["wp_corrupt"], state["wp_answer"], state["wp_foil"], unit,
                              state["wp_position"] if unit == "head" else -1, call=ui.model_call)
-        where = ("every position" if traced.position is None else
-                 f"position {traced.position} ({traced.corrupted_tokens[traced.position]})")
-        what = (f"each cell copies one head's output at {where}" if unit == "head" else
-                "each cell copies one layer's output at one position")
+        where = "every position" if traced.position is None else f"position {traced.position} ({traced.corrupted_tokens[traced.position]})"
+        what = f"each cell copies one head's output at {where}" if unit == "head" else "each cell copies one layer's output at one position"
         ui.chart(plots.patching_figure(traced, restored=not state["wp_raw"]), "wp_patch", main=True,
                  title=f"Causal tracing in {model}" + (" (heads)" if unit == "head" else ""),
                  caption=f"Logit difference {traced.answer} − {traced.foil} at the mask: clean {traced.clean_difference:+.2f}, "
-                         f"corrupted {traced.corrupted_difference:+.2f}; {what} from the clean run ({traced.passes} "
-                         "batched passes).",
+                         f"corrupted {traced.corrupted_difference:+.2f}; {what} from the clean run ({traced.passes} batched passes).",
                  sources=("Meng et al. 2022, Locating and Editing Factual Associations in GPT (method); Vig et al. 2020, "
                           "Investigating Gender Bias in Language Models Using Causal Mediation Analysis", *source), show_caption=True)
+
+
+#: Each view drawn by one function.
+DRAWN_BY = dict(zip(VIEWS, (lens_view, pruning_view, patching_view), strict=True))
+DRAWN_BY[view]()
 
 ui.save_url_state(DEFAULTS)

@@ -2,6 +2,7 @@
 
 import json
 import math
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -43,46 +44,56 @@ ui.warn_ignored(ignored, "sc_")
 # ------------------------------------------------------------------------------------ the data
 src = st.segmented_control("Data", ["built-in", "upload", "lab"], key="sc_src",
                            format_func={"built-in": "Built-in data set", "upload": "Your CSV", "lab": "Your lab runs"}.get) or "built-in"
-if src == "built-in":
-    st.selectbox("Data set (from the lecture slides)", list(scaling.DATASETS), key="sc_ds",
-                 format_func=lambda k: scaling.DATASETS[k].title)
+def stop_here() -> None:
+    ui.save_url_state(DEFAULTS)
+    st.stop()
+
+
+def builtin_data() -> tuple[pd.DataFrame, str, tuple[str, str, str]]:
+    """A data set from the slides: (table, its editor's key, the default x, y and law)."""
+    st.selectbox("Data set (from the lecture slides)", list(scaling.DATASETS), key="sc_ds", format_func=lambda k: scaling.DATASETS[k].title)
     ds = scaling.DATASETS[st.session_state["sc_ds"]]
     st.caption(ds.description)
-    table, editor_key, defaults = builtin(ds.key), f"sc_edit_{ds.key}", (ds.x, ds.y, ds.law)
-elif src == "lab":
+    return builtin(ds.key), f"sc_edit_{ds.key}", (ds.x, ds.y, ds.law)
+
+
+def lab_data() -> tuple[pd.DataFrame, str, tuple[str, str, str]]:
+    """A finished lab experiment's final losses; stops with a way to the lab where there is none."""
     try:
         frame, groups = scaling.lab_experiments()
     except ExplorerError as err:
         ui.show_error(err)
-        ui.save_url_state(DEFAULTS)
-        st.stop()
+        stop_here()
     if not groups:
         st.info("No finished lab runs yet. On the Pre-training lab page, start “Scaling: 4 sizes, one budget”; its final "
                 "losses land here as a data set.")
         st.page_link("views/lab.py", label="Open the pre-training lab", icon=":material/model_training:")
-        ui.save_url_state(DEFAULTS)
-        st.stop()
+        stop_here()
     if st.session_state["sc_lab"] not in groups:
         st.session_state["sc_lab"] = groups[0]
     st.selectbox("Lab experiment (finished runs)", groups, key="sc_lab")
-    table = scaling.lab_table(frame, st.session_state["sc_lab"])
     st.caption("Trained on this server. N counts non-embedding parameters, as Kaplan et al. (2020) do; D is the tokens "
                "each run saw; the loss is the held-out masked-LM loss (WordNet glosses, 2% held out).")
-    editor_key, defaults = f"sc_edit_lab_{st.session_state['sc_lab']}", ("N (non-embedding)", "held-out loss", "power")
-else:
+    return (scaling.lab_table(frame, st.session_state["sc_lab"]), f"sc_edit_lab_{st.session_state['sc_lab']}",
+            ("N (non-embedding)", "held-out loss", "power"))
+
+
+def uploaded_data() -> tuple[pd.DataFrame, str, tuple[str, str, str]]:
+    """The user's CSV, read and checked; stops with a message until there is one."""
     upload = st.file_uploader(f"CSV with a header row (at most {MAX_ROWS:,} rows, {MAX_UPLOAD_BYTES // 2**20} MB)", type=["csv"],
                               key="sc_upload")
     if upload is None:
         st.info("Upload a CSV with at least two numeric columns (for example parameters and loss), or pick a built-in data set.")
-        ui.save_url_state(DEFAULTS)
-        st.stop()
+        stop_here()
     try:
         table = scaling.read_csv(upload.getvalue())
     except ExplorerError as err:
         ui.show_error(err)
-        ui.save_url_state(DEFAULTS)
-        st.stop()
-    editor_key, defaults = f"sc_edit_upload_{upload.file_id}", ("", "", "power")
+        stop_here()
+    return table, f"sc_edit_upload_{upload.file_id}", ("", "", "power")
+
+
+table, editor_key, defaults = {"built-in": builtin_data, "lab": lab_data, "upload": uploaded_data}[src]()
 
 with st.expander("The table (edit cells, add or delete rows; the fit follows)", expanded=src == "upload"):
     data = st.data_editor(table, key=editor_key, num_rows="dynamic", width="stretch", hide_index=True)
@@ -121,47 +132,55 @@ except ExplorerError as err:
     ui.show_error(err)
     fitted = None
 
-f = fitted.fit if fitted is not None else None
-if fitted is not None:
-    labels, y_label = fitted.labels, fitted.y_label
-    left, right = st.columns([3, 2])
+def fit_charts(fitted, x_to: float) -> Any:
+    """The fit and its residuals, drawn on the left; the figure the HTML download holds."""
+    f, left = fitted.fit, st.columns([3, 2])
     sources = tuple(sorted(set(data["source"].dropna()))) if "source" in data else ()
     residuals = plots.residual_figure(f, state["sc_x"])
     if f.x.ndim == 1:
-        fig = plots.fit_figure(f, state["sc_x"], y_label, x_to, labels=labels)
-        ui.chart(fig, "sc_plot", where=left, main=True, title=f"Scaling fit: {f.formula}",
+        fig = plots.fit_figure(f, state["sc_x"], fitted.y_label, x_to, labels=fitted.labels)
+        ui.chart(fig, "sc_plot", where=left[0], main=True, title=f"Scaling fit: {f.formula}",
                  caption=f"{state['sc_y']} against {state['sc_x']}, {len(f.y)} points.", sources=sources)
     else:
         fig = residuals  # a two-variable law has no single curve: its residuals are the picture (and the HTML download)
-        left.markdown("**Residuals against N** (a two-variable law has no single curve to draw)")
-    ui.chart(residuals, "sc_resid", where=left, main=f.x.ndim != 1, title=f"Residuals of {f.formula}",
+        left[0].markdown("**Residuals against N** (a two-variable law has no single curve to draw)")
+    ui.chart(residuals, "sc_resid", where=left[0], main=f.x.ndim != 1, title=f"Residuals of {f.formula}",
              caption=f"{state['sc_y']} against {state['sc_x']}, {len(f.y)} points.", sources=sources)
-    with right:
-        st.markdown(f"**{f.formula}** fitted to {len(f.y)} points")
-        params = pd.DataFrame(f.table())
-        st.dataframe(params.map(plots.describe), hide_index=True, width="stretch")
-        se = f.stderr().get("alpha", float("nan"))
-        st.markdown(f"Exponent **α = {f.params['alpha']:.4f}**" + (f" ± {se:.4f}" if math.isfinite(se) else " (no bootstrap)")
-                    + f" · residuals {100 * f.rmse_log:.2f}% RMS · R² (log) {f.r2_log:.4f}")
-        if at_x_to is not None:
-            y_to, lo, hi = at_x_to
-            st.markdown(f"At x = {x_to:.4g}: **{y_to:.4g}** ({lo:.4g} – {hi:.4g}, 95% band)")
-        st.caption(f"Robust fit: Huber loss on log residuals (δ = {f.huber_delta:g}, as Hoffmann et al. 2022), "
-                   f"best of {f.starts} start(s); uncertainty from {0 if f.boot is None else len(f.boot)} bootstrap resamples.")
-        if fitted.few_points:
-            st.warning(f"Only {len(f.y)} points for {len(scaling.LAWS[law].params)} parameters: read the error bars, not the digits.",
-                       icon=":material/warning:")
-        curve = plots.curve_frame(f, x_to) if f.x.ndim == 1 else pd.DataFrame({"x": f.x[:, 0], "residual": f.residuals})
-        d1, d2, d3 = st.columns(3)
-        d1.download_button("Curve CSV", lambda: csv_bytes(curve), "scaling-fit.csv", "text/csv", key="sc_dl_csv",
-                           icon=":material/download:")
-        d2.download_button("Fit JSON", lambda: json.dumps(f.to_dict(), indent=2).encode(), "scaling-fit.json", "application/json",
-                           key="sc_dl_json", icon=":material/download:")
-        d3.download_button("Plot HTML", plots.figure_html(fig).encode(), "scaling-plot.html", "text/html", key="sc_dl_html",
-                           icon=":material/download:", help="Works offline: plotly.js is inside the file.")
+    with left[1]:
+        fit_numbers(fitted, x_to, fig)
+    return fig
+
+
+def fit_numbers(fitted, x_to: float, fig: Any) -> None:
+    """The fitted parameters, the exponent with its error bar, the extrapolation and the downloads."""
+    f = fitted.fit
+    st.markdown(f"**{f.formula}** fitted to {len(f.y)} points")
+    st.dataframe(pd.DataFrame(f.table()).map(plots.describe), hide_index=True, width="stretch")
+    se = f.stderr().get("alpha", float("nan"))
+    st.markdown(f"Exponent **α = {f.params['alpha']:.4f}**" + (f" ± {se:.4f}" if math.isfinite(se) else " (no bootstrap)")
+                + f" · residuals {100 * f.rmse_log:.2f}% RMS · R² (log) {f.r2_log:.4f}")
+    if at_x_to is not None:
+        y_to, lo, hi = at_x_to
+        st.markdown(f"At x = {x_to:.4g}: **{y_to:.4g}** ({lo:.4g} – {hi:.4g}, 95% band)")
+    st.caption(f"Robust fit: Huber loss on log residuals (δ = {f.huber_delta:g}, as Hoffmann et al. 2022), "
+               f"best of {f.starts} start(s); uncertainty from {0 if f.boot is None else len(f.boot)} bootstrap resamples.")
+    if fitted.few_points:
+        st.warning(f"Only {len(f.y)} points for {len(scaling.LAWS[law].params)} parameters: read the error bars, not the digits.",
+                   icon=":material/warning:")
+    curve = plots.curve_frame(f, x_to) if f.x.ndim == 1 else pd.DataFrame({"x": f.x[:, 0], "residual": f.residuals})
+    d1, d2, d3 = st.columns(3)
+    d1.download_button("Curve CSV", lambda: csv_bytes(curve), "scaling-fit.csv", "text/csv", key="sc_dl_csv", icon=":material/download:")
+    d2.download_button("Fit JSON", lambda: json.dumps(f.to_dict(), indent=2).encode(), "scaling-fit.json", "application/json",
+                       key="sc_dl_json", icon=":material/download:")
+    d3.download_button("Plot HTML", plots.figure_html(fig).encode(), "scaling-plot.html", "text/html", key="sc_dl_html",
+                       icon=":material/download:", help="Works offline: plotly.js is inside the file.")
+
+
+f = fitted.fit if fitted is not None else None
+if fitted is not None:
+    fit_charts(fitted, x_to)
     if src == "built-in":
-        sources = sorted(set(data["source"].dropna())) if "source" in data else []
-        st.caption("Source: " + " · ".join(sources))
+        st.caption("Source: " + " · ".join(sorted(set(data["source"].dropna())) if "source" in data else []))
 
 # ------------------------------------------------------------------------------------ compute budget
 st.subheader("Compute-optimal allocation: how big a model, how many tokens?")

@@ -47,6 +47,7 @@ from services.lab.checkpoints import lab_folder, run_info, trained_models
 from services.lab.presets import MAX_SEEDS, MAX_STEPS, NAME, PRESETS, Planned, Preset, plan, plan_runs
 from services.lab.pretraining import (
     FORM_CONFIG,
+    FORM_LIMITS,
     LabRequest,
     PlannedRun,
     RunPlan,
@@ -89,6 +90,7 @@ __all__ = [
     "FINETUNE",
     "FINETUNE_MODES",
     "FORM_CONFIG",
+    "FORM_LIMITS",
     "FROZEN_LAYERS",
     "MAX_QUEUED",
     "MAX_SEEDS",

@@ -14,6 +14,15 @@ from services.lab.uploads import save_task_file
 UPLOAD = "upload"  # the form's task choice for the user's own CSV
 
 
+#: What the page's form accepts per field of a request (inclusive bounds): within the library's
+#: (:data:`models.finetune.config.LIMITS`: 20 epochs, batch 256, 512 tokens, 100,000 training examples), narrower where a
+#: run started from a page must stay within a lesson on a 2-core CPU (the full ranges: ``python -m models.finetune``).
+FORM_LIMITS: dict[str, tuple[int, int]] = {"seeds": (1, 5), "epochs": (1, 10), "batch": (1, 128), "max_train": (10, 20_000),
+                                           "max_test": (10, 5000), "max_len": (16, 256)}
+#: The learning rates the form offers; 0 is the recipe's rate for the model's size (models.finetune.default_lr).
+FORM_RATES = (0.0, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3)
+
+
 @dataclass(frozen=True)
 class FineTuneRequest:
     """What the fine-tuning lab's form holds."""

@@ -17,12 +17,21 @@ from models.pretrain.config import TrainConfig
 from services.lab.claims import CLASSROOM_SUITE, Budget, apply_budget, record_of
 from services.lab.experiments import submit as submit_experiment
 from services.lab.presets import BUDGETS, CLAIMS, budget_of, plan_runs
+from services.lab.presets.base import MAX_SEEDS, MAX_STEPS
 from services.lab.reports import flops_per_second, server_pace
 from services.lab.run_queue import MAX_QUEUED, submit
 from services.lab.sizing import Size, exceeds_budget, memory_budget_mb, size
 
 #: The form's run before anyone changes it: the lab's default shape, 1,200 steps of 64 texts.
 FORM_CONFIG = TrainConfig(batch=64, steps=1200)
+#: What the page's form accepts per field of the run (inclusive bounds). Within the library's own
+#: (:data:`models.pretrain.config.LIMITS`: 24 layers × 1,024, 512 tokens, batch 512), narrower where a run started from
+#: a page must stay within a lesson on a 2-core CPU and a classroom server's memory: 12 layers × 512 (BERT-base's depth at
+#: two thirds of its width), 256 tokens, batch 128, 20,000 steps. The full ranges are for a shell
+#: (``python -m models.pretrain``).
+FORM_LIMITS: dict[str, tuple[float, float]] = {
+    "layers": (1, 12), "hidden": (16, 512), "heads": (1, 16), "ffn": (16, 2048), "seq_len": (16, 256), "batch": (1, 128),
+    "steps": (1, MAX_STEPS), "lr": (1e-6, 0.5), "seed": (0, 10**6), "seeds": (1, MAX_SEEDS)}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ decided), since a figure is the front end's business. And a page computes nothin
 (:data:`PAGE_FORBIDDEN`; pandas is allowed, for the tables it shows) and no function longer than
 :data:`PAGE_FUNCTION_LINES` lines (a longer one is logic that belongs in a use case). A fragment (``@st.fragment``:
 the section of a page that reruns alone when its own widgets change) is the page's drawing code moved into a function
-so that it can rerun by itself; it may be :data:`PAGE_FRAGMENT_LINES` long.
+so that it can rerun by itself; it may be :data:`PAGE_FRAGMENT_LINES` long. Nor does a page keep its views at module
+level: no statement there (an ``if`` over the views, a ``with`` around a form) is longer than
+:data:`PAGE_STATEMENT_LINES` lines; a view is a function, chosen from a dispatch table.
 
 Written over ``ast`` rather than with import-linter: the layers contract is a few lines either way, and the same
 walk checks the package rules (torch, streamlit) and the pages, which import-linter does not.
@@ -42,6 +44,9 @@ PAGE_FORBIDDEN = ("numpy", "scipy", "sklearn", "torch", "transformers", "captum"
 PAGE_FUNCTION_LINES = 40
 #: The longest fragment: a section of the page's drawing, controls and views, that reruns on its own.
 PAGE_FRAGMENT_LINES = 100
+#: A page's statement at module level (an ``if`` over its views, a ``with`` around a form) is at most this long: a longer
+#: one is a view that belongs in a function of its own, drawn from a dispatch table.
+PAGE_STATEMENT_LINES = 30
 
 
 def _fragment(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -158,6 +163,10 @@ def problems(root: Path) -> tuple[list[str], dict[tuple[str, str], int]]:
         found += [f"{path.relative_to(root)}:{fn.lineno} {fn.name} is {fn.end_lineno - fn.lineno + 1} lines (a page's functions "
                   f"draw: at most {PAGE_FUNCTION_LINES}, a fragment {PAGE_FRAGMENT_LINES})"
                   for fn in ast.walk(ast.parse(src)) if _too_long(fn)]
+        found += [f"{path.relative_to(root)}:{node.lineno} a statement of {node.end_lineno - node.lineno + 1} lines at module level "
+                  f"(at most {PAGE_STATEMENT_LINES}: a view is a function)"
+                  for node in ast.parse(src).body if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                  and node.end_lineno - node.lineno + 1 > PAGE_STATEMENT_LINES]
     return found, dict(arrows)
 
 
@@ -180,6 +189,7 @@ def test_imports_point_one_way_with_no_circles() -> None:
     ("app/views/scaling.py", "import numpy as np", "a page imports numpy"),
     ("app/views/home.py", "def f():\n" + "    x = 1\n" * 45, "is 46 lines"),
     ("app/views/home.py", "@st.fragment\ndef f():\n" + "    x = 1\n" * 105, "is 106 lines"),
+    ("app/views/home.py", "if True:\n" + "    x = 1\n" * 31, "a statement of 32 lines"),
     ("models/checkpoint.py", "def f():\n    from models import loader", "file circle"),
 ])
 def test_the_contract_fails_on_an_import_that_breaks_it(tmp_path: Path, where: str, line: str, why: str) -> None:

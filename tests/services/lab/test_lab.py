@@ -340,3 +340,21 @@ def test_a_scaling_experiment_feeds_the_scaling_law_page(lab_env: Path) -> None:
     assert at.selectbox(key="sc_lab").value == "sc" and at.selectbox(key="sc_x").value == "N (non-embedding)"
     text = " ".join(m.value for m in at.markdown) + " ".join(str(m.value) for m in at.metric)
     assert "0.08" in text, text[:2000]  # the fitted exponent
+
+
+def test_the_forms_bounds_lie_within_the_librarys_and_a_run_at_each_corner_is_valid() -> None:
+    """The page's bounds are the use case's (lab.FORM_LIMITS, finetuning.FORM_LIMITS), never wider than the library's
+    own, and a request at the form's largest shape still validates (a corner the form offers is one the library takes)."""
+    from models.finetune.config import LIMITS as FINETUNE_LIMITS
+    from models.pretrain.config import LIMITS as PRETRAIN_LIMITS
+    from services.lab import finetuning
+
+    for name, (low, high) in lab.FORM_LIMITS.items():
+        if name in PRETRAIN_LIMITS:
+            assert PRETRAIN_LIMITS[name][0] <= low <= high <= PRETRAIN_LIMITS[name][1], name
+    for name, (low, high) in finetuning.FORM_LIMITS.items():
+        if name in FINETUNE_LIMITS:
+            assert FINETUNE_LIMITS[name][0] <= low <= high <= FINETUNE_LIMITS[name][1], name
+    top = {k: int(lab.FORM_LIMITS[k][1]) for k in ("layers", "hidden", "heads", "ffn", "seq_len", "batch", "steps")}
+    replace(TINY, **top).validate()
+    assert lab.FORM_LIMITS["steps"][1] == lab.MAX_STEPS and lab.FORM_LIMITS["seeds"][1] == lab.MAX_SEEDS
