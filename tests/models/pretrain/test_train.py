@@ -48,6 +48,27 @@ def test_static_masking_repeats_its_pattern_and_dynamic_does_not(masking: str) -
     assert (len(set(seen)) == 1) == (masking == "static")
 
 
+def test_a_static_mask_that_drew_the_padding_id_is_still_a_real_token() -> None:
+    """BERT's random replacements may draw [PAD]; a static pattern that did must keep that position in the attention
+    mask and the loss (it was read as padding once: the masked-only loss then failed on a size mismatch, in 1 of the 9
+    runs of RoBERTa's classroom budget)."""
+    from models.pretrain import build_model
+    from models.pretrain.loss import loss_of
+
+    cfg = replace(TINY, masking="static", batch=4)
+    texts = ["the quick brown fox jumps over the lazy dog", "a cat sleeps in the warm sun", "rain falls on the hills"]
+    batches = Batches(cfg, texts, tokenizer())
+    while len(batches.static) < len(texts):  # every example's pattern drawn
+        batches.sample()
+    for pattern in batches.static.values():  # the planted draw: a labelled position whose input is [PAD]
+        pattern["labels"][1] = pattern["input_ids"][1] if pattern["labels"][1] == -100 else pattern["labels"][1]
+        pattern["input_ids"][1] = tokenizer().pad_token_id
+    batch = batches.sample()
+    assert ((batch["labels"] != -100) & (batch["attention_mask"] == 0)).sum() == 0  # every labelled token is attended
+    assert (batch["input_ids"][:, 1] == tokenizer().pad_token_id).all() and (batch["attention_mask"][:, 1] == 1).all()
+    assert math.isfinite(float(loss_of(cfg, build_model(cfg, len(tokenizer()), tokenizer()), batch)))
+
+
 def test_sop_and_nsp_pairs() -> None:
     from models.pretrain import sentence_pairs
 
