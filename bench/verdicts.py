@@ -33,7 +33,8 @@ if "BFE_MODEL_DIR" not in os.environ:
 
 from models.pretrain import TrainConfig
 from services import lab
-from services.lab import claim_entries, experiments, presets
+from services.lab import claim_entries, experiments
+from services.lab.presets import BUDGETS, budget_of
 
 DEFAULT = TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
 
@@ -64,7 +65,7 @@ def run_presets(presets: list[str], budget: str, first_seed: int = 0, worker: in
                 time.sleep(2)
             wall = time.perf_counter() - start
             experiments.settle(group)  # as the worker does when the last run ends: the verdicts are stored
-            print_report(group, f"{len(ids)} runs, seeds {first_seed}–{first_seed + presets.budget_of(preset, budget).seeds - 1}, "
+            print_report(group, f"{len(ids)} runs, seeds {first_seed}–{first_seed + budget_of(preset, budget).seeds - 1}, "
                                 f"{wall / 60:.1f} min from the submit" + (f", trained by a headless worker with {worker} slots"
                                                                            if worker else ""))
     finally:
@@ -132,10 +133,10 @@ def pace(steps: int = 40) -> float:
 def estimate() -> None:
     flops_per_s = pace()
     print(f"pace: {flops_per_s:.3g} FLOP/s (the calculator's count, default size)")
-    for preset in presets.BUDGETS:
+    for preset in BUDGETS:
         for budget in ("classroom", "thorough"):
             n, flops = experiments.planned_flops(preset, DEFAULT, budget)
-            b = presets.budget_of(preset, budget)
+            b = budget_of(preset, budget)
             print(f"  {preset:>8} {budget:>9}: {n:3d} runs, {flops:.2e} FLOPs, ≈ {flops / flops_per_s / 60:6.1f} min of "
                   f"pre-training" + (" + the downstream suite" if b.downstream else ""))
 

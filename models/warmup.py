@@ -17,15 +17,28 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 log = logging.getLogger("bert_family_explorer")
 
 
+class WarmupState(StrEnum):
+    """Where a warm-up stands: not started (``idle``), the model process started but not yet answering
+    (``starting``: :mod:`services.runtime`), loading (``running``), done (``ready``) or failed (``failed``). The value is
+    what crosses the model process's wire."""
+
+    IDLE = "idle"
+    STARTING = "starting"
+    RUNNING = "running"
+    READY = "ready"
+    FAILED = "failed"
+
+
 @dataclass
 class Warmup:
-    """The state of one process's warm-up. ``state``: ``idle``, ``running``, ``ready`` or ``failed``."""
+    """The state of one process's warm-up."""
 
-    state: str = "idle"
+    state: WarmupState = WarmupState.IDLE
     step: str = ""
     error: BaseException | None = None
     started: float = 0.0
@@ -35,11 +48,11 @@ class Warmup:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the warm-up has finished (or failed); False on timeout. True when never started."""
-        return self.state == "idle" or self._done.wait(timeout)
+        return self.state == WarmupState.IDLE or self._done.wait(timeout)
 
     @property
     def busy(self) -> bool:
-        return self.state == "running"
+        return self.state == WarmupState.RUNNING
 
 
 def import_heavy() -> None:
@@ -95,10 +108,10 @@ def start(steps: list[tuple[str, Callable[[], object]]] | None = None, model_id:
     from core.settings import get_settings
 
     with _lock:
-        if _warmup.state != "idle" or not get_settings().warmup:
+        if _warmup.state != WarmupState.IDLE or not get_settings().warmup:
             return _warmup
         _warmup.model_id = model_id or registry.bundled_id()
-        _warmup.state, _warmup.started = "running", time.monotonic()
+        _warmup.state, _warmup.started = WarmupState.RUNNING, time.monotonic()
     plan = steps if steps is not None else default_steps(_warmup.model_id)
     if in_foreground and not _run(_warmup, plan[:in_foreground], last=False):
         return _warmup
@@ -119,17 +132,17 @@ def _run(w: Warmup, steps: list[tuple[str, Callable[[], object]]], last: bool = 
         # collector's full passes (CPython's gc.freeze), so they scan the sessions' objects only.
         gc.collect()
         gc.freeze()
-        w.state = "ready"
+        w.state = WarmupState.READY
     except BaseException as err:  # kept for the page that needs the model; never lost
-        w.error, w.state = err, "failed"
+        w.error, w.state = err, WarmupState.FAILED
         log.warning("warm-up failed while %s: %s", w.step, err)
-    if w.state != "running" or last:
+    if w.state != WarmupState.RUNNING or last:
         w.seconds = time.monotonic() - w.started
         w._done.set()
-        if w.state == "ready":
+        if w.state == WarmupState.READY:
             log.info("warm-up ready in %.1f s", w.seconds)
             print(f"BFE warm-up ready in {w.seconds:.1f} s", flush=True)
-    return w.state != "failed"
+    return w.state != WarmupState.FAILED
 
 
 def reset() -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import ExplorerError
+from models.warmup import WarmupState
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,13 @@ class RuntimeStatus:
     memory: str
     state: str
     queue: str
+
+
+def warmup_text(state: str, step: str, seconds: float) -> str:
+    """How the sidebar says a warm-up's state (:class:`models.warmup.WarmupState`); "" for one not started."""
+    return {WarmupState.STARTING: "model process starting", WarmupState.RUNNING: f"warming up ({step})",
+            WarmupState.READY: f"warmed up in {seconds:.1f} s",
+            WarmupState.FAILED: "warm-up failed (see the model's page)"}.get(state, "")
 
 
 IN_PROCESS = "in process"
@@ -121,17 +129,14 @@ class Executor:
             memory = (f"{now.cache_bytes / 2**20:,.0f} MB of {now.cache_budget / 2**20:,.0f} MB budget, "
                       f"{now.models_loaded} model(s) loaded in the model process" if now.cache_budget else
                       "No model loaded yet (models run in a process of their own).")
-            state = {"starting": "model process starting", "running": f"warming up ({now.step})",
-                     "ready": f"warmed up in {now.seconds:.1f} s", "failed": "warm-up failed (see the model's page)"}.get(now.state, "")
+            state = warmup_text(now.state, now.step, now.seconds)
             return RuntimeStatus(memory, state + (f" · model process restarted {now.restarts}×" if now.restarts else ""), queue)
         from models import warmup
         from models.cache import default_cache
 
         info, w = default_cache().info(), warmup.current()
-        state = {"running": f"warming up ({w.step})", "ready": f"warmed up in {w.seconds:.1f} s",
-                 "failed": "warm-up failed (see the model's page)"}.get(w.state, "")
         return RuntimeStatus(f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
-                             f"{len(info.entries)} model(s) loaded", state, queue)
+                             f"{len(info.entries)} model(s) loaded", warmup_text(w.state, w.step, w.seconds), queue)
 
     def free(self) -> None:
         """Empty the model cache where the models run (a backend's serves every front end: not a page's to free)."""

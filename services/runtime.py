@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ModelProcessFailed
+from models.warmup import WarmupState
 from services.routing import ROUTED, pack_error, routable, route, unpack_error  # noqa: F401 (ROUTED, routable, pack_error: this module's API too)
 
 log = logging.getLogger("bert_family_explorer")
@@ -211,7 +212,7 @@ class Runtime:
         try:
             out = self._ask(("status",), timeout, wait_for_socket=False)
         except Exception:  # not bound yet, busy past the timeout, or answering with an error
-            return Status("starting", pid=self.proc.pid if self.proc else 0, restarts=self.restarts)
+            return Status(WarmupState.STARTING, pid=self.proc.pid if self.proc else 0, restarts=self.restarts)
         return Status(**out, restarts=self.restarts)
 
     def status(self) -> Status:
@@ -219,7 +220,7 @@ class Runtime:
         if not self.alive():
             return Status("down", restarts=self.restarts)
         return self._status if self._status.pid == (self.proc.pid if self.proc else -1) else Status(
-            "starting", pid=self.proc.pid if self.proc else 0, restarts=self.restarts)
+            WarmupState.STARTING, pid=self.proc.pid if self.proc else 0, restarts=self.restarts)
 
     def call(self, fn: Any, *args: Any, on_restart: Any = None) -> Any:
         """``fn(*args)`` in the model process (started if needed). A process that had died since the last call, or

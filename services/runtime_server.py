@@ -17,6 +17,7 @@ from multiprocessing.connection import Connection, Listener, answer_challenge, d
 from typing import Any
 
 from core.errors import ExplorerError, ModelProcessFailed
+from models.warmup import WarmupState
 from services.routing import _resolve, pack_error
 from services.runtime import AFTER_GO_S, GO_TIMEOUT_S, KEY_ENV
 
@@ -56,9 +57,9 @@ def _import_heavy() -> None:
 
 
 def _status() -> dict[str, Any]:
-    out: dict[str, Any] = {"state": "idle", "pid": os.getpid()}
+    out: dict[str, Any] = {"state": WarmupState.IDLE, "pid": os.getpid()}
     if not _imported.is_set():
-        return {**out, "state": "running", "step": "importing torch and transformers" if _go.is_set() else
+        return {**out, "state": WarmupState.RUNNING, "step": "importing torch and transformers" if _go.is_set() else
                 "waiting for the first page to be drawn"}
     warmup = sys.modules.get("models.warmup")
     if warmup is not None:

@@ -63,15 +63,17 @@ from analysis.verdicts.labels import (
     CLAIMS,
     DESCRIPTIVE,
     DISAGREES,
+    LABEL_TEXT,
     LABELS,
     LEVEL,
     MIN_SEEDS,
     NO_VERDICT,
+    Label,
     label_for,
 )
 from analysis.verdicts.trends import TrendVerdict, isoflop_optima, isoflop_optimum, isoflop_verdict, scaling_verdict
 
-__all__ = ["AGREES", "AGREES_ON_DIRECTION", "CANNOT_TELL", "CLAIMS", "DESCRIPTIVE", "DISAGREES", "LABELS", "LEVEL",
-           "MAX_ITEMS", "MAX_SEEDS", "MIN_SEEDS", "NO_VERDICT", "Items", "TrendVerdict", "Verdict",
+__all__ = ["AGREES", "AGREES_ON_DIRECTION", "CANNOT_TELL", "CLAIMS", "DESCRIPTIVE", "DISAGREES", "LABELS", "LABEL_TEXT", "LEVEL",
+           "MAX_ITEMS", "MAX_SEEDS", "MIN_SEEDS", "NO_VERDICT", "Items", "Label", "TrendVerdict", "Verdict",
            "effect_interval", "isoflop_optima", "isoflop_optimum", "isoflop_verdict", "items_of", "label_for",
            "scaling_verdict", "seeds_needed", "verdict"]

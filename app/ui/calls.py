@@ -220,7 +220,7 @@ def await_warmup(model_ids: list[str]) -> None:
     if w.busy:
         with st.spinner(f"Getting the model ready: the server has just started ({w.step})…"), slot_lent():
             w.wait(timeout=WARMUP_WAIT_S)
-    if w.state == "failed" and w.error is not None:
+    if w.state == warmup.WarmupState.FAILED and w.error is not None:
         st.warning(f"Preparing **{w.model_id}** in the background failed ({type(w.error).__name__}: "
                    f"{str(w.error)[:300]}); trying again now.", icon=":material/warning:")
 
@@ -230,19 +230,21 @@ def _await_model_process(model_ids: list[str]) -> None:
 
     from core import registry
     from services import runtime
+    from services.models import warmup
 
     rt = runtime.default()
     if rt is None or not rt.alive() or registry.bundled_id() not in model_ids:
         return
     status = rt.status()
-    if status.state in ("starting", "running"):
+    waiting = (warmup.WarmupState.STARTING, warmup.WarmupState.RUNNING)
+    if status.state in waiting:
         rt.go(now=True)  # a page needs the model: the process stops waiting for the first page to be painted
         with st.spinner(f"Getting the model ready: the server has just started ({status.step or 'starting'})…"), \
                 slot_lent():
             deadline = time.monotonic() + WARMUP_WAIT_S
-            while status.state in ("starting", "running") and time.monotonic() < deadline and not _run_abandoned():
+            while status.state in waiting and time.monotonic() < deadline and not _run_abandoned():
                 time.sleep(0.05)
                 status = rt.status()
-    if status.state == "failed" and status.error:
+    if status.state == warmup.WarmupState.FAILED and status.error:
         st.warning(f"Preparing **{status.model_id}** in the background failed ({status.error}); trying again now.",
                    icon=":material/warning:")

@@ -25,14 +25,15 @@ ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(lab.SINGLE_RUN_O
            **{key: lab.FORM_LIMITS[name] for key, name in FIELDS.items()}, "lb_seeds": lab.FORM_LIMITS["seeds"],
            "lb_vocab": list(lab.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
            "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "custom"]}
-VERDICT_BOXES = {"agrees": st.success, "agrees on direction only": st.warning, "cannot tell at this budget": st.warning,
-                 "disagrees": st.error, "no verdict": st.info}
-VERDICT_ICONS = {"agrees": ":material/check_circle:", "cannot tell at this budget": ":material/help:",
-                 "disagrees": ":material/cancel:", "no verdict": ":material/info:"}
+Label = experiments.Label
+VERDICT_BOXES = {Label.AGREES: st.success, Label.AGREES_ON_DIRECTION: st.warning, Label.CANNOT_TELL: st.warning,
+                 Label.DISAGREES: st.error, Label.NO_VERDICT: st.info}
+VERDICT_ICONS = {Label.AGREES: ":material/check_circle:", Label.CANNOT_TELL: ":material/help:",
+                 Label.DISAGREES: ":material/cancel:", Label.NO_VERDICT: ":material/info:"}
 #: A class predicts a verdict as one of three answers ("agrees on direction only" counts as agrees).
 CLASS_CHOICES = ("agrees", "cannot tell", "disagrees")
-CLASS_ANSWER = {"agrees": "agrees", "agrees on direction only": "agrees", "cannot tell at this budget": "cannot tell",
-                "disagrees": "disagrees"}
+CLASS_ANSWER = {Label.AGREES: "agrees", Label.AGREES_ON_DIRECTION: "agrees", Label.CANNOT_TELL: "cannot tell",
+                Label.DISAGREES: "disagrees"}
 VOCAB_LABELS = {"wordnet-8k": "8,192 WordPiece (glosses)", "bert": "30,522 WordPiece (BERT's)"}
 state = st.session_state
 
@@ -390,7 +391,7 @@ def claim_notes(c: dict, budget: str) -> None:
                        if c["measure"] == "isoflop" else
                        ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
                        "the verdict above also says what the fit gives without them."))
-    if v and v.get("label") == "cannot tell at this budget" and budget != "thorough":
+    if v and v.get("label") == Label.CANNOT_TELL and budget != "thorough":
         st.caption("The thorough budget spends more seeds, steps and test items per arm.")
 
 
@@ -405,10 +406,10 @@ def verdict_view(group: str) -> None:
     st.markdown(f"**{rep.get('title', rep.get('preset'))}** · budget: {budget} · {rep.get('seeds', '?')} seed(s) per arm")
     if rep.get("note"):
         st.warning(rep["note"], icon=":material/delete:")
-    if rep["state"] == "running":
+    if rep["state"] == experiments.ExperimentState.RUNNING:
         st.info(f"{rep['waiting']} run(s) still waiting or training: the verdict comes when every run has finished.",
                 icon=":material/hourglass_top:")
-    elif rep["state"] == "partial":
+    elif rep["state"] == experiments.ExperimentState.PARTIAL:
         st.warning("Partial results, no verdict: " + ", ".join(rep["missing"]) + " did not finish. An ablation with a "
                    "missing arm or seed is not decided.", icon=":material/warning:")
     explored = False

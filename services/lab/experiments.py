@@ -20,9 +20,11 @@ import math
 from typing import Any
 
 from analysis.run_status import ACTIVE, RunStatus
+from analysis.verdicts.labels import Label
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig, hf_config
 from services.lab.claims import DATA_LIMITED_TOKENS_PER_PARAMETER, Reading, apply_budget
+from services.lab.entries import ExperimentState
 from services.lab.presets import PRESETS, budget_of, plan_runs
 from services.lab.run_queue import FINETUNE
 from services.lab.run_queue import submit as submit_runs
@@ -90,9 +92,9 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     stored = stored_verdicts.for_group(group, engine)
     if frame.empty:
         if not stored:
-            return {"group": group, "state": "empty", "claims": [], "runs": [], "missing": []}
+            return {"group": group, "state": ExperimentState.EMPTY, "claims": [], "runs": [], "missing": []}
         first = stored[0]
-        return {"group": group, "state": "gone", "preset": first["preset"], "claims": [s["payload"] for s in stored],
+        return {"group": group, "state": ExperimentState.GONE, "preset": first["preset"], "claims": [s["payload"] for s in stored],
                 "runs": [], "missing": [], "note": "The runs of this verdict were deleted; the verdict is kept as it was decided."}
     rows = _run_rows(frame)
     cfg0 = rows[0]["config"]
@@ -104,7 +106,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     diverging = preset in PRESETS and PRESETS[preset].divergence_is_a_result
     done = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
     missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in done]
-    state = "running" if active else ("partial" if missing else "complete")
+    state = ExperimentState.RUNNING if active else (ExperimentState.PARTIAL if missing else ExperimentState.COMPLETE)
     out: dict[str, Any] = {"group": group, "preset": preset, "state": state, "seeds": seeds, "budget": cfg0.get("budget", ""),
                            "suite": suite, "missing": missing, "runs": rows, "waiting": len(active)}
     if preset in PRESETS:
@@ -139,7 +141,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     if deleted:
         out["note"] = f"{deleted} of this experiment's runs were deleted after its verdict; the stored verdict is shown."
         out["claims"] = [s["payload"] for s in stored]
-    elif state == "complete" and store:
+    elif state == ExperimentState.COMPLETE and store:
         # Decided once: a stored verdict is not re-dated by a later read, and one that a killed settle did not get
         # to store is stored now (all of an experiment's verdicts go in one transaction, so that is rare).
         have = {s["claim_key"] for s in stored}
@@ -158,7 +160,7 @@ def figure_of(entry: dict[str, Any]) -> str:
     return str(entry.get("figure") or _FIGURE_OF_MEASURE.get(str(entry.get("measure")), "arms"))
 
 
-DECISIVE = frozenset({"agrees", "disagrees", "agrees on direction only"})
+DECISIVE = frozenset({Label.AGREES, Label.DISAGREES, Label.AGREES_ON_DIRECTION})
 
 
 def _holm(entries: list[dict[str, Any]], primaries: list[tuple[int, Any]]) -> None:
