@@ -29,6 +29,7 @@ from app.ui.calls import (
 from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
 from app.ui.classroom import Ask, ask_the_class, class_panel, lead_class, question_context, reveal_chart
 from app.ui.errors import friendly_errors, log, show_error
+from app.ui.forms import bounded_number, start_runs
 from app.ui.labels import RUN_STATUS_TEXT
 from app.ui.pickers import (
     LAST_STEP,
@@ -57,6 +58,7 @@ __all__ = [
     "Ask",
     "ask_the_class",
     "await_warmup",
+    "bounded_number",
     "catalog_availability",
     "chart",
     "class_panel",
@@ -90,6 +92,7 @@ __all__ = [
     "show_error",
     "sidebar_status",
     "slot_lent",
+    "start_runs",
     "start_warmup",
     "step_picker",
     "table_to_pack",

@@ -46,8 +46,7 @@ except ExplorerError as err:
 
 def number(where, label: str, key: str, **kwargs) -> None:
     """A numeric input of the form, bounded by the use case's limits for its field (:data:`FIELDS`)."""
-    low, high = ALLOWED[key]
-    where.number_input(label, low, high, key=key, **kwargs)
+    ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
 
 
 def model_task_inputs() -> str:
@@ -116,12 +115,8 @@ def plan_and_start(plan) -> None:
     if plan.too_big:
         st.error(f"Too large for this server (limit {plan.memory_budget_mb:,} MB): use a smaller batch, fewer tokens or a "
                  "smaller model.", icon=":material/block:")
-    elif st.button(f"Start {len(plan.runs)} run{'s' if len(plan.runs) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
-        ids = finetuning.start(plan)
-        state["ft_show"] = plan.group
-        st.toast(f"Queued {len(ids)} run(s) as '{plan.group}'. They train in the background: you can close this tab.",
-                 icon=":material/schedule:")
-        st.rerun()
+    else:
+        ui.start_runs(len(plan.runs), plan.group, lambda: finetuning.start(plan), "ft_show")
 
 
 def start_form() -> None:

@@ -103,8 +103,7 @@ except ExplorerError as err:
 
 def number(where, label: str, key: str, **kwargs) -> None:
     """A numeric input of the form, bounded by the use case's limits for its field (:data:`FIELDS`)."""
-    low, high = ALLOWED[key]
-    where.number_input(label, low, high, key=key, **kwargs)
+    ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
 
 
 def preset_inputs() -> str:
@@ -236,12 +235,8 @@ def start_button(plan) -> None:
                  "Make the model, the batch or the sequence smaller.", icon=":material/block:")
     elif not plan.has_corpus:
         st.info("Upload a usable text file, or pick the WordNet corpus.")
-    elif st.button(f"Start {len(plan.runs)} run{'s' if len(plan.runs) > 1 else ''}", type="primary", icon=":material/play_arrow:"):
-        ids = lab.start(plan)
-        state["lb_show"] = plan.group
-        st.toast(f"Queued {len(ids)} run(s) as '{plan.group}'. They train in the background: you can close this tab.",
-                 icon=":material/schedule:")
-        st.rerun()
+    else:
+        ui.start_runs(len(plan.runs), plan.group, lambda: lab.start(plan), "lb_show")
 
 
 def start_form(frame: pd.DataFrame) -> None:
