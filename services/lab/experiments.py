@@ -101,17 +101,18 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     preset = str(cfg0.get("preset") or "single")
     suite = cfg0.get("downstream")
     seeds = int(cfg0.get("seeds") or 1)
-    claims = PRESETS[preset].claims if preset in PRESETS else ()
+    known = PRESETS.get(preset)
+    claims = known.claims if known else ()
     active = [r for r in rows if r["status"] in ACTIVE]
-    diverging = preset in PRESETS and PRESETS[preset].divergence_is_a_result
-    done = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
-    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in done]
+    diverging = bool(known and known.divergence_is_a_result)
+    # finished: with the diverged runs of a preset whose grid expects them (an infinite loss there)
+    finished = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
+    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in finished]
     state = ExperimentState.RUNNING if active else (ExperimentState.PARTIAL if missing else ExperimentState.COMPLETE)
     out: dict[str, Any] = {"group": group, "preset": preset, "state": state, "seeds": seeds, "budget": cfg0.get("budget", ""),
                            "suite": suite, "missing": missing, "runs": rows, "waiting": len(active)}
-    if preset in PRESETS:
-        p = PRESETS[preset]
-        out.update(title=p.title, paper=p.paper, finding=p.finding)
+    if known:
+        out.update(title=known.title, paper=known.paper, finding=known.finding)
     arms: dict[str, dict[str, Any]] = {}
     for r in rows:
         a = arms.setdefault(r["arm"], {"runs": 0, "flops": 0.0, "pretrain_seconds": 0.0, "downstream_seconds": 0.0})
@@ -120,7 +121,6 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
         a["pretrain_seconds"] += float(r["seconds"] or 0)
         a["downstream_seconds"] += r["downstream_seconds"]
     out["arms"] = arms
-    finished = done  # with the diverged runs of a preset whose grid expects them (an infinite loss there)
     out["claims"] = []
     family = sum(1 for c in claims for _, primary in c.measures(suite) if not primary)
     out["family"] = family

@@ -55,6 +55,13 @@ def budgets(preset: str, classroom: dict, thorough: dict) -> dict[str, Budget]:
             for name, settings in (("classroom", classroom), ("thorough", thorough))}
 
 
+def width_budgets(preset: str, steps: tuple[int, int], widths: tuple[int, ...]) -> dict[str, Budget]:
+    """The budgets of a preset over several widths (scaling, IsoFLOP), decided on held-out loss: classroom 2 seeds ×
+    ``steps[0]`` steps of 32 at widths 16–64, thorough 3 seeds × ``steps[1]`` steps of 64 at ``widths``."""
+    return budgets(preset, {"seeds": 2, "steps": steps[0], "batch": 32, "seq_len": 64, "downstream": None, "widths": (16, 32, 64)},
+                   {"seeds": 3, "steps": steps[1], "batch": 64, "seq_len": 64, "downstream": None, "widths": widths})
+
+
 #: The budgets of the presets that compare arms at one size: 3 seeds × 300 steps of 32 in a lesson, 5 × 3,000 of 64
 #: when there is time; with the downstream suite where their claims are downstream scores.
 CLASSROOM = {"seeds": 3, "steps": 300, "batch": 32, "seq_len": 64}

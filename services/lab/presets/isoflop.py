@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from models.pretrain.config import TrainConfig
 from services.lab.claim_entries import TrendClaim
-from services.lab.presets.base import MAX_STEPS, Preset, at_widths, budgets
+from services.lab.presets.base import MAX_STEPS, Preset, at_widths, width_budgets
 from services.lab.sizing import size
 
 WIDTHS = (32, 64, 128, 256)
@@ -34,6 +34,5 @@ PRESET = Preset(
     runs,
     claims=(TrendClaim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
                        "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),),
-    budgets=budgets("isoflop", {"seeds": 2, "steps": 200, "batch": 32, "seq_len": 64, "downstream": None, "widths": (16, 32, 64)},
-                    {"seeds": 3, "steps": 1500, "batch": 64, "seq_len": 64, "downstream": None, "widths": WIDTHS}),
+    budgets=width_budgets("isoflop", (200, 1500), WIDTHS),
     widths=WIDTHS, least_widths=3)

@@ -67,16 +67,15 @@ def gains(finished: list[dict[str, Any]]) -> list[tuple[str, int, int, float, fl
     """(parametrisation, seed, width, rate, nats below the corpus's token counts at the [MASK] inputs) per finished run
     (``unigram_loss − mask_loss``; −inf for a diverged run), for the verdict's "learnt something" precondition; None
     where a run that finished recorded neither (trained before they were kept)."""
-    for r in finished:
-        ev = r["evaluation"] or {}
-        if not _recorded(ev) and isinstance(ev.get("held_out_loss"), int | float) and math.isfinite(ev["held_out_loss"]):
-            return None
-
     def gain(r: dict[str, Any]) -> float:
         ev = r["evaluation"] or {}
         return float(ev["unigram_loss"]) - float(ev["mask_loss"]) if _recorded(ev) else -math.inf
 
-    return _cells(finished, gain)
+    def unrecorded(r: dict[str, Any]) -> bool:  # it has a finite loss, so it could have recorded them
+        ev = r["evaluation"] or {}
+        return not _recorded(ev) and isinstance(ev.get("held_out_loss"), int | float) and math.isfinite(ev["held_out_loss"])
+
+    return None if any(unrecorded(r) for r in finished) else _cells(finished, gain)
 
 
 def _recorded(ev: dict[str, Any]) -> bool:

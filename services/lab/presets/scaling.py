@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from models.pretrain.config import TrainConfig
 from services.lab.claim_entries import TrendClaim
-from services.lab.presets.base import Preset, at_widths, budgets
+from services.lab.presets.base import Preset, at_widths, width_budgets
 
 WIDTHS = (32, 64, 128, 256)
 
@@ -21,6 +21,5 @@ PRESET = Preset(
     runs,
     claims=(TrendClaim("scaling", "scaling", "Held-out loss falls as a power of the non-embedding parameters: L ∝ N^−0.076.",
                        "Kaplan et al. 2020, Figure 1 (α_N ≈ 0.076)"),),
-    budgets=budgets("scaling", {"seeds": 2, "steps": 600, "batch": 32, "seq_len": 64, "downstream": None, "widths": (16, 32, 64)},
-                    {"seeds": 3, "steps": 4000, "batch": 64, "seq_len": 64, "downstream": None, "widths": WIDTHS}),
+    budgets=width_budgets("scaling", (600, 4000), WIDTHS),
     widths=WIDTHS, least_widths=3)
