@@ -55,8 +55,8 @@ def run(label: str, url: str, fresh) -> None:
         try:
             barrier.wait()
             for i in range(50):
-                db.add_result(eng, model=f"bench-w{t}", variant=f"run {i}", task="SST-2", metric="acc", split="dev", value=90.0,
-                              source="Liu et al. 2019, class re-run")
+                db.add_result(eng, db.NewResult(model=f"bench-w{t}", variant=f"run {i}", task="SST-2", metric="acc", split="dev", value=90.0,
+                              source="Liu et al. 2019, class re-run"))
         except BaseException as err:
             errors.append(err)
 

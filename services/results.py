@@ -87,13 +87,14 @@ from analysis.results_db import (  # noqa: E402
     OPTIONAL_COLUMNS,
     RESULT_SETTINGS,
     RESULT_SPLITS,
+    NewResult,
     default_url,
     export_rows,
     seed_version,
 )
 
 __all__ = ["COLUMNS", "CONVENTIONS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MAX_ROWS", "OPTIONAL_COLUMNS",
-           "RESULT_SETTINGS", "RESULT_SPLITS", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
+           "RESULT_SETTINGS", "RESULT_SPLITS", "NewResult", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
            "delete", "deltas", "describe", "export_rows", "frame", "import_rows", "query", "score_check", "seed_version",
            "select", "size_points", "to_html", "to_latex", "to_markdown", "version"]
 
@@ -135,12 +136,12 @@ def describe(url: str, paths: bool) -> str:
     return describe_database(get_engine(url), paths=paths)
 
 
-def add(url: str, **fields: Any) -> StoredResult:
+def add(url: str, new: NewResult) -> StoredResult:
     """Add one result (checked like an imported row): its id and, when a value in (0, 1] of a metric scored in percent
     was stored as typed, a warning (``analysis.results_db.StoredResult``)."""
     from analysis.results_db import add_result, get_engine
 
-    return add_result(get_engine(url), **fields)
+    return add_result(get_engine(url), new)
 
 
 def import_rows(url: str, raw: bytes) -> Any:

@@ -50,12 +50,12 @@ from analysis.results_db.packs import MAX_SAVED_PACKS, PackNotFound, PackRateLim
 from analysis.results_db.queries import USER_MARK, catalog_frame, citation, data_version, results_frame
 from analysis.results_db.schema import RESULT_SETTINGS, RESULT_SPLITS, SCHEMA_VERSION, Base, Meta, Metric, Model, Result, SavedPack, Source, Task, TrainingRun
 from analysis.results_db.seeding import DATA_DIR, SeedReport, ensure_seeded, meta, seed_rows, seed_source_keys, seed_version
-from analysis.results_db.writes import ImportReport, StoredResult, add_result, delete_result, import_csv
+from analysis.results_db.writes import ImportReport, NewResult, StoredResult, add_result, delete_result, import_csv
 
 __all__ = ["DATA_DIR", "EXPORT_COLUMNS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MAX_SAVED_PACKS",
            "OPTIONAL_COLUMNS", "RESULT_SETTINGS", "RESULT_SPLITS", "SCHEMA_VERSION", "SQLITE_BUSY_TIMEOUT_S",
            "USER_MARK", "WRITE_ATTEMPTS", "Base", "ClassFull", "ClassNotFound", "ClassRateLimited", "ImportReport",
-           "Meta", "Metric", "Model", "NotTheTeacher", "PackNotFound", "PackRateLimited", "Result", "SavedPack",
+           "Meta", "Metric", "Model", "NewResult", "NotTheTeacher", "PackNotFound", "PackRateLimited", "Result", "SavedPack",
            "SeedReport", "Source", "StoredResult", "Task", "TrainingRun", "add_result", "catalog_frame", "citation",
            "data_version", "default_url", "delete_result", "describe_database", "dispose_engines", "drop_tables",
            "ensure_seeded", "export_rows", "get_engine", "import_csv", "load_pack", "meta", "parse_csv",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -106,14 +106,32 @@ class StoredResult:
     warning: str = ""
 
 
-def add_result(engine: Engine | None = None, **fields: Any) -> StoredResult:
-    """Validate and store one result a user reports; returns its id and the validation's warning (the one way to add
-    a result: :func:`services.results.add` and the page call it).
+@dataclass(frozen=True)
+class NewResult:
+    """One result a user reports, as typed (:func:`add_result` checks every field: the types say what is expected,
+    not what was checked). ``setting``: single or ensemble; ``snapshot``: a leaderboard date, YYYY-MM-DD;
+    ``parameters``: the model's size, a whole count (110000000)."""
 
-    Fields: ``model``, ``task``, ``metric``, ``split``, ``value``, ``source`` (required); ``variant``,
-    ``setting`` (single/ensemble), ``table``, ``snapshot`` (YYYY-MM-DD), ``note``, ``parameters``, ``family``.
-    A new model name creates a model; the source is a citation with a year (a published source's key
-    is refused: a user's row never passes for a published one).
+    model: str
+    task: str
+    metric: str
+    split: str
+    value: float | str
+    source: str
+    variant: str = ""
+    setting: str = ""
+    table: str = ""
+    snapshot: str = ""
+    note: str = ""
+    parameters: int | str = ""
+    family: str = ""
+
+
+def add_result(engine: Engine | None, new: NewResult) -> StoredResult:
+    """Validate and store one result a user reports (:class:`NewResult`); returns its id and the validation's warning
+    (the one way to add a result: :func:`services.results.add` and the page call it). A new model name creates a
+    model; the source is a citation with a year (a published source's key is refused: a user's row never passes for a
+    published one).
 
     Raises:
         InvalidResult: unknown task or metric, value out of range, no source, malformed field.
@@ -126,7 +144,7 @@ def add_result(engine: Engine | None = None, **fields: Any) -> StoredResult:
     def store(s: Session) -> StoredResult:
         look = Lookup.read(s)
         try:
-            row = validate(fields, look)
+            row = validate(asdict(new), look)
         except ValueError as err:
             raise InvalidResult(f"Not saved: {err}.", "Fix the field and try again.", [(None, str(err))]) from None
         stored = _stored_value(s, look, row)

@@ -222,8 +222,9 @@ def add_form() -> None:
         submitted = st.form_submit_button("Add result", type="primary", key="gl_add_submit")
     if submitted:
         try:
-            new = results.add(url, model=model or "", variant=variant, task=task, metric=metric, split=split_in, setting=setting_in,
-                              value=value, source=source or "", table=table_in, snapshot=snapshot, note=note, parameters=params_in)
+            new = results.add(url, results.NewResult(model=model or "", variant=variant, task=task, metric=metric, split=split_in,
+                                                     setting=setting_in, value=value, source=source or "", table=table_in,
+                                                     snapshot=snapshot, note=note, parameters=params_in))
         except ExplorerError as err:
             ui.show_error(err)
             return
