@@ -77,43 +77,43 @@ def run_presets(presets: list[str], budget: str, first_seed: int = 0, worker: in
 def print_report(group: str, header: str = "") -> None:
     """An experiment's arms, per-seed scores, verdicts (primary and exploratory) and effects over random init."""
     rep = experiments.report(group)
-    print(f"\n== {group} ({rep.get('preset')}, {rep.get('budget')} budget): " + (f"{header}, " if header else "")
-          + f"state {rep['state']} ==")
-    for arm, a in rep["arms"].items():
-        print(f"  {arm:>16}: {a['runs']} runs, {a['flops']:.2e} FLOPs, pre-training {a['pretrain_seconds']:.0f} s, "
-              f"downstream {a['downstream_seconds']:.0f} s")
-    for c in rep["claims"]:
-        print(f"  [{c.get('label')}] {c['claim']['statement']}")
-        for arm, pts in c.get("scores", {}).items():
+    print(f"\n== {group} ({rep.preset or None}, {rep.budget if rep.runs else None} budget): " + (f"{header}, " if header else "")
+          + f"state {rep.state} ==")
+    for arm, a in rep.arms.items():
+        print(f"  {arm:>16}: {a.runs} runs, {a.flops:.2e} FLOPs, pre-training {a.pretrain_seconds:.0f} s, "
+              f"downstream {a.downstream_seconds:.0f} s")
+    for c in rep.claims:
+        print(f"  [{c.label or None}] {c.claim['statement']}")
+        for arm, pts in c.detail.get("scores", {}).items():
             print(f"      {arm:>16}: " + ", ".join(f"{v:.3f}" for _, v in pts))
-        for name, pts in c.get("controls", {}).items():
+        for name, pts in c.detail.get("controls", {}).items():
             print(f"      {name:>16}: " + ", ".join(f"{v:.3f}" for _, v in pts))
-        print("    → " + (c.get("sentence") or f"no verdict: {c.get('why_none')}"))
-        v = c.get("verdict") or {}
+        print("    → " + (c.sentence or f"no verdict: {c.why_none or None}"))
+        v = c.verdict or {}
         if v.get("item_share") is not None:
             print(f"      share of the effect's variance from the shared test items: {v['item_share']:.0%}")
         old_rule = seeds_only(c)
         if old_rule:
             print(f"      seeds-only 95% rule (before the item term and the family correction): {old_rule}")
-        for arm, e in c.get("control_effects", {}).items():
+        for arm, e in c.detail.get("control_effects", {}).items():
             print(f"    over random init, {arm}: {e['effect']:+.3f} [{e['low']:+.3f}, {e['high']:+.3f}] (descriptive)")
-    for r in rep["runs"]:
+    for r in rep.runs:
         if r["message"]:
             print(f"  {r['name']}: {r['message']}")
 
 
-def seeds_only(claim: dict) -> str:
+def seeds_only(entry: experiments.ClaimEntry) -> str:
     """The verdict the rule before the item term gave (a paired t over seeds at 95%, no family correction), so a
     changed label can be told apart from changed data."""
     from analysis import verdicts
 
-    scores, spec = claim.get("scores") or {}, claim["claim"]
+    scores, spec = entry.detail.get("scores") or {}, entry.claim
     a, b = dict(scores.get(spec.get("a"), [])), dict(scores.get(spec.get("b"), []))
-    if claim.get("measure") in ("scaling", "isoflop") or len(a) < 2 or len(b) < 2:
+    if entry.measure in ("scaling", "isoflop") or len(a) < 2 or len(b) < 2:
         return ""
     common = sorted(set(a) & set(b))
     paired = len(common) == len(a) == len(b)
-    sign = -1.0 if claim.get("measure") in claim_entries.LOWER_IS_BETTER else 1.0  # decided on negated losses, as the report
+    sign = -1.0 if entry.measure in claim_entries.LOWER_IS_BETTER else 1.0  # decided on negated losses, as the report
     v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], spec["op"], spec["margin"],
                          paired=paired)
     return f"{v.label}, {v.effect:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"

@@ -317,15 +317,15 @@ def watch() -> None:
 watch()
 
 
-def claim_view(i: int, c: dict, group: str) -> bool:
+def claim_view(i: int, c: experiments.ClaimEntry, group: str) -> bool:
     """One claim of a preset: the paper's statement and source, its verdict, and the chart of its measure; False while
     a class is predicting the verdict (hidden until the teacher reveals it)."""
-    claim, v = c["claim"], c.get("verdict")
-    role = "Primary measure" if c.get("primary", True) else "Exploratory"
-    st.markdown(f"##### {role}: {c.get('label', claim['measure'])}\n**The paper:** {claim['statement']}  \n"
+    claim, v = c.claim, c.verdict
+    role = "Primary measure" if c.primary else "Exploratory"
+    st.markdown(f"##### {role}: {c.label or claim['measure']}\n**The paper:** {claim['statement']}  \n"
                 f":gray[Source: {claim['source']}]")
     asked = ui.Ask()
-    if v and c.get("primary", True):  # a class predicts the verdict before it is shown
+    if v and c.primary:  # a class predicts the verdict before it is shown
         asked = ui.ask_the_class("choice", ui.question_context("lab", group, i, claim["statement"]),
                                  f"Will the lab's runs agree with the paper? {claim['statement']}", CLASS_CHOICES, key=f"lb_q_{i}")
     if asked.revealed:
@@ -336,13 +336,13 @@ def claim_view(i: int, c: dict, group: str) -> bool:
     if asked.hide:
         return False
     if v:
-        VERDICT_BOXES.get(v["label"], st.info)(c["sentence"], icon=VERDICT_ICONS.get(v["label"]))
-    elif c.get("why_none"):
-        st.caption(f"No verdict yet: {c['why_none']}.")
+        VERDICT_BOXES.get(v["label"], st.info)(c.sentence, icon=VERDICT_ICONS.get(v["label"]))
+    elif c.why_none:
+        st.caption(f"No verdict yet: {c.why_none}.")
     drawn = claim_figure(c)
     if drawn:
         fig, how = drawn
-        ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})", caption=(c.get("sentence") or "No verdict yet.") + how,
+        ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})", caption=(c.sentence or "No verdict yet.") + how,
                  sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
     return True
 
@@ -359,34 +359,33 @@ FIGURES = {
 }
 
 
-def claim_figure(c: dict) -> tuple | None:
+def claim_figure(c: experiments.ClaimEntry) -> tuple | None:
     """The chart of a claim's entry and how to read it, or None before there is anything to draw."""
-    draw, how, needs = FIGURES[experiments.figure_of(c)]
-    if not c.get(needs):
+    draw, how, needs = FIGURES[c.figure]
+    if not c.detail.get(needs):
         return None
-    return draw(c), how.format(mean="Diamonds" if c["measure"] in verdict_plots.LOSSES else "Bars")
+    return draw(c.to_dict()), how.format(mean="Diamonds" if c.measure in verdict_plots.LOSSES else "Bars")
 
 
-def claim_notes(c: dict, budget: str) -> None:
+def claim_notes(c: experiments.ClaimEntry, budget: str) -> None:
     """Under a claim: the effect over random initialisation, the data-limited runs, and what would resolve it."""
-    v = c.get("verdict")
-    if c.get("control_effects"):
+    if c.detail.get("control_effects"):
         st.caption("Effect over random initialisation: descriptive context for the verdict above (95% t over seeds, "
                    "not a tested claim, so no label).")
         st.dataframe(pd.DataFrame([{"arm": arm, "effect over random init": e["effect"], "95% low": e["low"], "95% high": e["high"]}
-                                   for arm, e in c["control_effects"].items()]),
+                                   for arm, e in c.detail["control_effects"].items()]),
                      hide_index=True, width="stretch",
                      column_config={k: st.column_config.NumberColumn(format="%+.3f") for k in
                                     ("effect over random init", "95% low", "95% high")})
-    if c.get("data_limited"):
-        runs_named = ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c["data_limited"])
+    if c.detail.get("data_limited"):
+        runs_named = ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c.detail["data_limited"])
         st.caption("Data-limited runs (fewer than 20 tokens per parameter, all parameters counted as Chinchilla's "
                    "compute-optimal ratio does): " + runs_named + (
                        ". In an IsoFLOP grid the large sizes of a budget see few tokens by design; they stay in the fit."
-                       if c["measure"] == "isoflop" else
+                       if c.measure == "isoflop" else
                        ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
                        "the verdict above also says what the fit gives without them."))
-    if v and v.get("label") == Label.CANNOT_TELL and budget != "thorough":
+    if c.decided == Label.CANNOT_TELL and budget != "thorough":
         st.caption("The thorough budget spends more seeds, steps and test items per arm.")
 
 
@@ -394,25 +393,25 @@ def verdict_view(group: str) -> None:
     """A preset's verdicts: the claim and its source, the verdict in one line, a chart per measure (arms side by side
     with intervals, seeds as points, the random-init control), the effect over random initialisation, compute."""
     rep = experiments.report(group)
-    if not rep["claims"]:
+    if not rep.claims:
         return
     st.subheader("Verdict", anchor="verdict")
-    budget = rep.get("budget") or "custom"
-    st.markdown(f"**{rep.get('title', rep.get('preset'))}** · budget: {budget} · {rep.get('seeds', '?')} seed(s) per arm")
-    if rep.get("note"):
-        st.warning(rep["note"], icon=":material/delete:")
-    if rep["state"] == experiments.ExperimentState.RUNNING:
-        st.info(f"{rep['waiting']} run(s) still waiting or training: the verdict comes when every run has finished.",
+    budget = rep.budget or "custom"
+    st.markdown(f"**{rep.title or rep.preset}** · budget: {budget} · {rep.seeds or '?'} seed(s) per arm")
+    if rep.note:
+        st.warning(rep.note, icon=":material/delete:")
+    if rep.state == experiments.ExperimentState.RUNNING:
+        st.info(f"{rep.waiting} run(s) still waiting or training: the verdict comes when every run has finished.",
                 icon=":material/hourglass_top:")
-    elif rep["state"] == experiments.ExperimentState.PARTIAL:
-        st.warning("Partial results, no verdict: " + ", ".join(rep["missing"]) + " did not finish. An ablation with a "
+    elif rep.state == experiments.ExperimentState.PARTIAL:
+        st.warning("Partial results, no verdict: " + ", ".join(rep.missing) + " did not finish. An ablation with a "
                    "missing arm or seed is not decided.", icon=":material/warning:")
     explored = False
-    for i, c in enumerate(rep["claims"]):
-        if not c.get("primary", True) and not explored:
+    for i, c in enumerate(rep.claims):
+        if not c.primary and not explored:
             explored = True
             st.markdown(f"#### Exploratory measures\nNot the paper's measure, or one part of it: shown to explore, each "
-                        f"with a Bonferroni interval over the {c.get('family', 1)} exploratory comparisons (family-wise "
+                        f"with a Bonferroni interval over the {c.family} exploratory comparisons (family-wise "
                         "95%), so that one spurious decisive label among them stays unlikely. The verdict is the primary "
                         "measure's above.")
         if claim_view(i, c, group):
@@ -421,10 +420,9 @@ def verdict_view(group: str) -> None:
                "observation), plus the test items' noise where the seeds share test items (a cluster-robust covariance "
                "term from the per-item scores; a lemma's items count as one cluster), with Satterthwaite's degrees of "
                "freedom. Seed and item counts that would resolve a \"cannot tell\" are estimates from the spread seen here.")
-    if rep.get("arms"):
-        st.dataframe(pd.DataFrame([{"arm": arm, "runs": a["runs"], "training FLOPs": a["flops"],
-                                    "pre-training": fmt_seconds(a["pretrain_seconds"]),
-                                    "downstream": fmt_seconds(a["downstream_seconds"])} for arm, a in rep["arms"].items()]),
+    if rep.arms:
+        st.dataframe(pd.DataFrame([{"arm": arm, "runs": a.runs, "training FLOPs": a.flops, "pre-training": fmt_seconds(a.pretrain_seconds),
+                                    "downstream": fmt_seconds(a.downstream_seconds)} for arm, a in rep.arms.items()]),
                      hide_index=True, width="stretch", column_config={"training FLOPs": st.column_config.NumberColumn(format="%.2e")})
         st.caption("Compute per arm: training FLOPs as the loop performs them (models.pretrain.flops: 3 × forward on the "
                    "real tokens each run trained on, each output layer only where the loss reads it, as ELECTRA's own "

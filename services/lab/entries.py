@@ -1,9 +1,11 @@
-"""The two steps every claim's report entry shares (:func:`services.lab.experiments.report`, the μTransfer claim): no
-verdict while the experiment is incomplete, and a decision whose refusal is the entry's reason."""
+"""What an experiment's report is (:class:`Report`, one :class:`ClaimEntry` per claim decided; the page, the API and
+``bench/verdicts.py`` read these), and the two steps every claim's entry shares: no verdict while the experiment is
+incomplete, and a decision whose refusal is the entry's reason."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -42,3 +44,98 @@ def decided(out: dict[str, Any], decide: Callable[[], Any]) -> Any | None:
     out["verdict"] = v.to_dict()
     out["sentence"] = v.sentence
     return v
+
+
+#: The chart of an entry stored before entries named theirs (``figure``: the claim's kind), by its measure.
+_FIGURE_OF_MEASURE = {"mutransfer": "transfer", "retention": "ratio", "speedup": "ratio", "scaling": "trend", "isoflop": "trend"}
+
+
+@dataclass
+class ClaimEntry:
+    """One claim's entry in a report: the claim as decided (``claim``: its fields, with ``statement``, ``source``,
+    ``a``, ``b``, ``op``, ``margin``), the measure, the verdict and the sentence that says it, or ``why_none``.
+
+    The fields every kind of claim fills are typed here; what a kind measured for its chart (an arm claim's per-seed
+    ``scores`` and random-init ``controls``, a trend's or a ratio's ``points``, its ``run_ids``, ...) is ``detail``.
+    ``figure`` names the chart (the claim's kind: ``arms``, ``trend``, ``ratio``, ``transfer``); ``primary``: the
+    paper's own measure (else exploratory, Bonferroni over ``family``); ``holm``: where several primaries of one
+    preset were adjusted together. Stored as :meth:`to_dict` (the verdicts table's payload), read with
+    :meth:`from_dict`, which also reads entries stored before ``figure`` existed."""
+
+    key: str
+    claim: dict[str, Any] = field(default_factory=dict)
+    measure: str = ""
+    figure: str = "arms"
+    label: str = ""
+    primary: bool = True
+    family: int = 1
+    verdict: dict[str, Any] | None = None
+    sentence: str = ""
+    why_none: str = ""
+    holm: dict[str, int] | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def decided(self) -> str | None:
+        """The verdict's label (:class:`analysis.verdicts.labels.Label`'s value), None before a verdict."""
+        return self.verdict.get("label") if self.verdict else None
+
+    @classmethod
+    def from_dict(cls, payload: dict[str, Any]) -> ClaimEntry:
+        """An entry from its dict (built by a claim, or stored): the typed fields by name, the rest as ``detail``."""
+        typed = {f.name for f in fields(cls)} - {"detail"}
+        out = cls(**{k: v for k, v in payload.items() if k in typed and (v is not None or k == "verdict")},
+                  detail={k: v for k, v in payload.items() if k not in typed})
+        if not payload.get("figure"):
+            out.figure = _FIGURE_OF_MEASURE.get(out.measure, "arms")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as one flat JSON-able dict (what is stored, what the API answers, what the charts read)."""
+        flat = {k: v for k, v in asdict(self).items() if k != "detail"}
+        return {**flat, **self.detail}
+
+
+@dataclass
+class ArmSpend:
+    """What one arm's runs spent: how many, their training FLOPs and their seconds pre-training and fine-tuning."""
+
+    runs: int = 0
+    flops: float = 0.0
+    pretrain_seconds: float = 0.0
+    downstream_seconds: float = 0.0
+
+
+@dataclass
+class Report:
+    """One experiment (:func:`services.lab.experiments.report`): where it stands, its runs (rows of the runs table,
+    each with its ``arm``, ``flops`` and size), what each arm spent, and one :class:`ClaimEntry` per claim decided.
+
+    ``preset`` and its ``title``/``paper``/``finding``; ``seeds`` per arm and ``budget`` (empty: custom); ``suite``: the
+    downstream suite its runs were scored on (None: none); ``missing``: runs that ended unfinished; ``waiting``: runs
+    still queued or training; ``family``: the exploratory comparisons adjusted together; ``note``: why a stored
+    verdict is shown instead of one computed from the runs."""
+
+    group: str
+    state: ExperimentState
+    preset: str = ""
+    title: str = ""
+    paper: str = ""
+    finding: str = ""
+    seeds: int = 0
+    budget: str = ""
+    suite: str | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    waiting: int = 0
+    arms: dict[str, ArmSpend] = field(default_factory=dict)
+    claims: list[ClaimEntry] = field(default_factory=list)
+    family: int = 0
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-able dicts (the API's answer): entries flat, as stored."""
+        out = asdict(self)
+        out["state"] = str(self.state)
+        out["claims"] = [c.to_dict() for c in self.claims]
+        return out

@@ -24,7 +24,7 @@ from analysis.verdicts.labels import Label
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig, hf_config
 from services.lab.claims import DATA_LIMITED_TOKENS_PER_PARAMETER, Reading, apply_budget
-from services.lab.entries import ExperimentState
+from services.lab.entries import ArmSpend, ClaimEntry, ExperimentState, Report
 from services.lab.presets import PRESETS, budget_of, plan_runs
 from services.lab.run_queue import FINETUNE
 from services.lab.run_queue import submit as submit_runs
@@ -73,9 +73,10 @@ def _diverged(run: dict[str, Any]) -> bool:
     return run["status"] == RunStatus.FAILED and str(run.get("message") or "").startswith("The loss became")
 
 
-def report(group: str, engine: Any = None) -> dict[str, Any]:
-    """One experiment: its state (``running``, ``partial``, ``complete``, ``gone``), per run and per arm what was
-    spent, and per claim the per-seed scores, the verdict and each arm's effect over random initialisation.
+def report(group: str, engine: Any = None) -> Report:
+    """One experiment (:class:`services.lab.entries.Report`): its state (``running``, ``partial``, ``complete``,
+    ``gone``), per run and per arm what was spent, and per claim the per-seed scores, the verdict and each arm's
+    effect over random initialisation.
 
     A read: it computes a complete experiment's verdicts and stores nothing (:func:`settle` stores them). An
     experiment whose runs were deleted after its verdict shows the stored verdict and says its runs are gone.
@@ -83,7 +84,11 @@ def report(group: str, engine: Any = None) -> dict[str, Any]:
     return _report(group, engine)
 
 
-def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, Any]:
+def _stored_entries(stored: list[dict[str, Any]]) -> list[ClaimEntry]:
+    return [ClaimEntry.from_dict(s["payload"]) for s in stored]
+
+
+def _report(group: str, engine: Any = None, store: bool = False) -> Report:
     from analysis.results_db import runs
     from analysis.results_db import verdicts as stored_verdicts
 
@@ -92,15 +97,13 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     stored = stored_verdicts.for_group(group, engine)
     if frame.empty:
         if not stored:
-            return {"group": group, "state": ExperimentState.EMPTY, "claims": [], "runs": [], "missing": []}
-        first = stored[0]
-        return {"group": group, "state": ExperimentState.GONE, "preset": first["preset"], "claims": [s["payload"] for s in stored],
-                "runs": [], "missing": [], "note": "The runs of this verdict were deleted; the verdict is kept as it was decided."}
+            return Report(group, ExperimentState.EMPTY)
+        return Report(group, ExperimentState.GONE, preset=stored[0]["preset"], claims=_stored_entries(stored),
+                      note="The runs of this verdict were deleted; the verdict is kept as it was decided.")
     rows = _run_rows(frame)
     cfg0 = rows[0]["config"]
     preset = str(cfg0.get("preset") or "single")
     suite = cfg0.get("downstream")
-    seeds = int(cfg0.get("seeds") or 1)
     known = PRESETS.get(preset)
     claims = known.claims if known else ()
     active = [r for r in rows if r["status"] in ACTIVE]
@@ -109,55 +112,44 @@ def _report(group: str, engine: Any = None, store: bool = False) -> dict[str, An
     finished = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
     missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in finished]
     state = ExperimentState.RUNNING if active else (ExperimentState.PARTIAL if missing else ExperimentState.COMPLETE)
-    out: dict[str, Any] = {"group": group, "preset": preset, "state": state, "seeds": seeds, "budget": cfg0.get("budget", ""),
-                           "suite": suite, "missing": missing, "runs": rows, "waiting": len(active)}
+    out = Report(group, state, preset=preset, seeds=int(cfg0.get("seeds") or 1), budget=cfg0.get("budget", ""), suite=suite,
+                 missing=missing, runs=rows, waiting=len(active))
     if known:
-        out.update(title=known.title, paper=known.paper, finding=known.finding)
-    arms: dict[str, dict[str, Any]] = {}
+        out.title, out.paper, out.finding = known.title, known.paper, known.finding
     for r in rows:
-        a = arms.setdefault(r["arm"], {"runs": 0, "flops": 0.0, "pretrain_seconds": 0.0, "downstream_seconds": 0.0})
-        a["runs"] += 1
-        a["flops"] += r["flops"] if math.isfinite(r["flops"]) else 0.0
-        a["pretrain_seconds"] += float(r["seconds"] or 0)
-        a["downstream_seconds"] += r["downstream_seconds"]
-    out["arms"] = arms
-    out["claims"] = []
-    family = sum(1 for c in claims for _, primary in c.measures(suite) if not primary)
-    out["family"] = family
-    primaries: list[tuple[int, Any]] = []  # (index in out["claims"], decide(family)) of each adjustable primary claim
-    reading = Reading(finished, state, suite, family)
+        a = out.arms.setdefault(r["arm"], ArmSpend())
+        a.runs += 1
+        a.flops += r["flops"] if math.isfinite(r["flops"]) else 0.0
+        a.pretrain_seconds += float(r["seconds"] or 0)
+        a.downstream_seconds += r["downstream_seconds"]
+    out.family = sum(1 for c in claims for _, primary in c.measures(suite) if not primary)
+    entries: list[dict[str, Any]] = []
+    primaries: list[tuple[int, Any]] = []  # (index in entries, decide(family)) of each adjustable primary claim
+    reading = Reading(finished, state, suite, out.family)
     for claim in claims:
         for entry, redecide in claim.entries(reading):
-            out["claims"].append(entry)
+            entries.append(entry)
             if redecide is not None:
-                primaries.append((len(out["claims"]) - 1, redecide))
+                primaries.append((len(entries) - 1, redecide))
     if len(primaries) > 1:
-        _holm(out["claims"], primaries)
+        _holm(entries, primaries)
+    out.claims = [ClaimEntry.from_dict(e) for e in entries]
     deleted = 0
     if stored:
         have = {int(r["id"]) for r in rows}
         ids = {int(i) for s in stored for i in s["payload"].get("run_ids", [])}
         deleted = len(ids - have)
     if deleted:
-        out["note"] = f"{deleted} of this experiment's runs were deleted after its verdict; the stored verdict is shown."
-        out["claims"] = [s["payload"] for s in stored]
+        out.note = f"{deleted} of this experiment's runs were deleted after its verdict; the stored verdict is shown."
+        out.claims = _stored_entries(stored)
     elif state == ExperimentState.COMPLETE and store:
         # Decided once: a stored verdict is not re-dated by a later read, and one that a killed settle did not get
         # to store is stored now (all of an experiment's verdicts go in one transaction, so that is rare).
         have = {s["claim_key"] for s in stored}
-        todo = [(c["key"], c["verdict"]["label"], c) for c in out["claims"] if c.get("verdict") and c["key"] not in have]
+        todo = [(c.key, c.decided, c.to_dict()) for c in out.claims if c.decided and c.key not in have]
         if todo:
             stored_verdicts.store_missing(group, preset, todo, engine)
     return out
-
-
-#: The chart of an entry stored before entries named theirs (``figure``: the claim's kind), by its measure.
-_FIGURE_OF_MEASURE = {"mutransfer": "transfer", "retention": "ratio", "speedup": "ratio", "scaling": "trend", "isoflop": "trend"}
-
-
-def figure_of(entry: dict[str, Any]) -> str:
-    """Which chart draws a claim's report entry: ``arms``, ``trend``, ``ratio`` or ``transfer`` (its claim's kind)."""
-    return str(entry.get("figure") or _FIGURE_OF_MEASURE.get(str(entry.get("measure")), "arms"))
 
 
 DECISIVE = frozenset({Label.AGREES, Label.DISAGREES, Label.AGREES_ON_DIRECTION})
@@ -283,7 +275,7 @@ def verdicts_json(group: str = "") -> dict[str, Any]:
     ``group``, each preset's latest decided verdicts."""
     if not group:
         return {"verdicts": results_so_far()}
-    out = report(group)
+    out = report(group).to_dict()
     out["runs"] = [{k: r[k] for k in ("id", "name", "arm", "replicate", "status", "seconds", "tokens", "flops")}
-                   for r in out.get("runs", [])]
+                   for r in out["runs"]]
     return out

@@ -278,9 +278,9 @@ def test_a_score_ratio_is_decided_only_where_the_teacher_beats_its_random_initia
 
     chance = {"teacher": [0.31, 0.30, 0.33], "distilled": [0.32, 0.31, 0.33], "scratch": [0.30, 0.32, 0.31]}
     _finished_experiment("kdc", chance, chance=0.31)
-    retention = {c["key"]: c for c in experiments.report("kdc")["claims"]}["retention"]
-    assert retention["verdict"]["label"] == "cannot tell at this budget"
-    assert "does not score measurably and materially" in retention["sentence"] and "random initialisation" in retention["sentence"]
+    retention = {c.key: c for c in experiments.report("kdc").claims}["retention"]
+    assert retention.verdict["label"] == "cannot tell at this budget"
+    assert "does not score measurably and materially" in retention.sentence and "random initialisation" in retention.sentence
 
 
 SCORES = {"teacher": [0.70, 0.72, 0.71], "distilled": [0.69, 0.70, 0.70], "scratch": [0.55, 0.56, 0.54]}
@@ -310,26 +310,26 @@ def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(l
 
     scores = SCORES
     _finished_experiment("kdr")
-    by_key = {c["key"]: c for c in experiments.report("kdr")["claims"]}
-    retention = by_key["retention"]["verdict"]
+    by_key = {c.key: c for c in experiments.report("kdr").claims}
+    retention = by_key["retention"].verdict
     assert retention["estimate"] == pytest.approx(np.mean(scores["distilled"]) / np.mean(scores["teacher"]))
     assert retention["low"] < retention["estimate"] < retention["high"] and retention["reference"] == 0.97
-    assert by_key["downstream"]["verdict"]["label"] == "agrees"  # distilled beats scratch
-    speed = by_key["speedup"]["verdict"]
+    assert by_key["downstream"].verdict["label"] == "agrees"  # distilled beats scratch
+    speed = by_key["speedup"].verdict
     assert speed["estimate"] == pytest.approx(np.mean([0.020, 0.021, 0.022]) / 0.010)  # the fastest of each
-    assert speed["label"] in ("agrees", "agrees on direction only") and "Inference speed-up" in by_key["speedup"]["label"]
+    assert speed["label"] in ("agrees", "agrees on direction only") and "Inference speed-up" in by_key["speedup"].label
 
     # The chart the page and the pack draw: each seed's ratio, the verdict's estimate and interval, floor and paper.
     from analysis.verdict_plots import ratio_figure
 
-    fig = ratio_figure(by_key["retention"])
+    fig = ratio_figure(by_key["retention"].to_dict())
     seeds, bar = fig.data[0], fig.data[1]
     expected = [d / t for d, t in zip(scores["distilled"], scores["teacher"], strict=True)]
     assert list(seeds.y) == pytest.approx(expected)
     assert bar.y[0] == pytest.approx(retention["estimate"])
     assert bar.error_y.array[0] == pytest.approx(retention["high"] - retention["estimate"])
     assert [shape.y0 for shape in fig.layout.shapes] == [0.97]  # the floor; the paper's value is the floor here
-    speed_fig = ratio_figure(by_key["speedup"])
+    speed_fig = ratio_figure(by_key["speedup"].to_dict())
     assert sorted(round(shape.y0, 3) for shape in speed_fig.layout.shapes) == [1.0, round(668 / 410, 3)]
 
 
@@ -381,4 +381,4 @@ def test_the_lab_page_shows_a_finished_distil_experiments_verdicts(lab_env: Path
     assert "student / teacher downstream average" in shown and "inference speed-up" in shown
     assert any("Sanh et al. 2019, DistilBERT, Table 3" in m.value for m in at.markdown)
     charts = at.get("plotly_chart")
-    assert len(charts) == len([c for c in experiments.report("kdshown")["claims"] if c.get("points") or c.get("scores")]), len(charts)
+    assert len(charts) == len([c for c in experiments.report("kdshown").claims if c.detail.get("points") or c.detail.get("scores")]), len(charts)

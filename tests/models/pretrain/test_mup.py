@@ -191,11 +191,11 @@ def test_a_mutransfer_experiment_is_decided_from_its_runs_and_drawn_as_the_slide
         R.finish_run(rid, "finished", evaluation={"held_out_loss": loss, "mask_loss": loss, "unigram_loss": loss + 0.3},
                      tokens=1000, seconds=1.0)
     experiments.settle("mt")
-    [claim] = experiments.report("mt")["claims"]
-    assert claim["verdict"]["label"] == L.AGREES, claim.get("sentence")
-    assert claim["verdict"]["shift"] == {"sp": -3, "mup": 0} and claim["verdict"]["shift_interval"]["sp"] == [-3, -3]
-    assert len(claim["points"]) == len(ids) + 2 * 6  # the base-width SP runs count for μP too
-    fig = transfer_figure(claim)
+    [claim] = experiments.report("mt").claims
+    assert claim.verdict["label"] == L.AGREES, claim.sentence
+    assert claim.verdict["shift"] == {"sp": -3, "mup": 0} and claim.verdict["shift_interval"]["sp"] == [-3, -3]
+    assert len(claim.detail["points"]) == len(ids) + 2 * 6  # the base-width SP runs count for μP too
+    fig = transfer_figure(claim.to_dict())
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     assert len(lines) == 2 * 2 and {t.name for t in lines} == {"width 32", "width 256"}
     sp256 = next(t for t in lines if t.name == "width 256" and t.xaxis == "x")
@@ -223,10 +223,10 @@ def test_a_diverged_run_is_a_result_of_the_mutransfer_grid_not_a_missing_run(lab
         else:
             R.finish_run(rid, "finished", evaluation={"held_out_loss": 4 + 0.1 * (i - best) ** 2}, tokens=1000, seconds=1.0)
     report = experiments.report("mtd")
-    [claim] = report["claims"]
-    assert report["state"] == "complete" and not report["missing"]
-    assert claim["verdict"]["label"] == L.AGREES, claim.get("sentence")
-    assert sum(1 for p in claim["points"] if math.isinf(p[4])) == 2  # one diverged run per seed
+    [claim] = report.claims
+    assert report.state == "complete" and not report.missing
+    assert claim.verdict["label"] == L.AGREES, claim.sentence
+    assert sum(1 for p in claim.detail["points"] if math.isinf(p[4])) == 2  # one diverged run per seed
     # any other failure is still a missing run
     assert not experiments._diverged({"status": "failed", "message": "Training stopped with an internal error (OSError)."})
     assert not experiments._diverged({"status": "cancelled", "message": "The loss became nan"})

@@ -203,22 +203,22 @@ def test_a_lower_loss_agrees_and_a_higher_one_disagrees(lab_env: Path) -> None:
     _finish_all("lion", "lo", {"lion": moved(-0.10), "adamw": adamw},
                 {"lion": {"optimizer_state_bytes": 4 * 2**20}, "adamw": {"optimizer_state_bytes": 8 * 2**20}})
     rep = experiments.report("lo")
-    [c] = rep["claims"]
-    assert c["measure"] == "held_out_loss" and c["verdict"]["label"] == V.AGREES
-    v = c["verdict"]
+    [c] = rep.claims
+    assert c.measure == "held_out_loss" and c.verdict["label"] == V.AGREES
+    v = c.verdict
     assert v["mean_a"] == pytest.approx(sum(adamw) / 3 - 0.10) and v["mean_b"] == pytest.approx(sum(adamw) / 3)  # raw losses
     assert v["effect"] == pytest.approx(0.10) and v["low"] > 0 and v["lower_is_better"]  # b's loss − a's loss
-    assert dict(c["scores"]["lion"])[0] == pytest.approx(4.90)  # the chart's points are the raw losses
-    assert c["sentence"].startswith("Lower is better") and "Agrees" in c["sentence"]
-    assert c["arm_facts"] == {"lion": {"optimizer state MB": 4.0}, "adamw": {"optimizer state MB": 8.0}}
-    assert "lion 4.00 optimizer state MB" in c["sentence"]
+    assert dict(c.detail["scores"]["lion"])[0] == pytest.approx(4.90)  # the chart's points are the raw losses
+    assert c.sentence.startswith("Lower is better") and "Agrees" in c.sentence
+    assert c.detail["arm_facts"] == {"lion": {"optimizer state MB": 4.0}, "adamw": {"optimizer state MB": 8.0}}
+    assert "lion 4.00 optimizer state MB" in c.sentence
     [row] = [r for r in experiments.results_so_far() if r["experiment"] == "lo"]
     assert row["verdict"] == V.AGREES and row["effect"] == pytest.approx(0.10) and "lower is better" in row["notes"]
     # Lion's loss higher than AdamW's by more than the margin (0.05): disagrees
     _finish_all("lion", "hi", {"lion": moved(0.20), "adamw": adamw})
-    [c] = experiments.report("hi")["claims"]
-    assert c["verdict"]["label"] == V.DISAGREES and c["verdict"]["high"] < -0.05
-    assert "arm_facts" not in c  # nothing recorded: nothing to put beside it
+    [c] = experiments.report("hi").claims
+    assert c.verdict["label"] == V.DISAGREES and c.verdict["high"] < -0.05
+    assert "arm_facts" not in c.detail  # nothing recorded: nothing to put beside it
     # both arms at the corpus's token counts: "matches" says nothing, whatever the losses (the precondition)
     at_counts = claim_entries.arm_claim(presets.CLAIMS["lion"][0], "held_out_loss", [
         {"arm": arm, "replicate": i, "kind": "bert", "id": 10 * k + i,
@@ -228,8 +228,8 @@ def test_a_lower_loss_agrees_and_a_higher_one_disagrees(lab_env: Path) -> None:
     assert at_counts["verdict"]["label"] == V.CANNOT_TELL and "rule would read “agrees”" in at_counts["sentence"]
     # higher but within the margin: still "at least as good as" (>=), never for the strict claim
     _finish_all("lion", "near", {"lion": moved(0.01), "adamw": adamw})
-    [c] = experiments.report("near")["claims"]
-    assert c["verdict"]["label"] == V.AGREES and c["verdict"]["effect"] == pytest.approx(-0.01)
+    [c] = experiments.report("near").claims
+    assert c.verdict["label"] == V.AGREES and c.verdict["effect"] == pytest.approx(-0.01)
 
 
 def test_a_strict_lower_is_better_claim_reads_its_sign_right() -> None:
@@ -253,10 +253,10 @@ def test_the_grow_batch_verdict_states_each_arms_updates(lab_env: Path) -> None:
     decay = [5.0, 5.1, 5.05]
     _finish_all("grow-batch", "gb", {"grow": [x + j for x, j in zip(decay, (0.01, 0.02, 0.0), strict=True)], "decay": decay},
                 {"grow": {"parameter_updates": 124}, "decay": {"parameter_updates": 300}})
-    [c] = experiments.report("gb")["claims"]
-    assert c["verdict"]["label"] == V.AGREES
-    assert c["arm_facts"] == {"grow": {"parameter updates": 124}, "decay": {"parameter updates": 300}}
-    assert "grow 124 parameter updates" in c["sentence"] and "decay 300 parameter updates" in c["sentence"]
+    [c] = experiments.report("gb").claims
+    assert c.verdict["label"] == V.AGREES
+    assert c.detail["arm_facts"] == {"grow": {"parameter updates": 124}, "decay": {"parameter updates": 300}}
+    assert "grow 124 parameter updates" in c.sentence and "decay 300 parameter updates" in c.sentence
 
 
 # ------------------------------------------------------------------------------------------ the page
@@ -303,14 +303,14 @@ def test_the_tuned_lion_preset_chooses_each_rate_on_validation_seeds_and_decides
     assert len(ids) == 2 * len(lion_tuned.LOG2_RATES) * 5
     run("lt-edge", {"lion": -13, "adamw": -10})
     experiments.settle("lt-edge")
-    [edge] = experiments.report("lt-edge")["claims"]
-    assert edge["tuning"]["lion"]["chosen"] == "2e-12" and "lion chose an end of the sweep" in edge["sentence"]
+    [edge] = experiments.report("lt-edge").claims
+    assert edge.detail["tuning"]["lion"]["chosen"] == "2e-12" and "lion chose an end of the sweep" in edge.sentence
     experiments.settle("lt")
-    [c] = experiments.report("lt")["claims"]
-    assert c["tuning"]["lion"]["chosen"] == "2e-11" and c["tuning"]["adamw"]["chosen"] == "2e-10"
-    assert sorted(dict(c["scores"]["adamw"])) == [2, 3, 4] and set(c["scores"]) == {"lion", "adamw"}
-    assert c["verdict"]["label"] == V.AGREES and c["verdict"]["seeds_a"] == 3
-    assert c["sentence"].startswith("Tuned: each optimizer's rate chosen on seeds 0–1 (lion at 2^-11, adamw at 2^-10)")
-    assert "end of the sweep" not in c["sentence"]  # both chosen rates lie inside the sweep
+    [c] = experiments.report("lt").claims
+    assert c.detail["tuning"]["lion"]["chosen"] == "2e-11" and c.detail["tuning"]["adamw"]["chosen"] == "2e-10"
+    assert sorted(dict(c.detail["scores"]["adamw"])) == [2, 3, 4] and set(c.detail["scores"]) == {"lion", "adamw"}
+    assert c.verdict["label"] == V.AGREES and c.verdict["seeds_a"] == 3
+    assert c.sentence.startswith("Tuned: each optimizer's rate chosen on seeds 0–1 (lion at 2^-11, adamw at 2^-10)")
+    assert "end of the sweep" not in c.sentence  # both chosen rates lie inside the sweep
     kind, said = lab.record_for("lion-tuned", "classroom")
     assert kind == "does not decide" and "token counts" in said

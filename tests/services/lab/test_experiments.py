@@ -16,7 +16,7 @@ from analysis.results_db import verdicts as SV
 from core.errors import InvalidConfig
 from models.pretrain import TrainConfig
 from services import lab
-from services.lab import claims, experiments, presets
+from services.lab import claims, entries, experiments, presets
 from tests.helpers import ENTRY
 from tests.helpers.pages import run as draw_page
 
@@ -80,32 +80,32 @@ def _fake(group: str, arms: dict[str, list[float]], control: float = 0.1, seeds:
 def test_a_complete_experiment_is_decided_stored_and_outlives_its_runs(lab_env: Path) -> None:
     ids = _fake("ab", {"sop": [0.80, 0.82, 0.81], "nsp": [0.50, 0.53, 0.51]})
     rep = experiments.report("ab")
-    assert rep["state"] == "complete"
-    by_key = {c["key"]: c for c in rep["claims"]}
+    assert rep.state == "complete"
+    by_key = {c.key: c for c in rep.claims}
     assert set(by_key) == {"sop", "downstream", "downstream:pos"}
-    assert by_key["downstream"]["primary"] and by_key["sop"]["primary"] and not by_key["downstream:pos"]["primary"]
-    assert by_key["downstream:pos"]["chance"] == 0.25 and by_key["downstream:pos"]["verdict"]["label"] == V.AGREES
+    assert by_key["downstream"].primary and by_key["sop"].primary and not by_key["downstream:pos"].primary
+    assert by_key["downstream:pos"].detail["chance"] == 0.25 and by_key["downstream:pos"].verdict["label"] == V.AGREES
     sop = by_key["sop"]
-    assert sop["verdict"]["label"] == V.AGREES and sop["verdict"]["effect"] == pytest.approx(0.2967, abs=1e-3)
-    assert sop["chance"] == 0.5
+    assert sop.verdict["label"] == V.AGREES and sop.verdict["effect"] == pytest.approx(0.2967, abs=1e-3)
+    assert sop.detail["chance"] == 0.5
     ds = by_key["downstream"]
-    assert ds["label"] == "Downstream: average accuracy over the suite's tasks"
-    effect = ds["control_effects"]["sop"]  # 0.8 over a control of 0.1: an interval well above 0, and still no label
+    assert ds.label == "Downstream: average accuracy over the suite's tasks"
+    effect = ds.detail["control_effects"]["sop"]  # 0.8 over a control of 0.1: an interval well above 0, and still no label
     assert effect["label"] == V.DESCRIPTIVE and effect["low"] > 0.5 and effect["family"] == 1
-    assert list(ds["controls"]) == ["random init"]  # one control per architecture and seed, shared by both BERT arms
+    assert list(ds.detail["controls"]) == ["random init"]  # one control per architecture and seed, shared by both BERT arms
     stored = SV.for_group("ab")
-    assert {s["claim_key"] for s in stored} == set(by_key) and stored[0]["payload"]["verdict"] == sop["verdict"]
+    assert {s["claim_key"] for s in stored} == set(by_key) and stored[0]["payload"]["verdict"] == sop.verdict
     assert V.Verdict.from_dict(stored[0]["payload"]["verdict"]).label == V.AGREES
     rows = experiments.results_so_far()
     assert any(r["verdict"] == V.AGREES and r["experiment"] == "ab" for r in rows)
     for rid in ids[:2]:
         R.delete_run(rid)
     rep = experiments.report("ab")
-    assert "deleted" in rep["note"] and rep["claims"][0]["verdict"]["label"] == V.AGREES
+    assert "deleted" in rep.note and rep.claims[0].verdict["label"] == V.AGREES
     for rid in ids[2:]:
         R.delete_run(rid)
     gone = experiments.report("ab")
-    assert gone["state"] == "gone" and "deleted" in gone["note"] and gone["claims"]
+    assert gone.state == "gone" and "deleted" in gone.note and gone.claims
 
 
 def test_a_suite_of_tasks_has_one_primary_average_and_bonferroni_exploratory_measures_with_the_items_noise(lab_env: Path) -> None:
@@ -127,19 +127,19 @@ def test_a_suite_of_tasks_has_one_primary_average_and_bonferroni_exploratory_mea
         _finish(rid, {"sop_accuracy": 0.8 if arm == "sop" else 0.5, "downstream": ds, "pos_probe_accuracy": 0.6 + 0.01 * rep})
     experiments.settle("two")
     rep = experiments.report("two")
-    by_key = {c["key"]: c for c in rep["claims"]}
+    by_key = {c.key: c for c in rep.claims}
     assert set(by_key) == {"sop", "downstream", "downstream:supersense", "downstream:wic", "downstream:pos"}
-    assert rep["family"] == 3
+    assert rep.family == 3
     avg = by_key["downstream"]
-    assert avg["primary"] and avg["holm"]["primaries"] == 2  # SOP and the downstream average, adjusted together
-    assert avg["verdict"]["level"] == pytest.approx(1 - 0.05 / avg["holm"]["family"])
-    assert "shared test items" in avg["verdict"]["method"] and avg["verdict"]["item_share"] > 0
+    assert avg.primary and avg.holm["primaries"] == 2  # SOP and the downstream average, adjusted together
+    assert avg.verdict["level"] == pytest.approx(1 - 0.05 / avg.holm["family"])
+    assert "shared test items" in avg.verdict["method"] and avg.verdict["item_share"] > 0
     for key in ("downstream:supersense", "downstream:wic"):
-        v = by_key[key]["verdict"]
-        assert not by_key[key]["primary"] and v["family"] == 3 and v["level"] == pytest.approx(1 - 0.05 / 3)
-        assert "Bonferroni over 3" in by_key[key]["sentence"]
-    means = [np.mean([dict(by_key[f"downstream:{t}"]["scores"]["sop"])[k] for t in truth]) for k in range(3)]
-    assert [v for _, v in avg["scores"]["sop"]] == pytest.approx(means)
+        v = by_key[key].verdict
+        assert not by_key[key].primary and v["family"] == 3 and v["level"] == pytest.approx(1 - 0.05 / 3)
+        assert "Bonferroni over 3" in by_key[key].sentence
+    means = [np.mean([dict(by_key[f"downstream:{t}"].detail["scores"]["sop"])[k] for t in truth]) for k in range(3)]
+    assert [v for _, v in avg.detail["scores"]["sop"]] == pytest.approx(means)
     roles = [r["role"] for r in experiments.results_so_far()]
     assert roles[:2] == ["primary (Holm, 2 claims)"] * 2 and roles.count("exploratory (Bonferroni, 3)") == 3
 
@@ -178,26 +178,26 @@ def test_reading_a_report_stores_nothing_and_settling_stores_the_verdicts(lab_en
     _fake("read", {"sop": [0.80, 0.82, 0.81], "nsp": [0.50, 0.53, 0.51]})
     write(get_engine(), lambda s: s.execute(delete(StoredVerdict)))
     rep = experiments.report("read")
-    assert rep["state"] == "complete" and all(c["verdict"] for c in rep["claims"])  # decided on the read...
+    assert rep.state == "complete" and all(c.verdict for c in rep.claims)  # decided on the read...
     assert SV.for_group("read") == [] and experiments.results_so_far() == []  # ... and nothing written
     experiments.settle("read")
-    assert {s["claim_key"] for s in SV.for_group("read")} == {c["key"] for c in rep["claims"]}
+    assert {s["claim_key"] for s in SV.for_group("read")} == {c.key for c in rep.claims}
 
 
 def test_a_cancelled_run_makes_the_experiment_partial_without_a_verdict(lab_env: Path) -> None:
     _fake("cut", {"sop": [0.8, 0.8, 0.8], "nsp": [0.5, 0.5, 0.5]}, statuses={"cut-sop-s2": "cancelled"})
     rep = experiments.report("cut")
-    assert rep["state"] == "partial" and rep["missing"] == ["cut-sop-s2 (cancelled)"]
-    assert all(c["verdict"] is None and "partial" in c["why_none"] for c in rep["claims"])
+    assert rep.state == "partial" and rep.missing == ["cut-sop-s2 (cancelled)"]
+    assert all(c.verdict is None and "partial" in c.why_none for c in rep.claims)
     assert SV.for_group("cut") == []
 
 
 def test_one_seed_shows_the_runs_and_no_verdict(lab_env: Path) -> None:
     _fake("one", {"sop": [0.8], "nsp": [0.5]}, seeds=1)
     rep = experiments.report("one")
-    assert rep["state"] == "complete"
-    assert all(c["verdict"]["label"] == V.NO_VERDICT for c in rep["claims"])
-    assert "2 seeds" in rep["claims"][0]["sentence"]
+    assert rep.state == "complete"
+    assert all(c.verdict["label"] == V.NO_VERDICT for c in rep.claims)
+    assert "2 seeds" in rep.claims[0].sentence
 
 
 @pytest.mark.slow
@@ -293,11 +293,11 @@ def test_a_scaling_experiment_ends_in_a_fitted_exponent_and_flags_data_limited_r
         R.finish_run(rid, "finished", evaluation={"held_out_loss": 9 * n ** -slope * math.exp(0.001 * run["config"]["replicate"])},
                      tokens=tokens, seconds=1.0)  # 25 tokens per parameter at the third width, under 20 at the widest
     experiments.settle("sc")
-    [claim] = experiments.report("sc")["claims"]
-    assert claim["verdict"]["label"] == V.AGREES and claim["verdict"]["estimate"] == pytest.approx(0.076, abs=0.005)
-    assert {d["run"] for d in claim["data_limited"]} == {"sc-h256-s0", "sc-h256-s1"}
-    assert "2 of 8 runs are data-limited" in claim["sentence"] and "without them: agrees" in claim["sentence"]
-    assert claim["without_data_limited"]["points"] == 6
+    [claim] = experiments.report("sc").claims
+    assert claim.verdict["label"] == V.AGREES and claim.verdict["estimate"] == pytest.approx(0.076, abs=0.005)
+    assert {d["run"] for d in claim.detail["data_limited"]} == {"sc-h256-s0", "sc-h256-s1"}
+    assert "2 of 8 runs are data-limited" in claim.sentence and "without them: agrees" in claim.sentence
+    assert claim.detail["without_data_limited"]["points"] == 6
     [row] = experiments.results_so_far()
     assert "2 run(s) data-limited" in row["notes"] and "without them: agrees" in row["notes"]
     shallow = [(s, n, 9 * n ** -(0.02 + 0.001 * s)) for s in range(2) for n in (1e4, 1e5, 1e6)]
@@ -324,10 +324,10 @@ def test_an_isoflop_grids_data_limited_runs_are_named_and_kept_in_the_fit(lab_en
         R.start_run(rid)
         R.finish_run(rid, "finished", evaluation={"held_out_loss": loss}, tokens=tokens, seconds=1.0)
     experiments.settle("iso")
-    [claim] = experiments.report("iso")["claims"]
-    assert claim["data_limited"] and "data-limited by design, so they stay in the fit" in claim["sentence"]
-    assert "without_data_limited" not in claim and "without them" not in claim["sentence"]
-    assert len(claim["points"]) == len(ids)
+    [claim] = experiments.report("iso").claims
+    assert claim.detail["data_limited"] and "data-limited by design, so they stay in the fit" in claim.sentence
+    assert "without_data_limited" not in claim.detail and "without them" not in claim.sentence
+    assert len(claim.detail["points"]) == len(ids)
 
 
 def test_an_isoflop_optimum_at_the_edge_of_the_widths_cannot_tell() -> None:
@@ -387,12 +387,13 @@ def test_a_preset_is_one_object_whose_claims_say_how_they_are_decided(lab_env: P
     monkeypatch.setitem(presets.PRESETS, "planted", planted)
     ids = lab.submit("planted", TINY, "pl", seeds=1, start=False)
     assert len(ids) == 2
-    [waiting] = experiments.report("pl")["claims"]
-    assert waiting["state"] == "running" and waiting["runs"] == []
+    [waiting] = experiments.report("pl").claims
+    assert waiting.detail["state"] == "running" and waiting.detail["runs"] == []
     for rid in ids:
         _finish(rid, {"held_out_loss": 5.0})
-    [entry] = experiments.report("pl")["claims"]
-    assert entry == {"key": "count", "measure": "runs", "figure": "trend", "state": "complete", "runs": ["mlm", "plm"]}
-    assert experiments.figure_of(entry) == "trend" and experiments.figure_of({"measure": "speedup"}) == "ratio"
+    [entry] = experiments.report("pl").claims
+    assert (entry.key, entry.measure, entry.figure, entry.detail) == ("count", "runs", "trend", {"state": "complete", "runs": ["mlm", "plm"]})
+    assert entries.ClaimEntry.from_dict(entry.to_dict()) == entry  # stored as its dict, read back the same
+    assert entries.ClaimEntry.from_dict({"key": "old", "measure": "speedup"}).figure == "ratio"  # stored before entries named their chart
     for name, preset in presets.PRESETS.items():  # every registered kind says how it is decided
         assert preset.name == name and all(type(c).entries is not claims.Claim.entries for c in preset.claims), name
