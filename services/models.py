@@ -84,9 +84,10 @@ def on_backend() -> bool:
 def device_label() -> str:
     """Where the models run, in words (device, GPU name, memory): the model backend's device with ``BFE_BACKEND``."""
     from models.device import describe_device
-    from services.backend import client as backend
 
     if on_backend():
+        from services.backend import client as backend
+
         try:
             return f"Model backend ({backend.default().url}): {backend.default().info(status=True).device}"
         except ExplorerError as err:

@@ -46,16 +46,9 @@ Where to look: :mod:`.labels` (the claims, the labels and :func:`label_for`), :m
 
 from __future__ import annotations
 
-from analysis.verdicts.arms import (
-    MAX_ITEMS,
-    MAX_SEEDS,
-    Items,
-    Verdict,
-    effect_interval,
-    items_of,
-    seeds_needed,
-    verdict,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from analysis.verdicts.labels import (
     AGREES,
     AGREES_ON_DIRECTION,
@@ -71,7 +64,26 @@ from analysis.verdicts.labels import (
     Label,
     label_for,
 )
-from analysis.verdicts.trends import TrendVerdict, isoflop_optima, isoflop_optimum, isoflop_verdict, scaling_verdict
+
+if TYPE_CHECKING:
+    from analysis.verdicts.arms import MAX_ITEMS, MAX_SEEDS, Items, Verdict, effect_interval, items_of, seeds_needed, verdict
+    from analysis.verdicts.trends import TrendVerdict, isoflop_optima, isoflop_optimum, isoflop_verdict, scaling_verdict
+
+#: Where the deciding names live. They are loaded on first use (PEP 562), not with the package: :mod:`.arms` and
+#: :mod:`.trends` import scipy (about 0.8 s), and the labels alone are read on the path to the first page drawn (the
+#: lab package's import, which the server's warm-up makes before it starts the model process).
+_LAZY = {**dict.fromkeys(("MAX_ITEMS", "MAX_SEEDS", "Items", "Verdict", "effect_interval", "items_of", "seeds_needed",
+                          "verdict"), "arms"),
+         **dict.fromkeys(("TrendVerdict", "isoflop_optima", "isoflop_optimum", "isoflop_verdict", "scaling_verdict"), "trends")}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(f"analysis.verdicts.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["AGREES", "AGREES_ON_DIRECTION", "CANNOT_TELL", "CLAIMS", "DESCRIPTIVE", "DISAGREES", "LABELS", "LABEL_TEXT", "LEVEL",
            "MAX_ITEMS", "MAX_SEEDS", "MIN_SEEDS", "NO_VERDICT", "Items", "Label", "TrendVerdict", "Verdict",

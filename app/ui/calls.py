@@ -154,12 +154,13 @@ def start_warmup() -> None:
     runs after a restart and frees a dead worker's slot. ``python -m app.serve`` has started the model process
     already; a plain ``streamlit run`` starts it here, after the first page is drawn."""
     from core.settings import get_settings
-    from services import lab
     from services.executor import executor
 
     with suppress(ExplorerError):  # a bad BFE_* setting, which the page has already shown
-        executor().warm(get_settings().warmup)
+        executor().warm(get_settings().warmup)  # first: the model process loads while the lab package is imported
         if get_settings().warmup:
+            from services import lab
+
             lab.supervise()
 
 
@@ -244,7 +245,7 @@ def _await_model_process(model_ids: list[str]) -> None:
             deadline = time.monotonic() + WARMUP_WAIT_S
             while status.state in waiting and time.monotonic() < deadline and not _run_abandoned():
                 time.sleep(0.05)
-                status = rt.status()
+                status = rt.ask_status(0.5)  # asked, not the poller's (up to 0.5 s old): the page goes on when the model is
     if status.state == warmup.WarmupState.FAILED and status.error:
         st.warning(f"Preparing **{status.model_id}** in the background failed ({status.error}); trying again now.",
                    icon=":material/warning:")

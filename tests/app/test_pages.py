@@ -98,12 +98,13 @@ def test_a_bad_setting_is_a_message_not_a_crash(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_home_never_imports_torch() -> None:
-    """The Home page must not pay for torch/transformers (checked in a clean interpreter)."""
+    """The Home page must not pay for torch/transformers, nor for scipy (0.8 s: it crept onto the first paint once, through the
+    lab package's import in the warm-up), checked in a clean interpreter."""
     code = (
         "import sys; from streamlit.testing.v1 import AppTest; "
         f"at = AppTest.from_file({ENTRY!r}, default_timeout=60).run(); "
         "assert not at.exception, at.exception; "
-        "heavy = [m for m in ('torch', 'transformers', 'sqlalchemy', 'gradio') if m in sys.modules]; "
+        "heavy = [m for m in ('torch', 'transformers', 'sqlalchemy', 'gradio', 'scipy') if m in sys.modules]; "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -301,6 +301,15 @@ def test_a_trained_model_appears_in_the_pickers(lab_env: Path) -> None:
     assert again.selectbox(key="pm_model").value == "trained/my-xlnet" and not again.warning
 
 
+def test_the_lab_package_imports_no_numerical_library() -> None:
+    """The server's warm-up imports the lab package (its supervisor) as Home is first drawn: scipy there cost the
+    first paint 0.7 s once (a verdict label imported through ``analysis.verdicts``, which decides with scipy)."""
+    code = ("import sys, services.lab, services.lab.experiments, services.lab.claim_entries; "
+            "heavy = [m for m in ('scipy', 'numpy', 'torch', 'transformers') if m in sys.modules]; print(heavy); sys.exit(bool(heavy))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("page", ["lab", "finetune"])
 def test_the_lab_pages_do_not_import_torch(page: str) -> None:
