@@ -52,28 +52,39 @@ MUP_OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One pre-training run. Sizes are the encoder's (ELECTRA's generator is ``generator_ratio`` of its width)."""
+    """One pre-training run, its fields in four groups (:data:`GROUPS`; each checked by its own part of
+    :meth:`validate`): the model's **shape**, the **data** it reads, the **optimiser** and its schedule, and the
+    **objective** with what only one objective or parametrisation uses. The fields stay flat, so a stored run (its
+    JSON, ``asdict``) and ``replace(config, hidden=...)`` read as before. Sizes are the encoder's (ELECTRA's
+    generator is ``generator_ratio`` of its width)."""
 
-    objective: str = "mlm"
+    # -- shape: the model
     layers: int = 2
     hidden: int = 128
     heads: int = 2
     ffn: int = 512
+    dropout: float = 0.1
+    #: "full", or "bigbird": the masked LM's self-attention restricted to BigBird's block-sparse pattern (Zaheer et
+    #: al. 2020; the layout of transformers' BigBirdBlockSparseAttention: 2 global blocks, a window of 3 blocks and
+    #: ``random_blocks`` random blocks of ``block_size`` tokens, :mod:`models.pretrain.sparse`)
+    attention: str = "full"
+    block_size: int = 16
+    random_blocks: int = 3
+    # -- data: what it reads, in what batches
     seq_len: int = 64
     batch: int = 32
+    corpus: str = "wordnet"  # or a path to a UTF-8 text file, one text per line
+    corpus_lines: int = 20_000  # texts taken from the corpus (the same ones for a seed)
+    vocab: str = "wordnet-8k"  # or "bert"
+    masking: str = "dynamic"  # or "static": one mask pattern per example, drawn once (BERT's original)
+    #: texts concatenated into sequences of exactly ``seq_len`` tokens ([CLS] … [SEP]; RoBERTa's FULL-SENTENCES),
+    #: the only way to long sequences from WordNet's short glosses
+    pack: bool = False
+    # -- optimiser: the updates and their schedule
     steps: int = 200
     lr: float = 1e-3
     warmup: float = 0.06  # share of the steps
     schedule: str = "linear"  # or "constant"
-    seed: int = 0
-    masking: str = "dynamic"  # or "static": one mask pattern per example, drawn once (BERT's original)
-    corpus: str = "wordnet"  # or a path to a UTF-8 text file, one text per line
-    corpus_lines: int = 20_000  # texts taken from the corpus (the same ones for a seed)
-    generator_ratio: float = 0.25
-    disc_weight: float = 50.0
-    vocab: str = "wordnet-8k"  # or "bert"
-    dropout: float = 0.1
-    run: str = ""
     optimizer: str = "adamw"  # or "lion" (Chen et al. 2023): one state per parameter instead of AdamW's two
     weight_decay: float = 0.01  # decoupled (AdamW's and Lion's λ)
     # Smith et al. 2017 ("Don't decay the learning rate, increase the batch size"): the run's tokens in
@@ -82,49 +93,74 @@ class TrainConfig:
     phases: str = ""  # "", "decay" or "grow"
     phase_count: int = 3
     phase_factor: int = 5
-    #: "full", or "bigbird": the masked LM's self-attention restricted to BigBird's block-sparse pattern (Zaheer et
-    #: al. 2020; the layout of transformers' BigBirdBlockSparseAttention: 2 global blocks, a window of 3 blocks and
-    #: ``random_blocks`` random blocks of ``block_size`` tokens, :mod:`models.pretrain.sparse`)
-    attention: str = "full"
-    block_size: int = 16
-    random_blocks: int = 3
-    #: texts concatenated into sequences of exactly ``seq_len`` tokens ([CLS] … [SEP]; RoBERTa's FULL-SENTENCES),
-    #: the only way to long sequences from WordNet's short glosses
-    pack: bool = False
+    # -- objective: what it learns, and what one objective or parametrisation alone uses
+    objective: str = "mlm"
+    generator_ratio: float = 0.25  # ELECTRA's generator
+    disc_weight: float = 50.0  # ELECTRA's discriminator loss weight
     teacher: str = ""  # distil only: the teacher's model id (trained/<run>, or bert-base-uncased)
     # Tensor Programs V (Yang et al. 2022): "sp", the standard parametrisation every other run uses, or "mup", the
     # maximal-update parametrisation (models.pretrain.mup), whose best learning rate carries over across widths; its
     # multipliers are relative to a model of ``mup_base_width`` (where μP and SP coincide).
     parametrisation: str = "sp"
     mup_base_width: int = 32
+    # -- the run itself
+    seed: int = 0
+    run: str = ""
 
     @classmethod
     def from_stored(cls, stored: dict[str, Any]) -> TrainConfig:
         """The config of a stored run (its JSON may carry extra keys, such as the lab's preset)."""
         return from_stored(cls, stored)
 
+    def group(self, name: str) -> dict[str, Any]:
+        """One group's fields and values (``shape``, ``data``, ``optimiser``, ``objective``, ``run``)."""
+        return {f: getattr(self, f) for f in GROUPS[name]}
+
     def validate(self) -> TrainConfig:
         """Raises InvalidConfig for a setting no run can use (heads not dividing the hidden size, zero steps...)."""
         if self.objective not in OBJECTIVES:
             raise InvalidConfig(f"Unknown objective {self.objective!r}.", "Use one of: " + ", ".join(OBJECTIVES) + ".")
         check_whole_numbers(self, LIMITS)
+        self._check_shape()
+        self._check_data()
+        self._check_optimiser()
+        self._check_objective()
+        check_run_name(self.run_name)
+        return self
+
+    def _check_shape(self) -> None:
         if self.hidden % self.heads:
             raise InvalidConfig(f"{self.heads} heads do not divide the hidden size {self.hidden}.",
                                 "Each head gets hidden/heads dimensions: pick a head count that divides it.")
-        if self.objective == "plm" and self.seq_len % 2:
-            raise InvalidConfig("XLNet's permutation collator needs an even sequence length.")
-        if self.objective == "electra" and (self.hidden * self.generator_ratio) % self.heads:
-            raise InvalidConfig(f"The generator ({self.generator_ratio:g} × {self.hidden}) must be divisible by {self.heads} heads.")
-        if not (0 < self.lr < 1) or not (0 <= self.warmup < 1) or self.schedule not in ("linear", "constant"):
-            raise InvalidConfig("The learning rate must be in (0, 1), warm-up in [0, 1), the schedule linear or constant.")
-        if self.vocab not in VOCABS:
-            raise InvalidConfig(f"Unknown vocabulary {self.vocab!r}.", "Use one of: " + ", ".join(VOCABS) + ".")
         if not 0 <= self.dropout < 1:
             raise InvalidConfig(f"Dropout must be in [0, 1), not {self.dropout!r}.")
+        if self.attention not in ("full", "bigbird"):
+            raise InvalidConfig(f"Attention is full or bigbird, not {self.attention!r}.")
+        if self.attention == "bigbird":
+            from analysis.sparse_attention import check_block_setting  # numpy: only for a run that needs it
+
+            if self.objective != "mlm" or not self.pack:
+                raise InvalidConfig("BigBird's sparse attention is for the masked LM on packed sequences.",
+                                    "Use objective mlm with pack: short texts would leave nothing for it to skip.")
+            check_block_setting(self.seq_len, self.block_size, self.random_blocks)
+
+    def _check_data(self) -> None:
+        if self.objective == "plm" and self.seq_len % 2:
+            raise InvalidConfig("XLNet's permutation collator needs an even sequence length.")
+        if self.vocab not in VOCABS:
+            raise InvalidConfig(f"Unknown vocabulary {self.vocab!r}.", "Use one of: " + ", ".join(VOCABS) + ".")
         if self.masking not in ("static", "dynamic"):
             raise InvalidConfig(f"Masking is static or dynamic, not {self.masking!r}.")
         if not 10 <= self.corpus_lines <= 1_000_000:
             raise InvalidConfig("corpus_lines must be from 10 to 1,000,000.")
+        if type(self.pack) is not bool:
+            raise InvalidConfig(f"pack is true or false, not {self.pack!r}.")
+        if self.pack and self.objective != "mlm":
+            raise InvalidConfig("Packed sequences are for the masked LM (objective mlm) only.")
+
+    def _check_optimiser(self) -> None:
+        if not (0 < self.lr < 1) or not (0 <= self.warmup < 1) or self.schedule not in ("linear", "constant"):
+            raise InvalidConfig("The learning rate must be in (0, 1), warm-up in [0, 1), the schedule linear or constant.")
         if self.optimizer not in OPTIMIZERS:
             raise InvalidConfig(f"Unknown optimizer {self.optimizer!r}.", "Use one of: " + ", ".join(OPTIMIZERS) + ".")
         if not (isinstance(self.weight_decay, int | float) and 0 <= self.weight_decay < 10):
@@ -139,7 +175,10 @@ class TrainConfig:
             if self.steps < self.phase_count * self.phase_factor ** (self.phase_count - 1):
                 raise InvalidConfig(f"{self.steps} steps cannot make {self.phase_count} phases with at least one update each "
                                     f"at factor {self.phase_factor}.", "Train for more steps, or use fewer phases.")
-        self._validate_attention()
+
+    def _check_objective(self) -> None:
+        if self.objective == "electra" and (self.hidden * self.generator_ratio) % self.heads:
+            raise InvalidConfig(f"The generator ({self.generator_ratio:g} × {self.hidden}) must be divisible by {self.heads} heads.")
         self._check_teacher()
         if self.parametrisation not in PARAMETRISATIONS:
             raise InvalidConfig(f"Unknown parametrisation {self.parametrisation!r}.",
@@ -150,23 +189,6 @@ class TrainConfig:
         lo, hi = LIMITS["hidden"]
         if isinstance(self.mup_base_width, bool) or not isinstance(self.mup_base_width, int) or not lo <= self.mup_base_width <= hi:
             raise InvalidConfig(f"mup_base_width must be a whole number from {lo} to {hi}, not {self.mup_base_width!r}.")
-        check_run_name(self.run_name)
-        return self
-
-    def _validate_attention(self) -> None:
-        if self.attention not in ("full", "bigbird"):
-            raise InvalidConfig(f"Attention is full or bigbird, not {self.attention!r}.")
-        if type(self.pack) is not bool:
-            raise InvalidConfig(f"pack is true or false, not {self.pack!r}.")
-        if self.pack and self.objective != "mlm":
-            raise InvalidConfig("Packed sequences are for the masked LM (objective mlm) only.")
-        if self.attention == "bigbird":
-            from analysis.sparse_attention import check_block_setting  # numpy: only for a run that needs it
-
-            if self.objective != "mlm" or not self.pack:
-                raise InvalidConfig("BigBird's sparse attention is for the masked LM on packed sequences.",
-                                    "Use objective mlm with pack: short texts would leave nothing for it to skip.")
-            check_block_setting(self.seq_len, self.block_size, self.random_blocks)
 
     def _check_teacher(self) -> None:
         """A distillation run names its teacher by a model id the loader accepts; no other objective has one."""
@@ -184,6 +206,16 @@ class TrainConfig:
     @property
     def run_name(self) -> str:
         return self.run or f"{self.objective.replace('+', '-')}-{self.layers}x{self.hidden}-{self.steps}s-seed{self.seed}"
+
+
+#: TrainConfig's fields by group, in declaration order (a test keeps every field in exactly one).
+GROUPS: dict[str, tuple[str, ...]] = {
+    "shape": ("layers", "hidden", "heads", "ffn", "dropout", "attention", "block_size", "random_blocks"),
+    "data": ("seq_len", "batch", "corpus", "corpus_lines", "vocab", "masking", "pack"),
+    "optimiser": ("steps", "lr", "warmup", "schedule", "optimizer", "weight_decay", "phases", "phase_count", "phase_factor"),
+    "objective": ("objective", "generator_ratio", "disc_weight", "teacher", "parametrisation", "mup_base_width"),
+    "run": ("seed", "run"),
+}
 
 
 @dataclass

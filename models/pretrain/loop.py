@@ -1,15 +1,17 @@
 """The pre-training loop (accelerate; one device here, several processes or GPUs under torchrun / accelerate
-launch) and the atomic save of its checkpoint."""
+launch) and the atomic save of its checkpoint. :func:`train` is :func:`setup`, :func:`train_step` per step and
+:func:`finish`; what one objective or parametrisation needs lives beside it (the loss per objective:
+:mod:`.loss`; μP's multipliers and rate groups: :mod:`.mup`; the phases' rates and accumulation: :mod:`.phases`)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict
-from itertools import accumulate
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,40 @@ from models.training import (
 )
 
 
+@dataclass
+class Run:
+    """One run in progress (:func:`setup` builds it; :func:`train_step` advances it; :func:`finish` evaluates and
+    saves it). ``parts``: the prepared models (ELECTRA's generator and discriminator, one model otherwise); ``bare``:
+    the same unwrapped; ``accumulate``: per micro-batch, how many micro-batches its update averages, with the
+    micro-batches that end one (phases that grow the batch), or None: one update per step."""
+
+    config: TrainConfig
+    accelerator: Any
+    tok: Any
+    held_out: list[str]
+    parts: tuple[Any, ...]
+    bare: tuple[Any, ...]
+    params: list[Any]
+    optimizer: Any
+    scheduler: Any
+    batches: Batches
+    result: TrainResult
+    accumulate: tuple[list[int], set[int]] | None = None
+    keep: list[int] = field(default_factory=list)  # the steps whose weights are kept as snapshots
+    snapshots: dict[int, dict[str, Any]] = field(default_factory=dict)
+    good: dict[str, Any] | None = None  # the last weights known good (before a NaN loss)
+    good_step: int = 0
+    updates: int = 0
+
+    @property
+    def model(self) -> Any:
+        return self.parts if len(self.parts) > 1 else self.parts[0]
+
+    @property
+    def world(self) -> int:
+        return self.accelerator.num_processes
+
+
 def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] | None = None,
           should_stop: Callable[[], bool] | None = None, save: bool = True) -> TrainResult:
     """Train, evaluate and save one run. ``on_progress(step, loss, seconds)`` is called as it goes;
@@ -44,6 +80,26 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     Raises:
         InvalidConfig, InvalidData, TrainingFailed (a save that cannot be written; nothing half-written is left).
     """
+    run = setup(config, save)
+    start = time.perf_counter()
+    for n in range(1, config.steps + 1):
+        if should_stop is not None and should_stop():
+            run.result.stopped = f"cancelled at step {n - 1}"
+            break
+        value = train_step(run, n)
+        if not math.isfinite(value):
+            run.result.stopped = f"the loss became {value} at step {n}; the last good state (step {n - 1}) is kept"
+            break
+        if on_progress is not None:
+            on_progress(n, value, time.perf_counter() - start)
+    run.result.seconds = time.perf_counter() - start
+    return finish(run, save)
+
+
+def setup(config: TrainConfig, save: bool = True) -> Run:
+    """A run ready to train: the config checked, seeds set, the corpus read, the model built (with μP's multipliers
+    and per-layer rates where the config asks), the optimizer and schedule (with the phases' rate factors), all
+    prepared by accelerate, and the steps whose weights are kept (``save``: on the main process only)."""
     config.validate()
     torch.manual_seed(config.seed)
     random.seed(config.seed)
@@ -55,92 +111,99 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
     tok = tokenizer(config.vocab)
     train_texts, held_out = read_corpus(config)
     model = build_model(config, len(tok), tok)
-    if config.parametrisation == "mup":  # validate() allows μP for BERT's masked-LM objectives only
-        from models.pretrain.mup import apply_mup
-
-        apply_mup(model, config)
     parts = model if isinstance(model, tuple) else (model,)
-    params = list({id(p): p for m in parts for p in m.parameters()}.values())
-    if config.parametrisation == "mup":  # per-layer learning rates (Tensor Programs V, Table 3)
-        from models.pretrain.mup import param_groups
-
-        trainable: list[Any] = param_groups(parts, config, config.weight_decay)  # the run's λ, × m on hidden weights
-    else:
-        trainable = params
+    trainable = _trainable(config, parts)
     plan = update_plan(config) if config.phases else None
     optimizer, scheduler = optimizer_and_schedule(trainable, config.lr, config.steps, config.warmup, config.schedule,
                                                   config.weight_decay, config.optimizer,
                                                   [u.lr_factor for u in plan] if plan else None)
-    # With phases: per micro-batch, how many micro-batches its update averages, and the micro-batches that end one.
-    groups = [u.micro_batches for u in plan for _ in range(u.micro_batches)] if plan else []
-    ends = set(accumulate(u.micro_batches for u in plan)) if plan else set()
     prepared = accelerator.prepare(*parts, optimizer, scheduler)
     parts, optimizer, scheduler = tuple(prepared[: len(parts)]), prepared[-2], prepared[-1]
-    params = list({id(p): p for m in parts for p in m.parameters()}.values())
-    model = parts if len(parts) > 1 else parts[0]
     batches = Batches(config, train_texts, tok)
     batches.rank, batches.world = accelerator.process_index, world
     bare = tuple(accelerator.unwrap_model(m) for m in parts)
     result = TrainResult(config, parameters=parameter_count(bare if len(bare) > 1 else bare[0]), processes=world,
                          rank=accelerator.process_index)
-    good: dict[str, Any] | None = None
-    good_step = 0
-    keep = step_plan(config.steps, parameter_count(main_model(bare))) if accelerator.is_main_process and save else []
-    snapshots: dict[int, dict[str, Any]] = {}
-    if 0 in keep:
-        snapshots[0] = cpu_state(main_model(bare))
-    start = time.perf_counter()
-    updates = 0
+    accumulate = ([u.micro_batches for u in plan for _ in range(u.micro_batches)],
+                  set(itertools.accumulate(u.micro_batches for u in plan))) if plan else None
+    run = Run(config, accelerator, tok, held_out, parts, bare, _parameters(parts), optimizer, scheduler, batches, result,
+              accumulate, keep=step_plan(config.steps, parameter_count(main_model(bare))) if accelerator.is_main_process and save else [])
+    if 0 in run.keep:
+        run.snapshots[0] = cpu_state(main_model(bare))
     for m in parts:
         m.train()
-    for n in range(1, config.steps + 1):
-        if should_stop is not None and should_stop():
-            result.stopped = f"cancelled at step {n - 1}"
-            break
-        batch = {k: v.to(accelerator.device) for k, v in batches.sample().items()}
-        loss = loss_of(config, model, batch)
-        value = float(accelerator.reduce(loss.detach(), reduction="mean")) if world > 1 else float(loss.detach())
-        if not math.isfinite(value):
-            result.stopped = f"the loss became {value} at step {n}; the last good state (step {n - 1}) is kept"
-            break
-        if plan is None:
-            step(accelerator, loss, params, optimizer, scheduler)
-            updates += 1
-        else:  # gradient accumulation: the grow arm's larger batch in the memory of one micro-batch
-            accelerator.backward(loss / groups[n - 1])
-            if n in ends:
-                step_accumulated(accelerator, params, optimizer, scheduler)
-                updates += 1
-        result.curve.append((n, value))
-        result.tokens += (int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(batch["input_ids"].numel())) * world
-        if n % max(1, config.steps // 20) == 0 or n == config.steps:
-            good = {k: v.detach().clone() for k, v in main_model(bare).state_dict().items()}
-            good_step = n
-        if n in keep:
-            snapshots[n] = cpu_state(main_model(bare))
-        if on_progress is not None:
-            on_progress(n, value, time.perf_counter() - start)
-    result.seconds = time.perf_counter() - start
+    return run
+
+
+def _parameters(parts: tuple[Any, ...]) -> list[Any]:
+    """Every parameter once (ELECTRA's generator and discriminator share their embeddings)."""
+    return list({id(p): p for m in parts for p in m.parameters()}.values())
+
+
+def _trainable(config: TrainConfig, parts: tuple[Any, ...]) -> list[Any]:
+    """What the optimizer updates: the parameters, or under μP (Tensor Programs V, Table 3; validate() allows it for
+    BERT's masked-LM objectives only) the model with its multipliers applied and per-layer rate groups."""
+    if config.parametrisation != "mup":
+        return _parameters(parts)
+    from models.pretrain.mup import apply_mup, param_groups
+
+    for m in parts:
+        apply_mup(m, config)
+    return param_groups(parts, config, config.weight_decay)  # the run's λ, × m on hidden weights
+
+
+def train_step(run: Run, n: int) -> float:
+    """Step ``n`` (from 1): one batch's loss and, unless it is NaN or infinite (returned, nothing updated), its update
+    (or its share of an accumulated one), the curve, the last good weights and a snapshot where one is kept."""
+    config, accelerator, result = run.config, run.accelerator, run.result
+    batch = {k: v.to(accelerator.device) for k, v in run.batches.sample().items()}
+    loss = loss_of(config, run.model, batch)
+    value = float(accelerator.reduce(loss.detach(), reduction="mean")) if run.world > 1 else float(loss.detach())
+    if not math.isfinite(value):
+        return value
+    if run.accumulate is None:
+        step(accelerator, loss, run.params, run.optimizer, run.scheduler)
+        run.updates += 1
+    else:  # gradient accumulation: the grow arm's larger batch in the memory of one micro-batch
+        groups, ends = run.accumulate
+        accelerator.backward(loss / groups[n - 1])
+        if n in ends:
+            step_accumulated(accelerator, run.params, run.optimizer, run.scheduler)
+            run.updates += 1
+    result.curve.append((n, value))
+    result.tokens += (int(batch["attention_mask"].sum()) if "attention_mask" in batch else int(batch["input_ids"].numel())) * run.world
+    if n % max(1, config.steps // 20) == 0 or n == config.steps:
+        run.good = {k: v.detach().clone() for k, v in main_model(run.bare).state_dict().items()}
+        run.good_step = n
+    if n in run.keep:
+        run.snapshots[n] = cpu_state(main_model(run.bare))
+    return value
+
+
+def finish(run: Run, save: bool = True) -> TrainResult:
+    """The run's end: the last good weights back where a NaN loss stopped it, then on the main process the
+    evaluation (held-out loss, probes, what the optimizer presets compare: updates made, optimizer state) and the
+    atomic save with its snapshots."""
+    config, result, bare = run.config, run.result, run.bare
     last_step = result.curve[-1][0] if result.curve else 0
-    if good is not None and result.stopped.startswith("the loss"):
-        main_model(bare).load_state_dict(good)
-        last_step = good_step
-        result.stopped = result.stopped.split(";")[0] + f"; the last good state (step {good_step}) is kept"
+    if run.good is not None and result.stopped.startswith("the loss"):
+        main_model(bare).load_state_dict(run.good)
+        last_step = run.good_step
+        result.stopped = result.stopped.split(";")[0] + f"; the last good state (step {run.good_step}) is kept"
     for m in bare:
         m.eval()
-    if accelerator.is_main_process:
-        unigram = unigram_log_probs(batches.examples, len(tok), tok.all_special_ids) if config.objective == "mlm" else None
-        result.evaluation = evaluate(config, bare if len(bare) > 1 else bare[0], tok, held_out, unigram)
-        # What the optimizer presets compare beside the loss: the updates made, the optimizer's state measured.
-        result.evaluation["parameter_updates"] = updates
-        result.evaluation["optimizer_state_bytes"] = optimizer_state_bytes(optimizer)
-        if kept := {s: w for s, w in snapshots.items() if s < last_step}:
+    if run.accelerator.is_main_process:
+        tok = run.tok
+        unigram = unigram_log_probs(run.batches.examples, len(tok), tok.all_special_ids) if config.objective == "mlm" else None
+        result.evaluation = evaluate(config, bare if len(bare) > 1 else bare[0], tok, run.held_out, unigram)
+        result.evaluation["parameter_updates"] = run.updates
+        result.evaluation["optimizer_state_bytes"] = optimizer_state_bytes(run.optimizer)
+        if kept := {s: w for s, w in run.snapshots.items() if s < last_step}:
             result.evaluation["over_training"] = over_training(config, main_model(bare), tok, kept)
         if save and result.curve:
             result.checkpoint = save_run(config, main_model(bare), tok, result, kept, last_step)
-    accelerator.wait_for_everyone()
+    run.accelerator.wait_for_everyone()
     return result
-
 
 
 #: Checkpoints a run keeps over its training besides its last (step 0, the initialisation, among them), and the

@@ -32,6 +32,17 @@ def test_every_objective_learns(objective: str) -> None:
         assert math.isfinite(r.evaluation["mask_loss"]) and r.evaluation["mask_loss"] != r.evaluation["held_out_loss"]
 
 
+def test_every_train_config_field_is_in_exactly_one_group() -> None:
+    from dataclasses import fields
+
+    from models.pretrain.config import GROUPS
+
+    grouped = [f for names in GROUPS.values() for f in names]
+    assert sorted(grouped) == sorted(f.name for f in fields(TrainConfig)) and len(grouped) == len(set(grouped))
+    assert [f.name for f in fields(TrainConfig)] == grouped  # declared in their groups' order
+    assert TrainConfig(hidden=64).group("shape")["hidden"] == 64
+
+
 def test_the_same_seed_gives_the_same_curve() -> None:
     a = train(replace(TINY, steps=8), save=False)
     b = train(replace(TINY, steps=8), save=False)
