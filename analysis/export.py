@@ -3,7 +3,8 @@
 No streamlit and no torch. Charts are rendered by plotly's own static export (``kaleido``), which
 drives a headless Chromium: the system's (``BFE_CHROMIUM``, else ``/usr/bin/chromium`` or one on the
 PATH; Spaces install Debian's with ``packages.txt``). One kaleido server is started per process on
-first use and reused (a fresh browser per image costs ~2.5 s). Without a browser every image export
+first use and reused (a fresh browser per image is slow: ``bench/export.py``, bench/results/README.md).
+Without a browser every image export
 raises :class:`ExportUnavailable`, with what to install; tables still export.
 
 A pack is a list of :class:`PackItem` (a figure or a table, its title, caption and sources: the

@@ -205,7 +205,8 @@ def _inline(text: str) -> str:
 def cards_html(cards: list[ModelCard], availability: dict[str, tuple[str, str]], labels: dict[str, str]) -> str:
     """The catalog as one HTML grid of cards (status, objective, year, size, shape, key ideas, paper).
 
-    One element instead of a container per card: the Home page draws a third faster in the browser.
+    One element instead of a container per card: the Home page draws faster in the browser (measured:
+    ``bench/startup.py``, bench/results/README.md).
     ``availability`` maps an id to (status, message); ``labels`` a status to its words.
     """
     import html

@@ -220,7 +220,8 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 _DEVICES = ("auto", "cpu", "cuda", "mps")
-#: ``BFE_REPLICAS=auto``: one replica per core up to this many (each holds its own models: ~600 MB at rest).
+#: ``BFE_REPLICAS=auto``: one replica per core up to this many (each holds its own models; its memory at rest:
+#: bench/startup.py, docs/benchmarks.md).
 MAX_AUTO_REPLICAS = 4
 MAX_REPLICAS = 32
 

@@ -101,7 +101,7 @@ class AttentionResult:
 
     def to_json(self, decimals: int = 4) -> bytes:
         """:meth:`to_dict` as JSON bytes, the weights written by orjson straight from the array (json.dumps of the nested
-        lists took about 10 s at 512 tokens: 19 million numbers)."""
+        lists is slow at 512 tokens, 19 million numbers: bench/results/README.md)."""
         import orjson
 
         doc = self._header() | {"weights": np.round(self.weights, decimals).astype(np.float32)}

@@ -2,7 +2,8 @@
 
 ``output_attentions=True`` makes every layer keep its own probability tensor, and gathering them
 costs a second pass over all of them (``torch.stack``): at 512 tokens that is 75 MB copied and the
-page faults of a fresh 75 MB, about a third of a bare forward pass of MiniLM on a CPU. Nothing in
+page faults of a fresh 75 MB, a sizeable share of a bare forward pass of MiniLM on a CPU (measured:
+``bench/attention.py``, bench/results/README.md). Nothing in
 transformers writes attention into a caller's buffer, so this module registers one attention
 function with transformers' own ``AttentionInterface`` (the supported extension point) that does:
 when :func:`capturing` is active in the calling thread, each layer's scores are computed with

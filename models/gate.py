@@ -123,7 +123,7 @@ class Slots:
 
     The app runs each page's script under one of these (``BFE_PAGE_CONCURRENCY``): Python runs one
     thread at a time, so thirty scripts interleaved finish no sooner than thirty in turn, but pay for
-    the switching (a light rerun cost 4x its CPU time with thirty at once; bench/classroom.py).
+    the switching (measured: ``bench/classroom.py``, bench/results/README.md).
     """
 
     def __init__(self, limit: int) -> None:

@@ -48,9 +48,9 @@ def optimizer_and_schedule(params: Iterable[Any], lr: float, steps: int, warmup:
 
         opt = Lion(params, lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
     elif optimizer == "adamw":
-        # Fused: one kernel for all the parameters instead of a dozen ops per parameter, ~7% of the lab's step on a CPU
-        # (bench/mfu.py --candidates). make_accelerator puts a model on a CPU or a CUDA GPU, which both have the kernel;
-        # it wants floating-point parameters.
+        # Fused: one kernel for all the parameters instead of a dozen ops per parameter, a share of the lab's step on a
+        # CPU (measured: bench/mfu.py --candidates, bench/results/README.md). make_accelerator puts a model on a CPU or
+        # a CUDA GPU, which both have the kernel; it wants floating-point parameters.
         fused = all(torch.is_floating_point(p) for p in flat) or None
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=fused)
     else:

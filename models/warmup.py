@@ -1,7 +1,7 @@
 """Warm what the model pages need, in the background, when the server starts.
 
 A cold Attention page costs the first visitor the torch and transformers imports and the bundled
-model's load (about 5 s on a 2-core machine) before anything is drawn. :func:`start` does that
+model's load (its time on a 2-core machine: bench/results/README.md) before anything is drawn. :func:`start` does that
 work once per process in a daemon thread, into the shared model cache, and returns at once: it
 holds no lock that a page needs (the model cache's per-model lock is held only while the model
 loads, exactly as a page's own load would hold it), so Home and every page that needs no model

@@ -104,7 +104,8 @@ def frame(url: str) -> Any:
 
     Why not pandas' Arrow-backed strings: every filter of the page then calls into pyarrow once per column, and each
     call gives up the GIL; with a class of 30 rerunning at once, each thread then waits its turn to get it back, call
-    after call (a "convoy"), and a tasks filter that takes 1 ms alone took 40 ms per student (bench/classroom.py).
+    after call (a "convoy"), and a tasks filter cheap alone grew many times dearer per student (``bench/classroom.py``,
+    bench/results/README.md).
     A thousand rows of Python strings filter in NumPy without leaving the interpreter."""
     import pandas as pd
 

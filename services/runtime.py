@@ -2,11 +2,11 @@
 transformers and warms the bundled model once the web process has drawn its first page.
 
 Why a process: the web process needs neither torch nor transformers to draw Home, and importing them there costs
-about 3.4 s of one core with the GIL held, which either delays the server's start (imported before it listens) or
-halves the speed of the first pages (imported while they are drawn). In a process of its own that work waits until
-the first page is drawn (or a page asks for a model), then runs on a core of its own: Home is served as by a bare
-Streamlit app, and the model is ready about 4.5 s later. A model that crashes or runs out of memory kills this
-process only: the next call restarts it and runs again once (the page says so).
+one core's time with the GIL held, which either delays the server's start (imported before it listens) or slows
+the first pages (imported while they are drawn). In a process of its own that work waits until the first page is
+drawn (or a page asks for a model), then runs on a core of its own: Home is served as by a bare Streamlit app, and
+the model is ready soon after (measured: ``bench/startup.py``, bench/results/README.md). A model that crashes or runs
+out of memory kills this process only: the next call restarts it and runs again once (the page says so).
 
 The cost is moving results between the processes: each call's arguments and result are pickled over a Unix socket
 (an attention tensor of a 6-layer model at 512 tokens, 72 MB in float32, takes longer to move than to compute:
@@ -51,7 +51,7 @@ from services.routing import ROUTED, pack_error, routable, route, unpack_error  
 log = logging.getLogger("bert_family_explorer")
 
 KEY_ENV = "BFE_RUNTIME_KEY"
-CONNECT_TIMEOUT_S = 30.0  # a fresh process binds its socket within about 0.3 s; an overloaded machine gets slack
+CONNECT_TIMEOUT_S = 30.0  # a fresh process binds its socket before any heavy import; an overloaded machine gets slack
 ROOT = Path(__file__).resolve().parent.parent
 GO_TIMEOUT_S = 20.0  # a warming process starts this long after it was spawned if no page has been drawn by then
 AFTER_GO_S = 0.5  # after the web process's first page run: the browser paints it meanwhile

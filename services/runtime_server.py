@@ -138,11 +138,11 @@ def serve(address: str, parent: int, warm: bool) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the terminal: the server stops us (no traceback here)
 
     def imports() -> None:
-        # Importing torch and transformers takes about 3.4 s of a core; done while the web process serves its first
-        # page (and a browser on the same machine paints it) it slowed Home by 0.3-0.5 s. So a warming process waits
-        # until the web process has drawn its first page (it says "go") and the browser has had a moment to paint
-        # it, or until a page calls a model, or GO_TIMEOUT_S when nobody visits. (A lower CPU priority for this
-        # thread, nice 10 or 19 or SCHED_IDLE, made no difference that bench/startup.py could measure.)
+        # Importing torch and transformers takes a core's time; done while the web process serves its first page (and
+        # a browser on the same machine paints it) it slowed Home (bench/startup.py, bench/results/README.md). So a
+        # warming process waits until the web process has drawn its first page (it says "go") and the browser has had
+        # a moment to paint it, or until a page calls a model, or GO_TIMEOUT_S when nobody visits. (A lower CPU
+        # priority for this thread, nice 10 or 19 or SCHED_IDLE, made no difference that bench/startup.py could measure.)
         if warm and _go.wait(GO_TIMEOUT_S) and not _called.is_set():
             time.sleep(AFTER_GO_S)
         try:

@@ -31,7 +31,7 @@ __all__ = ["DATASETS", "LAWS", "MAX_CSV_BYTES", "MAX_CSV_ROWS", "REFERENCE_LAWS"
 
 #: Bootstrap resamples one fit may ask for (the page offers up to this many; it starts at 200).
 MAX_BOOTSTRAP = 1_000
-#: Points × fits (1 + bootstrap) one fit may cost: about 4 s for L(N, D) on 2 cores (0.4 s per 50,000).
+#: Points × fits (1 + bootstrap) one fit may cost; what that is in time for L(N, D) on 2 cores: bench/results/README.md.
 MAX_FIT_WORK = 500_000
 #: How the y column is read: as it is, or as an error 100 − y (an accuracy falls like a loss that way).
 TRANSFORMS = ("as is", "100 − y (error)")

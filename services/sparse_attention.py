@@ -52,7 +52,8 @@ def explain(length: int = 16, block_length: int = 2048, seed: int = 0) -> Sparse
     ``block_length`` (one of :data:`BLOCK_LENGTHS`).
 
     The views are built once per process and shared (the calculator page draws this section on every rerun, and
-    building its two figures was ~40% of a rerun's CPU when a class changed the GPU at once): draw them, do not
+    building its two figures was much of a rerun's CPU when a class changed the GPU at once: bench/results/README.md):
+    draw them, do not
     change them (``ui.chart`` copies a figure before resizing it).
 
     Raises:

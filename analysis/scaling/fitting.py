@@ -219,9 +219,10 @@ def fit(law: str, x: Any, y: Any, bootstrap: int = 200, seed: int = 0, huber_del
             cols = [lx] if lx.ndim == 1 else [lx[:, 0], lx[:, 1]]
             if any(np.unique(c).size < 2 for c in cols):
                 continue  # a resample without spread cannot be fitted; skip it
-            # Each resample is fitted to convergence, as the data's own fit is: capping its evaluations (50 once) left
-            # resamples near θ and the interval too narrow (Chinchilla's law covered its exponents 85% of the time at
-            # 95%, 92.5% uncapped; tests/analysis/test_scaling.py). One that uses up its evaluations keeps its last point.
+            # Each resample is fitted to convergence, as the data's own fit is: capping its evaluations left resamples
+            # near θ and the interval too narrow (Chinchilla's law's coverage at 95%, capped and uncapped:
+            # tests/analysis/test_scaling.py, bench/results/README.md). One that uses up its evaluations keeps its last
+            # point.
             t = _fit_theta(spec, lx, logy[idx], [theta], huber_delta, strict=False)
             if t is not None and np.all(np.isfinite(t)):
                 thetas.append(t)

@@ -70,8 +70,8 @@ if TYPE_CHECKING:
     from analysis.verdicts.trends import TrendVerdict, isoflop_optima, isoflop_optimum, isoflop_verdict, scaling_verdict
 
 #: Where the deciding names live. They are loaded on first use (PEP 562), not with the package: :mod:`.arms` and
-#: :mod:`.trends` import scipy (about 0.8 s), and the labels alone are read on the path to the first page drawn (the
-#: lab package's import, which the server's warm-up makes before it starts the model process).
+#: :mod:`.trends` import scipy (its cost: bench/results/README.md), and the labels alone are read on the path to the
+#: first page drawn (the lab package's import, which the server's warm-up makes before it starts the model process).
 _LAZY = {**dict.fromkeys(("MAX_ITEMS", "MAX_SEEDS", "Items", "Verdict", "effect_interval", "items_of", "seeds_needed",
                           "verdict"), "arms"),
          **dict.fromkeys(("TrendVerdict", "isoflop_optima", "isoflop_optimum", "isoflop_verdict", "scaling_verdict"), "trends")}

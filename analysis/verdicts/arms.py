@@ -250,7 +250,7 @@ class _Variance:
         df = var * var / denom if denom > 0 else float("inf")
         # Where the items add a term, the whole interval's df is at most G − 1: Satterthwaite's blend assumes each
         # part is a scaled χ², which a cluster-robust sum over 3–10 clusters is not; capped, the two-level interval
-        # covers 0.94–0.96 at 3 and 5 clusters (tests/analysis/test_verdicts.py, bench/verdicts.py coverage).
+        # keeps its coverage at 3 and 5 clusters (tests/analysis/test_verdicts.py; figures: bench/results/README.md).
         return var, (min(df, self.clusters - 1) if self.item > 0 and self.clusters > 1 else df)
 
     def seeds_for(self, target: float, level: float, start: int) -> int | None:

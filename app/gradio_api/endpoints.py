@@ -217,7 +217,7 @@ def cka(model_a: str, model_b: str, texts: str) -> dict:
 @friendly
 def nearest_contexts(model: str, text: str, position: int = 1, k: int = 10, layer: int = -1) -> dict:
     """exBERT's search: the corpus tokens (WordNet's example sentences) whose vectors are nearest (cosine) to one
-    token of a text. The first search at a layer builds the model's corpus index (about a minute on a CPU).
+    token of a text. The first search at a layer builds the model's corpus index, which is slow on a CPU.
 
     Args:
         model: a model id.

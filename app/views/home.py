@@ -22,7 +22,7 @@ def figure(name: str, large: bool):
     return CHARTS[name](large)
 
 
-# One chart at a time: each plotly chart costs the browser about a second to draw on a laptop CPU.
+# One chart at a time: each plotly chart is slow for the browser to draw on a laptop CPU (bench/results/README.md).
 view = st.segmented_control("Chart", list(CHARTS), default="Size by year", key="home_chart",
                             label_visibility="collapsed") or "Size by year"
 LINEAGE = (" Arrows follow lineage (BERT → RoBERTa / DistilBERT / ALBERT / ModernBERT; RoBERTa → XLM-R / DeBERTa; "

@@ -127,8 +127,7 @@ def run_label(group: str, model: str, mode: str, seed: int) -> str:
 def default_lr(parameters: int) -> float:
     """The slide's range (2e-5 to 5e-5, for BERT-base and -large) by model size: 2e-5 above 200M parameters, 3e-5 up
     to 200M, 5e-5 up to 60M; and 1e-4 up to 30M, because smaller models take larger rates. Chosen for MiniLM (22M)
-    on the validation split (``bench/finetune.py lr``, bench/results/finetune-lr.txt): on WiC 1e-4 ties 5e-5 and
-    2e-4 collapses to chance; on supersense 2e-4 is best and 1e-4 second; 1e-4 is the rate that serves both."""
+    on the validation split of WiC and supersense: 1e-4 is the rate that serves both (bench/results/finetune-lr.txt)."""
     if parameters <= 30_000_000:
         return 1e-4
     return 5e-5 if parameters <= 60_000_000 else 3e-5 if parameters <= 200_000_000 else 2e-5

@@ -18,8 +18,8 @@ from models.interventions.targets import BATCH, MAX_ITEMS, _merged_inputs, _summ
 #: Points of a pruning curve at most, and random orders at most.
 MAX_STEPS = 24
 MAX_SEEDS = 10
-#: Forward passes a pruning curve may cost ((steps + 1) × (seeds + 1) × batches of scored texts): about a minute for
-#: BERT-base on 2 CPU cores.
+#: Forward passes a pruning curve may cost ((steps + 1) × (seeds + 1) × batches of scored texts); what that is in
+#: time for BERT-base on 2 CPU cores: bench/results/README.md.
 MAX_PRUNING_PASSES = 120
 
 

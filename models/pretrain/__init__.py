@@ -17,7 +17,7 @@ Where to look:
 - :mod:`.corpus` (no torch): the corpus, the tokenizer, NSP/SOP pairs.
 - :mod:`.data`: :class:`Batches` (dynamic or static masking). :mod:`.model`: :func:`build_model`.
 - :mod:`.unpadded`: BERT's encoder on the real tokens only, which the masked LM's loss runs on (the same
-  loss and dropout draws as transformers' padded forward, ~1.6× the tokens/s; ``bench/mfu.py``).
+  loss and dropout draws as transformers' padded forward, more tokens/s; ``bench/mfu.py``, bench/results/README.md).
 - :mod:`.loss`: each objective's loss. :mod:`.loop`: :func:`train` and :func:`save_run`.
 - :mod:`.evaluate`: held-out loss, probes, NSP/SOP accuracy, the part-of-speech probe.
 - ``__main__``: the command line.

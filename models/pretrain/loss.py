@@ -15,7 +15,8 @@ def _masked_logits(model: Any, batch: dict[str, Any], masked: Any) -> tuple[Any,
 
     transformers' MLM heads score every position; with a small model the output layer over the vocabulary
     is most of the compute, and only the ~15% masked positions enter the loss. Scoring those alone (as
-    fairseq's RoBERTa and Megatron do) gives the same loss about twice as fast here. Not for a model
+    fairseq's RoBERTa and Megatron do) gives the same loss faster (``bench/pretrain.py``,
+    bench/results/README.md). Not for a model
     wrapped for several processes, whose own forward must run (DDP synchronises gradients through it).
     """
     kwargs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}

@@ -2,9 +2,8 @@
 pattern by an additive attention mask, and the packed long sequences it trains on.
 
 Why a mask on the lab's BERT rather than transformers' ``BigBirdForMaskedLM`` with ``attention_type="block_sparse"``:
-measured here (2 layers × 128, batch 16 × 256 tokens, one CPU thread, forward + backward with the output layer at
-every position), BigBird's block-sparse step took 2.58 s against 2.00 s for the same class with
-``original_full`` and 1.79 s for the lab's BERT with the sparse mask (2.33 s without it): the block-sparse kernel's
+at the lab's sizes on a CPU BigBird's block-sparse step was slower than the same class with ``original_full`` and
+than the lab's BERT with the sparse mask (the figures: bench/results/README.md): the block-sparse kernel's
 gathers cost more than the attention it saves at these lengths on a CPU. A mask also keeps the full arm exactly the
 lab's BERT (the same class, loss path and random draws), so the two arms differ in the attention pattern alone.
 What the mask does not give is the saving: the scores are computed densely and the masked ones thrown away, so the

@@ -1,5 +1,6 @@
 """BERT's encoder run on the real tokens only, for the training loop: the same modules and weights, the same loss
-and the same random draws as transformers' padded forward; the lab's default step runs about 1.6× as fast.
+and the same random draws as transformers' padded forward; the lab's default step runs faster (``bench/mfu.py``,
+bench/results/README.md).
 
 A batch is padded to its longest text; WordNet's glosses are short, so at the lab's default size (batch 64,
 sequence 64) about 60% of the positions are padding, and every linear layer, layer norm, GELU and dropout of the
@@ -14,11 +15,12 @@ key gets exactly zero weight, and a padded row's output reaches neither the loss
 
 The same random draws, so that a seed gives the same curve as transformers' forward: on a CPU, ``F.dropout`` draws
 ``bernoulli_(1 - p)`` on a tensor of its input's (padded) shape. Each dropout here draws on that shape, in the
-padded forward's order, and keeps the real rows. Without MKL's kernel (an AMD CPU, as here) ``bernoulli_`` takes one float64
+padded forward's order, and keeps the real rows. Without MKL's kernel (an AMD CPU) ``bernoulli_`` takes one float64
 uniform per element from the generator and compares it with ``1 - p``; ``torch.rand(..., dtype=float64) < 1 - p``
-makes the same draws about 1.4× as fast, and :func:`_kept` uses it where a check at first use finds the two equal
-(on an Intel CPU with MKL ``bernoulli_`` draws differently, and fast: it is used as it is). On a GPU the fused
-dropout kernel draws its own stream anyway: there the real rows alone are drawn, and attention is transformers'.
+makes the same draws faster (bench/results/README.md), and :func:`_kept` uses it where a check at first use finds
+the two equal (on an Intel CPU with MKL ``bernoulli_`` draws differently, and fast: it is used as it is). On a GPU
+the fused dropout kernel draws its own stream anyway: there the real rows alone are drawn, and attention is
+transformers'.
 """
 
 from __future__ import annotations

@@ -145,8 +145,8 @@ class Backend:
         """One job through Gradio's queue, by its documented HTTP API: ``POST /gradio_api/call/<api>`` puts the job in
         the queue (where the ``attention`` endpoint batches it with others), ``GET /gradio_api/call/<api>/<event>``
         streams its result as server-sent events; a file output is then read from ``GET /gradio_api/file=<path>``.
-        Why not ``gradio_client``: it moved each answer about 0.4 s slower (a 6 MB attention result at 128 tokens: 0.55 s
-        a call against 0.17 s by plain HTTP, ``bench/backend.py``). Returns the text output and the file's bytes
+        Why not ``gradio_client``: it moved each answer slower than plain HTTP (measured: ``bench/backend.py``,
+        bench/results/README.md). Returns the text output and the file's bytes
         (empty without one). Connection failures forget the pooled client (the next call reconnects)."""
         import httpx
 

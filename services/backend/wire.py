@@ -15,9 +15,10 @@ time; ``.npy`` is numpy's own self-describing format, one array per blob, with n
 Where the arrays go: small ones as base64 inside the JSON text (``{"$nd": "<base64>"}``). Given a ``blob``
 (:func:`dumps_split`, what the backend answers with), an array of :data:`BLOB_MIN_BYTES` or more goes as raw ``.npy``
 bytes appended to it, the text holding its place (``{"$nd": [offset, length]}``); the backend serves the blob as a
-file of its answer, which the front end downloads as it is. Base64 in JSON cost a 128-token attention call about
-0.16 s more than the local model process (encoding, escaping into Gradio's event stream, parsing and decoding 8 MB of
-text: ``bench/results/backend-pages-cpu.txt``); raw bytes are copied, not parsed.
+file of its answer, which the front end downloads as it is. Base64 in JSON made an attention call slower than the
+local model process (encoding, escaping into Gradio's event stream, parsing and decoding megabytes of text: the
+"Model backend" section of bench/results/README.md; now ``bench/results/backend-pages-cpu.txt``); raw bytes are
+copied, not parsed.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from services.lab.entries import decided, undecided
 from services.lab.presets.base import Preset, at_widths, budgets
 
 #: The learning-rate grid: log2 rates a factor of 2 apart, 2^-12 to 2^-7 (Adam). A factor of 2, not 4: under SP
-#: Adam's best rate falls about as 1/width, so from width 32 to 128 it moves about two octaves, which a grid of factor-4
-#: steps would call one step (bench/results/verdicts-mutransfer-classroom.txt; docs/lab.md).
+#: Adam's best rate is expected to fall about as 1/width, so from width 32 to 128 by two octaves, which a grid of
+#: factor-4 steps would call one step (what was measured: bench/results/verdicts-mutransfer-classroom.txt; docs/lab.md).
 LOG2_RATES = (-12, -11, -10, -9, -8, -7)
 WIDTHS = (16, 128)  # a custom budget's: 8× (the verdict's least span), 18 runs per seed: 2 seeds fit the queue's 40
 
