@@ -187,9 +187,9 @@ def extract_attention(model: Any, text: str, text_pair: str | None = None, max_t
         core.errors.ModelUnavailable and friends: from the loader.
     """
 
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
-    lm = model if isinstance(model, LoadedModel) else load(model, attentions=True)
+    lm = as_loaded(model, attentions=True)
     prepared = _prepare(lm, text, text_pair, max_tokens)
     enc = {k: v.to(lm.device) for k, v in prepared.enc.items()}
     return _assemble(lm, prepared, _forward_attention(lm, enc, enc["input_ids"].shape[1]))
@@ -211,9 +211,9 @@ def extract_attention_batch(model: Any, items: list[tuple[str, str | None, int |
     text) is returned in its place; the others go on.
     """
     from models import capture
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
-    lm = model if isinstance(model, LoadedModel) else load(model, attentions=True)
+    lm = as_loaded(model, attentions=True)
     out: list[AttentionResult | Exception] = [AttentionUnavailable("not computed")] * len(items)
     prepared: list[tuple[int, _Prepared]] = []
     for i, (text, pair, max_tokens) in enumerate(items):

@@ -92,9 +92,9 @@ def _run(lm: Any, enc: dict[str, Any], f: Callable[..., Any], output: str, steps
 
 
 def _load(model: Any, task: str) -> Any:
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
-    return model if isinstance(model, LoadedModel) else load(model, task=task)
+    return as_loaded(model, task=task)
 
 
 def fill_mask(model: Any, text: str, candidate: str | None = None, mask: int = 0, steps: int = 50) -> Attribution:

@@ -169,6 +169,12 @@ def load(model_id: str, task: str = "base", *, attentions: bool = False, device:
         key, lambda: _load_uncached(mid, task, card, dev, attn, allow_untrained_head))
 
 
+def as_loaded(model: str | LoadedModel, task: str = "base", *, attentions: bool = False) -> LoadedModel:
+    """``model`` itself when it is loaded already, else :func:`load` of it (the library's functions take either a
+    model id or a loaded model: a test, a bench or a second call passes the model it holds). Raises as :func:`load`."""
+    return model if isinstance(model, LoadedModel) else load(model, task, attentions=attentions)
+
+
 def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.device, attn: str,
                    allow_untrained_head: bool) -> LoadedModel:
     import transformers

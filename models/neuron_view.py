@@ -80,9 +80,9 @@ def query_key(model: Any, text: str, layer: int, head: int) -> QueryKey:
     """
     import torch
 
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
-    lm = model if isinstance(model, LoadedModel) else load(model, attentions=True)
+    lm = as_loaded(model, attentions=True)
     net, tok, dev = lm
     cfg = net.config
     n_layers = cfg.num_hidden_layers

@@ -34,9 +34,9 @@ class Prediction:
 
 
 def _load(model: Any, task: str):
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
-    return model if isinstance(model, LoadedModel) else load(model, task=task)
+    return as_loaded(model, task=task)
 
 
 def to_model_text(text: str, tok: Any) -> str:

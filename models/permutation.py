@@ -225,9 +225,9 @@ def tokens_for(model_id: str, text: str) -> tuple[list[int], list[str]]:
 
 
 def _lm(model: Any):
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
-    return model if isinstance(model, LoadedModel) else load(model, task="xlnet-lm")
+    return as_loaded(model, task="xlnet-lm")
 
 
 def _forward(lm: Any, ids: list[int], inputs: PermutationInputs) -> np.ndarray:
@@ -309,11 +309,11 @@ def new_york(bert: Any, xlnet: Any, text: str, first: str, second: str) -> dict[
     """
     import torch
 
-    from models.loader import load
+    from models.loader import as_loaded
 
     for value, what in ((text, "sentence"), (first, "first word"), (second, "second word")):
         check_text_length(value, what)
-    blm = bert if not isinstance(bert, str) else load(bert, task="masked-lm")
+    blm = as_loaded(bert, task="masked-lm")
     xlm = _lm(xlnet)
 
     def single(tok: Any, word: str, lead: str) -> int:
@@ -370,11 +370,11 @@ def segment_recurrence(model: Any, text: str, segment_length: int = 8, memory_le
     with a fixed context."""
     import torch
 
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
     if not (1 <= segment_length <= 512 and 0 <= memory_length <= 512):
         raise InvalidText("Segment length must be 1–512 and memory length 0–512.")
-    lm = model if isinstance(model, LoadedModel) else load(model, task="xlnet-lm", attentions=True)
+    lm = as_loaded(model, task="xlnet-lm", attentions=True)
     net, tok, dev = lm
     text = (text or "").strip()
     if not text:

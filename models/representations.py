@@ -138,14 +138,14 @@ def hidden_states(model: Any, texts: list[str]) -> Representations:
         InvalidText: no text, an empty text, more than :data:`MAX_TEXTS` texts or :data:`MAX_TOTAL_TOKENS` tokens.
     """
     from models.attention import _word_index, _word_spans, clean_text, readable
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
     if not texts:
         raise InvalidText("There is no text.", "Type a sentence, or pick the demo set.")
     if len(texts) > MAX_TEXTS:
         raise InvalidText(f"{len(texts)} texts are more than {MAX_TEXTS}.", "Use fewer sentences.")
     cleaned = [clean_text(t, f"text {i + 1}")[0] for i, t in enumerate(texts)]
-    lm = model if isinstance(model, LoadedModel) else load(model)
+    lm = as_loaded(model)
     encs, notes = _encode(lm, cleaned)
     total = sum(len(e["input_ids"]) for e in encs)
     if total > MAX_TOTAL_TOKENS:
@@ -289,9 +289,9 @@ MAX_LOADED = 2
 def corpus_index(model: Any, layer: int, limit: int | None = None) -> CorpusIndex:
     """The index of ``limit`` corpus sentences at ``layer``: from the disk cache, or built (one pass) and saved."""
     from models.attention import readable
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
-    lm = model if isinstance(model, LoadedModel) else load(model)
+    lm = as_loaded(model)
     n_layers = lm.model.config.num_hidden_layers
     if not 0 <= layer <= n_layers:
         raise InvalidData(f"{lm.model_id} has layers 0–{n_layers} (0 is the embedding output), not {layer}.")
@@ -369,11 +369,11 @@ def nearest_contexts(model: Any, text: str, position: int, k: int = 10, layer: i
         InvalidText: empty text; InvalidData: a position or layer out of range, or a special token.
     """
     from analysis.representations import nearest
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
     if not 1 <= int(k) <= 100:
         raise InvalidData(f"k must be from 1 to 100, not {k}.")
-    lm = model if isinstance(model, LoadedModel) else load(model)
+    lm = as_loaded(model)
     reps = hidden_states(lm, [text])
     item = reps.items[0]
     layer = reps.layers if layer == -1 else layer

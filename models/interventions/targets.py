@@ -24,9 +24,9 @@ MASK_RATE = 0.15
 
 
 def _masked_lm(model: Any) -> Any:
-    from models.loader import LoadedModel, load
+    from models.loader import as_loaded
 
-    lm = model if isinstance(model, LoadedModel) else load(model, task="masked-lm")
+    lm = as_loaded(model, task="masked-lm")
     if lm.tokenizer.mask_token is None or not hasattr(lm.model, "get_output_embeddings") or lm.model.get_output_embeddings() is None:
         raise UnsupportedTask(f"{lm.model_id} has no masked-LM head.",
                               "Pick a masked-LM model (BERT, RoBERTa, ALBERT, DistilBERT, an ELECTRA generator, a lab model).")
@@ -337,9 +337,9 @@ def make_target(model: Any, target: str = "masked-lm", texts: Sequence[str] = ()
     if target == "probe":
         if not task:
             raise InvalidConfig("A probe needs a task to fit on.", "Use one of: " + ", ".join(BUILT_IN) + ".")
-        from models.loader import LoadedModel, load
+        from models.loader import as_loaded
 
-        lm = model if isinstance(model, LoadedModel) else load(model, task="base")
+        lm = as_loaded(model, task="base")
         data = load_task(task, max_train=PROBE_TRAIN, max_test=items, seed=seed)
         return ProbeTarget(lm, data, data.test, data.train)
     lm, stored = _classifier(model)
