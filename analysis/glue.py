@@ -8,12 +8,11 @@
 - :func:`score_check`: every reported aggregate next to the one recomputed from the same table's
   cells, with a status: match, within rounding, differs, or cannot recompute (and what is missing).
 - :func:`compare`: a model × (task, metric) table with the best value per column and each cell's source.
-- :func:`to_html`, :func:`to_markdown`, :func:`to_latex`: the table for the page and for slides, text escaped.
+- the table for the page and for slides (HTML, Markdown, LaTeX, text escaped): :mod:`analysis.glue_plots`.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -229,81 +228,11 @@ def deltas(comp: Comparison, baseline: str) -> pd.DataFrame:
     return comp.values.sub(comp.values.loc[baseline], axis=1)
 
 
-def _fmt(v: float) -> str:
+def fmt(v: float) -> str:
     """A reported value with its own decimals, at least one ('88.0', '84.65', '0.9281'); '–' for missing."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     return f"{v:.{min(4, _decimals(v))}f}"
-
-
-def to_html(comp: Comparison) -> str:
-    """The table as escaped HTML: the best value per column bold with ★, each cell's source in its tooltip."""
-    esc = html.escape
-    head = "".join(f"<th title='{esc(t + ' · ' + m)}'>{esc(c)}{'' if comp.higher_is_better[c] else ' ↓'}</th>"
-                   for c, (t, m) in comp.columns.items())
-    body = []
-    for r in comp.values.index:
-        cells = []
-        for c in comp.values.columns:
-            v = comp.values.at[r, c]
-            src = comp.sources.at[r, c]
-            if isinstance(v, float) and math.isnan(v):
-                cells.append("<td class='na'>–</td>")
-                continue
-            best = bool(comp.best.at[r, c])
-            cells.append(f"<td class='{'best' if best else ''}' title='{esc(str(src), quote=True)}'>"
-                         f"{'<b>' if best else ''}{esc(_fmt(float(v)))}{' ★</b>' if best else ''}</td>")
-        body.append(f"<tr><th class='row'>{esc(r)}</th>{''.join(cells)}</tr>")
-    style = ("<style>.bfe-glue{border-collapse:collapse;font-size:0.9rem;width:100%}.bfe-glue th,.bfe-glue td{border-bottom:1px solid "
-             "rgba(128,128,128,.3);padding:4px 8px;text-align:right;white-space:nowrap}.bfe-glue th.row{text-align:left;min-width:10em;"
-             "white-space:normal}.bfe-glue td.best{background:rgba(46,160,67,.18)}.bfe-glue td.na{color:#999}"
-             ".bfe-glue td[title]{cursor:help}</style>")
-    return (f"{style}<div style='overflow-x:auto'><table class='bfe-glue'><thead><tr><th class='row'>model</th>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table></div>")
-
-
-def _text_table(comp: Comparison) -> pd.DataFrame:
-    """The values as text, formatted as the page shows them; the index is named ``model``."""
-    out = comp.values.map(lambda v: _fmt(float(v))).astype(object)
-    out.index.name = "model"
-    return out
-
-
-def to_markdown(comp: Comparison) -> str:
-    """A GitHub Markdown table for slides; the best value per column bold. Sources listed under it."""
-    from analysis.calculator import MarkdownCell
-    from analysis.calculator import to_markdown as markdown_table
-    from analysis.safe_text import markdown_text
-
-    t = _text_table(comp)
-    t = t.astype(object).where(~comp.best.astype(bool), t.map(lambda v: MarkdownCell(f"**{markdown_text(v)}**")))
-    return markdown_table(t) + "\n" + "Sources:\n" + "\n".join("- " + markdown_text(s) for s in _source_list(comp)) + "\n"
-
-
-def _source_list(comp: Comparison) -> list[str]:
-    return list(dict.fromkeys(s.split(" — ")[0] for s in comp.sources.stack().dropna()))
-
-
-_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-          "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"}
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters so any text typesets literally."""
-    return "".join(_LATEX.get(ch, ch) for ch in str(text))
-
-
-def to_latex(comp: Comparison, caption: str = "Results") -> str:
-    """A booktabs ``tabular`` in a ``table`` float; the best value per column in bold; sources in the caption."""
-    t = _text_table(comp)
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "r" * len(t.columns) + "}", r"\toprule",
-             "Model & " + " & ".join(latex_escape(c) for c in t.columns) + r" \\", r"\midrule"]
-    for r in t.index:
-        cells = [(rf"\textbf{{{latex_escape(v)}}}" if bool(comp.best.at[r, c]) else latex_escape(v)) for c, v in t.loc[r].items()]
-        lines.append(latex_escape(r) + " & " + " & ".join(cells) + r" \\")
-    srcs = "; ".join(_source_list(comp))
-    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{latex_escape(caption)}. Sources: {latex_escape(srcs)}.}}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
 
 
 # Metrics that are not scores: never picked by default, never averaged.

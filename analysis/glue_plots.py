@@ -1,4 +1,5 @@
-"""Plotly figures for the results database page (no streamlit, no torch)."""
+"""Plotly figures and the comparison table as HTML, Markdown and LaTeX for the results database page (no streamlit, no
+torch): data in, a figure or text out."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from analysis import glue
 from analysis.glue import Comparison
 
 FAMILY_COLOURS = {"BERT": "#1f77b4", "RoBERTa": "#ff7f0e", "XLNet": "#2ca02c", "ALBERT": "#d62728", "DistilBERT": "#9467bd",
@@ -86,3 +88,76 @@ def score_vs_size(points: pd.DataFrame, column: str) -> go.Figure:
     fig.update_xaxes(type="log", title="parameters (log scale)")
     fig.update_layout(yaxis_title=_esc(column), height=520, margin=dict(t=30, b=10), legend_title="family")
     return fig
+
+
+# ------------------------------------------------------------------------- the table as text: HTML, Markdown, LaTeX
+
+
+def to_html(comp: Comparison) -> str:
+    """The table as escaped HTML: the best value per column bold with ★, each cell's source in its tooltip."""
+    esc = html.escape
+    head = "".join(f"<th title='{esc(t + ' · ' + m)}'>{esc(c)}{'' if comp.higher_is_better[c] else ' ↓'}</th>"
+                   for c, (t, m) in comp.columns.items())
+    body = []
+    for r in comp.values.index:
+        cells = []
+        for c in comp.values.columns:
+            v = comp.values.at[r, c]
+            src = comp.sources.at[r, c]
+            if isinstance(v, float) and math.isnan(v):
+                cells.append("<td class='na'>–</td>")
+                continue
+            best = bool(comp.best.at[r, c])
+            cells.append(f"<td class='{'best' if best else ''}' title='{esc(str(src), quote=True)}'>"
+                         f"{'<b>' if best else ''}{esc(glue.fmt(float(v)))}{' ★</b>' if best else ''}</td>")
+        body.append(f"<tr><th class='row'>{esc(r)}</th>{''.join(cells)}</tr>")
+    style = ("<style>.bfe-glue{border-collapse:collapse;font-size:0.9rem;width:100%}.bfe-glue th,.bfe-glue td{border-bottom:1px solid "
+             "rgba(128,128,128,.3);padding:4px 8px;text-align:right;white-space:nowrap}.bfe-glue th.row{text-align:left;min-width:10em;"
+             "white-space:normal}.bfe-glue td.best{background:rgba(46,160,67,.18)}.bfe-glue td.na{color:#999}"
+             ".bfe-glue td[title]{cursor:help}</style>")
+    return (f"{style}<div style='overflow-x:auto'><table class='bfe-glue'><thead><tr><th class='row'>model</th>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _text_table(comp: Comparison) -> pd.DataFrame:
+    """The values as text, formatted as the page shows them; the index is named ``model``."""
+    out = comp.values.map(lambda v: glue.fmt(float(v))).astype(object)
+    out.index.name = "model"
+    return out
+
+
+def to_markdown(comp: Comparison) -> str:
+    """A GitHub Markdown table for slides; the best value per column bold. Sources listed under it."""
+    from analysis.calculator import MarkdownCell
+    from analysis.calculator import to_markdown as markdown_table
+    from analysis.safe_text import markdown_text
+
+    t = _text_table(comp)
+    t = t.astype(object).where(~comp.best.astype(bool), t.map(lambda v: MarkdownCell(f"**{markdown_text(v)}**")))
+    return markdown_table(t) + "\n" + "Sources:\n" + "\n".join("- " + markdown_text(s) for s in _source_list(comp)) + "\n"
+
+
+def _source_list(comp: Comparison) -> list[str]:
+    return list(dict.fromkeys(s.split(" — ")[0] for s in comp.sources.stack().dropna()))
+
+
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+          "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters so any text typesets literally."""
+    return "".join(_LATEX.get(ch, ch) for ch in str(text))
+
+
+def to_latex(comp: Comparison, caption: str = "Results") -> str:
+    """A booktabs ``tabular`` in a ``table`` float; the best value per column in bold; sources in the caption."""
+    t = _text_table(comp)
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "r" * len(t.columns) + "}", r"\toprule",
+             "Model & " + " & ".join(latex_escape(c) for c in t.columns) + r" \\", r"\midrule"]
+    for r in t.index:
+        cells = [(rf"\textbf{{{latex_escape(v)}}}" if bool(comp.best.at[r, c]) else latex_escape(v)) for c, v in t.loc[r].items()]
+        lines.append(latex_escape(r) + " & " + " & ".join(cells) + r" \\")
+    srcs = "; ".join(_source_list(comp))
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{latex_escape(caption)}. Sources: {latex_escape(srcs)}.}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"

@@ -8,11 +8,12 @@ and :func:`head` (one head's weights and statistics, its range checked); the pag
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from core.errors import MAX_TEXT_CHARS, ExplorerError
-from models.attention import STAT_LABELS, AttentionResult, align, result_stats, rollout, stats_rows
+from models.attention import STAT_LABELS, AttentionResult
 from models.neuron_view import NOT_PLAIN
 from services import requests as req
 from services.calls import Call, direct
@@ -89,6 +90,40 @@ def query_key(model: str, text: str, layer: int, head: int, *, call: Call = dire
 
     text = req.text("The sentence", text, MAX_TEXT_CHARS, example=EXAMPLE)
     return call(read, req.model_id(model), text, req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000))
+
+
+def result_stats(r: AttentionResult) -> dict[str, np.ndarray]:
+    """Every head's statistics over ``r`` (Clark et al. 2019's measures, :data:`STAT_LABELS`): measure → (layers × heads),
+    NaN where the text has no token the measure needs. The page's per-head grid, the head's caption (:func:`head`) and
+    the statistics CSV all read these, so they agree."""
+    from models.attention import result_stats as measure
+
+    return measure(r)
+
+
+def stats_rows(stats: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """:func:`result_stats` as the statistics CSV's rows: one per (layer, head), every measure a column."""
+    from models.attention import stats_rows as rows
+
+    return rows(stats)
+
+
+def rollout(weights: np.ndarray, residual: float = 0.5) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020) of a result's weights, (layers, T, T): row i of layer l, how much token i
+    draws on each input token up to layer l. ``residual``: the share kept for the residual path, in [0, 1] (checked
+    here; the paper's 0.5 by default)."""
+    from models.attention import rollout as roll
+
+    return roll(weights, req.number("residual", residual, 0.0, 1.0))
+
+
+def align(a: AttentionResult, b: AttentionResult) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Two models' results on the same text side by side: (the words both cover, A's and B's attention between those
+    words, each (layers, heads, W, W)), so that two tokenizers share one grid. :class:`ExplorerError` for two results
+    on different texts."""
+    from models.attention import align as merge
+
+    return merge(a, b)
 
 
 def rollout_row(model: str, text: str, pair: str, row: int, *, call: Call = direct) -> np.ndarray:

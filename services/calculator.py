@@ -13,19 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from analysis import memory, reference
-from analysis.calculator import human_bytes, human_count, human_seconds, memory_bars, memory_curve, params_treemap, parts_frame
+from analysis import memory, params, reference
+from analysis.calculator import human_seconds
 from analysis.memory import BERT_COST_EXAMPLE, GPUS, OPTIMIZERS, PRECISIONS, SOURCES, GiB, TrainingSetup
-from analysis.params import ARCH_HEADS, HEADS, LIMITS, MAX_PARAMETERS, albert_saving, arch_of, parameter_breakdown
-from analysis.params import DEFAULTS as ARCHITECTURES
+from analysis.params import ARCH_HEADS, DEFAULTS, HEADS, LIMITS, MAX_PARAMETERS, Breakdown
 from core.errors import ExplorerError
 from services import requests as req
 
 __all__ = ["ARCHITECTURES", "ARCH_HEADS", "BERT_COST_EXAMPLE", "GPUS", "HEADS", "LIMITS", "OPTIMIZERS", "PRECISIONS", "SOURCES",
-           "Cost", "Estimate", "GiB", "MemoryPlan", "TrainingSetup", "albert_saving", "arch_of", "bert_cost_rows", "config_of",
-           "cost", "estimate", "fact", "gpu_fit", "human_bytes", "human_count", "human_seconds", "memory_bars", "memory_curve",
-           "memory_plan", "parameter_breakdown", "params_treemap", "parts_frame", "readme_batches", "reference_tables",
+           "Breakdown", "Cost", "Estimate", "GiB", "MemoryPlan", "TrainingSetup", "albert_saving", "bert_cost_rows", "breakdown",
+           "config_of", "cost", "estimate", "fact", "gpu_fit", "memory_plan", "readme_batches", "reference_tables", "reshaped",
            "setup", "slides_example_gib"]
+#: The architectures (model types) the calculator counts, in the order the page offers them.
+ARCHITECTURES: tuple[str, ...] = tuple(DEFAULTS)
 #: ZeRO shards over the data-parallel GPUs: with one GPU every stage is the same, so the stages are compared on this many.
 ZERO_COMPARISON_GPUS = 8
 #: What a GPU keeps for the CUDA context and fragmentation when the calculator says "fits".
@@ -64,6 +64,32 @@ class Estimate:
                 "memory_total_bytes": est.total, "max_batch": {"gpu": fit.gpu, "seq_len": fit.seq_len, "batch": fit.max_batch}}
 
 
+def breakdown(config: dict[str, Any], head: str = "base") -> Breakdown:
+    """Every parameter tensor of the model ``config`` describes with ``head`` (the count the page and the API show).
+
+    Raises:
+        UnsupportedArchitecture: unknown ``model_type``, or a head that architecture has no class for.
+        InvalidConfig: sizes that are not positive whole numbers, heads not dividing the hidden size, or more than
+            MAX_PARAMETERS parameters.
+    """
+    return params.parameter_breakdown(config, head)
+
+
+def reshaped(config: dict[str, Any], reference: dict[str, Any]) -> bool:
+    """Whether ``config`` describes another shape than ``reference`` (a catalog model's: the page says "edited")."""
+    return params.arch_of(config) != params.arch_of(reference)
+
+
+def albert_saving(config: dict[str, Any]) -> dict[str, int]:
+    """What ALBERT's factorised embedding and shared layers each save against the same shape without them
+    (``bert_like``, ``factorized``, ``shared``, ``albert``: parameters).
+
+    Raises:
+        UnsupportedArchitecture: ``config`` is not an ALBERT configuration.
+    """
+    return params.albert_saving(config)
+
+
 def estimate(model: str, head: str = "base", precision: str = "mixed", optimizer: str = "adamw", batch_size: int = 8,
              seq_len: int = 128, zero_stage: int = 0, data_parallel: int = 1, gpu: str = "V100 16 GB") -> Estimate:
     """Parameters and training memory of ``model`` with ``head``, and the largest batch that fits ``gpu``."""
@@ -73,7 +99,7 @@ def estimate(model: str, head: str = "base", precision: str = "mixed", optimizer
     batch_size, seq_len = req.whole("batch_size", batch_size, 1, 100_000), req.whole("seq_len", seq_len, 1, 1_000_000)
     zero_stage, data_parallel = req.whole("zero_stage", zero_stage, 0, 3), req.whole("data_parallel", data_parallel, 1, 100_000)
     setup = memory.TrainingSetup(precision, optimizer, zero_stage, data_parallel).validate()
-    breakdown = parameter_breakdown(config_of(model), head)
+    breakdown = params.parameter_breakdown(config_of(model), head)
     return Estimate(breakdown, memory.training_memory(breakdown, batch_size, seq_len, setup),
                     memory.max_batch_size(breakdown, gpu, seq_len, setup))
 
@@ -139,7 +165,7 @@ def readme_batches() -> list[dict[str, Any]]:
     for row in reference.max_batch():
         card = registry.get(row["catalog_id"])
         head = next(h for h in ("pretraining", "xlnet-lm", "masked-lm") if h in ARCH_HEADS[card.config["model_type"]])
-        bd = parameter_breakdown(card.config, head)
+        bd = params.parameter_breakdown(card.config, head)
         ours = memory.max_batch_size(bd, memory.custom_gpu(row["gpu_gib"]), row["seq_len"], TrainingSetup(precision="fp32")).max_batch
         rows.append({"model": row["model"], "sequence length": row["seq_len"], "README (fp32)": row["max_batch"],
                      "framework, GPU": f"{row['framework']}, {row['gpu_gib']:g} GB", "ours (fp32 Adam, 1 GiB reserve)": ours,

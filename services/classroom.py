@@ -22,8 +22,6 @@ from analysis.class_rules import (
     ClassNotFound,
     ClassRateLimited,
     NotTheTeacher,
-    context,
-    normalise_code,
 )
 from core.errors import InvalidData
 
@@ -41,6 +39,23 @@ def _stored() -> Any:
     from analysis.results_db import classes
 
     return classes
+
+
+def normalise_code(code: Any) -> str:
+    """A class code as a student typed it (any case, with spaces or dashes), as the class stores it: the code a seat
+    keeps and a join link carries. :class:`ClassNotFound` for anything that cannot be a code, so a malformed code
+    reads like an unknown one (:func:`analysis.class_rules.normalise_code`)."""
+    from analysis.class_rules import normalise_code as normalise
+
+    return normalise(code)
+
+
+def context(*parts: Any) -> str:
+    """A question's context: a short digest of what the page's answer depends on (the page, the model, the input), so
+    that a class's question is shown only on a page whose answer it is about (:func:`analysis.class_rules.context`)."""
+    from analysis.class_rules import context as digest
+
+    return digest(*parts)
 
 
 def start_class(hours: int = DEFAULT_HOURS) -> Any:

@@ -131,12 +131,21 @@ class Executor:
                       "No model loaded yet (models run in a process of their own).")
             state = warmup_text(now.state, now.step, now.seconds)
             return RuntimeStatus(memory, state + (f" · model process restarted {now.restarts}×" if now.restarts else ""), queue)
-        from models import warmup
         from models.cache import default_cache
 
-        info, w = default_cache().info(), warmup.current()
+        info, w = default_cache().info(), self.warmup()
         return RuntimeStatus(f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
                              f"{len(info.entries)} model(s) loaded", warmup_text(w.state, w.step, w.seconds), queue)
+
+    def warmup(self) -> Any:
+        """This process's warm-up (``models.warmup.Warmup``: its state, step, model and error, and a wait for it) when
+        the models run here; None under the model process or a backend, whose warm-up is theirs (:meth:`status`,
+        :mod:`services.runtime`)."""
+        if self.kind != IN_PROCESS:
+            return None
+        from models import warmup
+
+        return warmup.current()
 
     def free(self) -> None:
         """Empty the model cache where the models run (a backend's serves every front end: not a page's to free)."""

@@ -3,22 +3,53 @@ whether one can run now, loading one as a check, downloading one, a lab run's ke
 of the model queue, cache and warm-up that the sidebar reports.
 
 The app reaches ``models.*`` only through ``services/``: the runtime pieces it needs (the model queue, the page slots,
-the warm-up) are named here so that one module says what the front ends may touch.
+the warm-up's states) are named here so that one module says what the front ends may touch; the warm-up itself is the
+executor's (:meth:`services.executor.Executor.warmup`), which knows where the models run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ExplorerError, InvalidModelId
-from models import warmup
 from models.cache import CacheEntry, CacheInfo
-from models.gate import CallCancelled, default_gate, page_slot_lent, page_slots
+from models.gate import CallCancelled
+from models.warmup import WarmupState
 from services.calls import Call, direct
 
-__all__ = ["CacheEntry", "CacheInfo", "CallCancelled", "availability", "default_gate", "device_label", "download",
-           "inspect", "load", "on_backend", "page_slot_lent", "page_slots", "ready", "steps", "valid_id", "warmup"]
+if TYPE_CHECKING:
+    from models.gate import ModelGate, Slots
+
+__all__ = ["CacheEntry", "CacheInfo", "CallCancelled", "WarmupState", "availability", "default_gate", "device_label", "download",
+           "inspect", "load", "on_backend", "page_slot_lent", "page_slots", "ready", "steps", "valid_id"]
+
+
+def default_gate() -> ModelGate:
+    """The model queue every model call of this process joins, the pages' and the sidebar's alike: at most
+    ``BFE_MODEL_CONCURRENCY`` at once, identical calls in flight computed once, a caller that leaves giving its place up
+    (:func:`models.gate.default_gate`)."""
+    from models.gate import default_gate as gate
+
+    return gate()
+
+
+def page_slots() -> Slots:
+    """The page-run slots of this process: at most ``BFE_PAGE_CONCURRENCY`` script runs at once, all sessions
+    together; a run waits for one before it draws (:func:`models.gate.page_slots`)."""
+    from models.gate import page_slots as slots
+
+    return slots()
+
+
+def page_slot_lent(take_back: bool = True, cancelled: Callable[[], bool] = lambda: False) -> AbstractContextManager[None]:
+    """Around a wait on something outside this interpreter (a model call answered elsewhere, a download, the warm-up):
+    this page run's slot goes to the next run meanwhile and, with ``take_back``, is taken back after (``cancelled``:
+    polled while it waits for it); nothing for a thread that holds no slot (:func:`models.gate.page_slot_lent`)."""
+    from models.gate import page_slot_lent as lent
+
+    return lent(take_back, cancelled)
 
 
 def availability() -> dict[str, tuple[str, str]]:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from core.errors import MAX_TEXT_CHARS, ExplorerError
-from models.objectives import ACTIONS, Detection, Generation, Prediction, PseudoLikelihood, masking_epochs
+from models.objectives import ACTIONS, Detection, Generation, Prediction, PseudoLikelihood
 from services import requests as req
 from services.calls import Call, direct
 
@@ -151,3 +151,19 @@ def masking_tokens(model: str, text: str, *, call: Call | None = None) -> tuple[
         except ExplorerError:
             pass
     return ["[CLS]", *words, "[SEP]"], [None, *range(len(words)), None], ["the", "cat", "blue", "ran", "of", "house"]
+
+
+#: The most epochs the masking recipe is drawn for (the library's own bound; the page offers 20).
+MAX_MASKING_EPOCHS = 100
+
+
+def masking_epochs(tokens: list[str], words: list[int | None], vocab: list[str], epochs: int = 4, seed: int = 0,
+                   dynamic: bool = False, whole_word: bool = False, mask_token: str = "[MASK]") -> list[list[tuple[str, str]]]:
+    """BERT's masking recipe over :func:`masking_tokens`' ``tokens``, epoch by epoch: per epoch, (action, token shown)
+    for each position (``mask``, ``random``, ``same`` or ``kept``). The reader's choices are checked here: ``epochs``
+    (1 to :data:`MAX_MASKING_EPOCHS`), ``seed``, ``dynamic`` (a new pattern each epoch, RoBERTa; else one pattern drawn
+    once, BERT) and ``whole_word`` (a word's tokens chosen together)."""
+    from models.objectives import masking_epochs as draw
+
+    return draw(tokens, words, vocab, req.whole("Epochs", epochs, 1, MAX_MASKING_EPOCHS), req.whole("seed", seed, 0, 10**6),
+                req.flag("dynamic masking", dynamic), req.flag("whole-word masking", whole_word), mask_token)

@@ -14,7 +14,7 @@ from services import requests as req
 from services.calls import Call, direct
 
 __all__ = ["ABLATION_MODES", "MAX_ITEMS", "MAX_SEEDS", "MAX_STEPS", "MAX_TEXTS", "TARGETS", "TASKS", "ablate",
-           "head_importance", "importance_json", "lens", "needs_texts", "parse_heads", "patch"]
+           "head_importance", "importance_json", "lens", "needs_texts", "patch"]
 ABLATION_MODES = ("zero", "mean")
 TASKS = ("supersense", "wic")
 #: The longest line of the sentences heads are ranked on.

@@ -65,21 +65,11 @@ def query(models: str = "", tasks: str = "", splits: str = "", main_only: bool =
 
 
 # ------------------------------------------------------------------------------------ the GLUE page's database and views
-# The page's comparison views are ``analysis.glue``'s (no database in them); the database is reached through the
-# functions below, each opening the engine of the URL the page read once (``DATABASE_URL`` or the SQLite default).
+# The page's comparison views are ``analysis.glue``'s (no database in them), decided here for the page; their tables as
+# HTML, Markdown and LaTeX are drawing (``analysis.glue_plots``). The database is reached through the functions below,
+# each opening the engine of the URL the page read once (``DATABASE_URL`` or the SQLite default).
 
-from analysis.glue import (  # noqa: E402
-    CONVENTIONS,
-    column_options,
-    compare,
-    default_columns,
-    deltas,
-    score_check,
-    size_points,
-    to_html,
-    to_latex,
-    to_markdown,
-)
+from analysis.glue import CONVENTIONS, Comparison  # noqa: E402
 from analysis.results_db import (  # noqa: E402
     IMPORT_COLUMNS,
     MAX_IMPORT_BYTES,
@@ -88,15 +78,80 @@ from analysis.results_db import (  # noqa: E402
     RESULT_SETTINGS,
     RESULT_SPLITS,
     NewResult,
-    default_url,
-    export_rows,
-    seed_version,
 )
 
+
+def compare(rows: Any, collapse: bool = True, order: list[tuple[str, str]] | None = None) -> Comparison:
+    """The page's comparison of ``rows`` (a :func:`frame` selection): a model × (task, metric) table, the best value
+    per column, each cell's source; ``collapse``: one row per model (its main entry); ``order``: the columns chosen."""
+    from analysis import glue
+
+    return glue.compare(rows, collapse=req.flag("collapse", collapse), order=order)
+
+
+def deltas(comp: Comparison, baseline: str) -> Any:
+    """Each model's values minus ``baseline``'s, column by column; :class:`InvalidData` when ``baseline`` is not one of
+    the comparison's models."""
+    from analysis import glue
+
+    if baseline not in comp.values.index:
+        raise InvalidData(f"{str(baseline)[:60]!r} is not a model of this comparison.", "Pick one of its rows as the baseline.")
+    return glue.deltas(comp, baseline)
+
+
+def score_check(rows: Any) -> Any:
+    """Every reported aggregate in ``rows`` beside its recomputation from the same table's cells, with a status."""
+    from analysis import glue
+
+    return glue.score_check(rows)
+
+
+def size_points(comp: Comparison, column: str) -> Any:
+    """The comparison's models with a parameter count and a value in ``column``: the score-against-size view."""
+    from analysis import glue
+
+    return glue.size_points(comp, column)
+
+
+def column_options(rows: Any) -> dict[str, tuple[str, str]]:
+    """Every (task, metric) in ``rows`` under the label the page shows."""
+    from analysis import glue
+
+    return glue.column_options(rows)
+
+
+def default_columns(rows: Any) -> list[tuple[str, str]]:
+    """The columns the page starts with: per task its most reported metric, no efficiency figures."""
+    from analysis import glue
+
+    return glue.default_columns(rows)
+
+
+def default_url() -> str:
+    """The database the page reads: the ``DATABASE_URL`` setting, or the SQLite file in the user data folder."""
+    from analysis.results_db import default_url as url
+
+    return url()
+
+
+def export_rows(rows: Any) -> bytes:
+    """``rows`` as a CSV in the import format (formulas neutralised): exported and imported again, they round-trip."""
+    from analysis.results_db import export_rows as export
+
+    return export(rows)
+
+
+def seed_version() -> str:
+    """The version of the built-in results (``data/results/manifest.json``)."""
+    from analysis.results_db import seed_version as version
+
+    return version()
+
+
 __all__ = ["COLUMNS", "CONVENTIONS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MAX_ROWS", "OPTIONAL_COLUMNS",
-           "RESULT_SETTINGS", "RESULT_SPLITS", "NewResult", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
-           "delete", "deltas", "describe", "export_rows", "frame", "import_rows", "query", "score_check", "seed_version",
-           "select", "size_points", "to_html", "to_latex", "to_markdown", "version"]
+           "RESULT_SETTINGS", "RESULT_SPLITS", "Comparison", "NewResult", "add", "catalog", "column_options", "compare",
+           "default_columns", "default_url", "delete", "deltas", "describe", "export_rows", "frame", "import_rows", "query",
+           "score_check", "seed_version", "select", "size_points", "version"]
 
 
 def frame(url: str) -> Any:

@@ -10,24 +10,12 @@ from typing import Any
 import numpy as np
 
 from analysis import scaling
-from analysis.scaling import (
-    DATASETS,
-    LAWS,
-    MAX_CSV_BYTES,
-    MAX_CSV_ROWS,
-    REFERENCE_LAWS,
-    Fit,
-    allocations,
-    load_dataset,
-    numeric_columns,
-    read_csv,
-    reference_value,
-)
+from analysis.scaling import DATASETS, LAWS, MAX_CSV_BYTES, MAX_CSV_ROWS, REFERENCE_LAWS, Allocation, Fit
 from core.errors import InvalidData
 from services import requests as req
 
-__all__ = ["DATASETS", "LAWS", "MAX_CSV_BYTES", "MAX_CSV_ROWS", "REFERENCE_LAWS", "TRANSFORMS", "Fit", "TableFit", "allocations",
-           "fit", "fit_numbers", "fit_table", "load_dataset", "numeric_columns", "read_at", "read_csv", "reference_value"]
+__all__ = ["DATASETS", "LAWS", "MAX_CSV_BYTES", "MAX_CSV_ROWS", "REFERENCE_LAWS", "TRANSFORMS", "Allocation", "Fit", "TableFit",
+           "allocations", "dataset", "fit", "fit_numbers", "fit_table", "numeric_columns", "read_at", "reference_value", "upload"]
 
 #: Bootstrap resamples one fit may ask for (the page offers up to this many; it starts at 200).
 MAX_BOOTSTRAP = 1_000
@@ -139,3 +127,32 @@ def fact(key: str) -> Any:
     from analysis import reference
 
     return reference.fact(key)
+
+
+# ------------------------------------------------------------------------------------------ the page's tables
+
+
+def dataset(key: str) -> Any:
+    """A built-in data set (one of :data:`DATASETS`) as a table, a ``source`` on every row."""
+    return scaling.load_dataset(req.choice("data set", key, DATASETS))
+
+
+def upload(raw: bytes) -> Any:
+    """A user's CSV as a table, within :data:`MAX_CSV_BYTES` and :data:`MAX_CSV_ROWS`; :class:`InvalidData` otherwise."""
+    return scaling.read_csv(raw)
+
+
+def numeric_columns(table: Any) -> list[str]:
+    """The columns of ``table`` that are a number on every row: what x and y may be."""
+    return scaling.numeric_columns(table)
+
+
+def allocations(compute: float, fitted: dict[str, float] | None = None) -> list[Allocation]:
+    """The compute-optimal N and D at ``compute`` FLOPs (positive, at most 10^30) under Chinchilla, its replication and
+    Kaplan, and under ``fitted`` (an L(N, D) fitted here) where given."""
+    return scaling.allocations(req.number("compute", compute, 1.0, 1e30), fitted)
+
+
+def reference_value(key: str, *x: float) -> float:
+    """A published law (one of :data:`REFERENCE_LAWS`) at a point: one argument, or N and D for a two-variable law."""
+    return scaling.reference_value(req.choice("law", key, REFERENCE_LAWS), *x)

@@ -205,23 +205,22 @@ def await_warmup(model_ids: list[str]) -> None:
     A warm-up that failed is reported here (the page then tries the load itself and shows its error).
     """
     from services.executor import BACKEND, MODEL_PROCESS, executor
+    from services.models import WarmupState
 
-    kind = executor().kind
-    if kind == BACKEND:  # the backend preloads its models before it listens: wait only while it is starting
+    route = executor()
+    if route.kind == BACKEND:  # the backend preloads its models before it listens: wait only while it is starting
         await_backend()
         return
-    if kind == MODEL_PROCESS:
+    if route.kind == MODEL_PROCESS:
         _await_model_process(model_ids)
         return
-    from services.models import warmup
-
-    w = warmup.current()
-    if w.model_id not in model_ids:
+    w = route.warmup()
+    if w is None or w.model_id not in model_ids:
         return
     if w.busy:
         with st.spinner(f"Getting the model ready: the server has just started ({w.step})…"), slot_lent():
             w.wait(timeout=WARMUP_WAIT_S)
-    if w.state == warmup.WarmupState.FAILED and w.error is not None:
+    if w.state == WarmupState.FAILED and w.error is not None:
         st.warning(f"Preparing **{w.model_id}** in the background failed ({type(w.error).__name__}: "
                    f"{str(w.error)[:300]}); trying again now.", icon=":material/warning:")
 
@@ -231,13 +230,13 @@ def _await_model_process(model_ids: list[str]) -> None:
 
     from core import registry
     from services import runtime
-    from services.models import warmup
+    from services.models import WarmupState
 
     rt = runtime.default()
     if rt is None or not rt.alive() or registry.bundled_id() not in model_ids:
         return
     status = rt.status()
-    waiting = (warmup.WarmupState.STARTING, warmup.WarmupState.RUNNING)
+    waiting = (WarmupState.STARTING, WarmupState.RUNNING)
     if status.state in waiting:
         rt.go(now=True)  # a page needs the model: the process stops waiting for the first page to be painted
         with st.spinner(f"Getting the model ready: the server has just started ({status.step or 'starting'})…"), \
@@ -246,6 +245,6 @@ def _await_model_process(model_ids: list[str]) -> None:
             while status.state in waiting and time.monotonic() < deadline and not _run_abandoned():
                 time.sleep(0.05)
                 status = rt.ask_status(0.5)  # asked, not the poller's (up to 0.5 s old): the page goes on when the model is
-    if status.state == warmup.WarmupState.FAILED and status.error:
+    if status.state == WarmupState.FAILED and status.error:
         st.warning(f"Preparing **{status.model_id}** in the background failed ({status.error}); trying again now.",
                    icon=":material/warning:")

@@ -289,7 +289,7 @@ def lead_class(here: Any = None) -> None:
 
 # --------------------------------------------------------------------------------------------- predict, then reveal
 def question_context(*parts: Any) -> str:
-    """A question's context: a digest of what the page's answer depends on (:func:`analysis.class_rules.context`)."""
+    """A question's context: a digest of what the page's answer depends on (:func:`services.classroom.context`)."""
     from services.classroom import context
 
     return context(*parts)

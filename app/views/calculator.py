@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from analysis import calculator as charts
 from app import ui
 from core import registry
 from core.errors import ExplorerError
@@ -128,19 +129,19 @@ with st.expander("Architecture (edit any number; presets fill these in)", expand
 
 config = current_config()
 try:
-    bd = calc.parameter_breakdown(config, st.session_state["sz_head"])
+    bd = calc.breakdown(config, st.session_state["sz_head"])
 except ExplorerError as err:
     ui.show_error(err)
     ui.save_url_state(DEFAULTS_STATE)
     st.stop()
 
 card = PRESETS.get(st.session_state["sz_preset"])
-edited = card is not None and calc.arch_of(config) != calc.arch_of(card.config)
+edited = card is not None and calc.reshaped(config, card.config)
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("Parameters", f"{bd.total:,}", help="Equal to sum(p.numel()) of the transformers model from this config.")
 m2.metric("Non-embedding N", f"{bd.non_embedding:,}", help="Kaplan et al. 2020's N: without the word/position/type embedding tables.")
 m3.metric("Embeddings", f"{bd.embedding / bd.total:.1%}", help=f"{bd.embedding:,} parameters")
-m4.metric("fp32 weights", calc.human_bytes(bd.total * 4))
+m4.metric("fp32 weights", charts.human_bytes(bd.total * 4))
 if card is not None:
     st.caption(f"{card.id}: the paper reports {card.parameters_reported} ({card.paper}, arXiv {card.arxiv})."
                + (" **Edited:** the numbers above are for your changes, not the checkpoint." if edited else ""))
@@ -153,10 +154,10 @@ state = st.session_state
 def parameters_tab() -> None:
     """The Parameters tab: where the parameters sit, and what ALBERT saves."""
     left, right = st.columns([3, 2])
-    ui.chart(calc.params_treemap(bd, name), "sz_treemap", where=left, main=True, title=f"Where the parameters of {name} sit",
+    ui.chart(charts.params_treemap(bd, name), "sz_treemap", where=left, main=True, title=f"Where the parameters of {name} sit",
              caption=f"{bd.total:,} parameters, counted exactly from the configuration.",
              sources=("Exact count from the model's configuration (BERT Family Explorer, analysis.params)",))
-    parts = calc.parts_frame(bd)
+    parts = charts.parts_frame(bd)
     right.dataframe(parts, hide_index=True, width="stretch",
                     column_config={"parameters": st.column_config.NumberColumn(format="localized"),
                                    "share": st.column_config.NumberColumn(format="percent")})
@@ -166,10 +167,10 @@ def parameters_tab() -> None:
         saving = calc.albert_saving(config)
         st.subheader("ALBERT: factorised embeddings and cross-layer sharing")
         a1, a2, a3, a4 = st.columns(4)
-        a1.metric("Same shape, BERT-style", calc.human_count(saving["bert_like"]), help="E = H, no sharing")
-        a2.metric("Factorised only", calc.human_count(saving["factorized"]), delta=f"{saving['factorized'] - saving['bert_like']:,}", delta_color="inverse")
-        a3.metric("Shared only", calc.human_count(saving["shared"]), delta=f"{saving['shared'] - saving['bert_like']:,}", delta_color="inverse")
-        a4.metric("ALBERT (both)", calc.human_count(saving["albert"]), delta=f"{saving['albert'] / saving['bert_like']:.1%} of BERT-style",
+        a1.metric("Same shape, BERT-style", charts.human_count(saving["bert_like"]), help="E = H, no sharing")
+        a2.metric("Factorised only", charts.human_count(saving["factorized"]), delta=f"{saving['factorized'] - saving['bert_like']:,}", delta_color="inverse")
+        a3.metric("Shared only", charts.human_count(saving["shared"]), delta=f"{saving['shared'] - saving['bert_like']:,}", delta_color="inverse")
+        a4.metric("ALBERT (both)", charts.human_count(saving["albert"]), delta=f"{saving['albert'] / saving['bert_like']:.1%} of BERT-style",
                   delta_color="off")
         st.caption("V×H becomes V×E + E×H (ALBERT paper §3.1); layers share one set of weights per group (§3.1). "
                    "Change E, hidden groups and layers per group in Architecture above. ALBERT paper Table 1: "
@@ -228,10 +229,10 @@ def memory_answer(plan: Any, setup: calc.TrainingSetup) -> None:
     """What the calculator answers for the settings: the verdict, the ZeRO stages and the curve, then the table."""
     est, gpu, zero_nd = plan.estimate, plan.gpu, plan.zero_gpus
     verdict = "fits" if plan.fits else "does **not** fit"
-    st.markdown(f"**{calc.human_bytes(est.total)} per GPU** for batch {state['sz_batch']} × {state['sz_seq']} tokens: "
+    st.markdown(f"**{charts.human_bytes(est.total)} per GPU** for batch {state['sz_batch']} × {state['sz_seq']} tokens: "
                 f"it {verdict} a {gpu.name} (keeping 1 GiB for the CUDA context and fragmentation).")
     left, right = st.columns(2)
-    ui.chart(calc.memory_bars(plan.stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", plan.capacity_gib), "sz_zero_chart",
+    ui.chart(charts.memory_bars(plan.stages, f"ZeRO stages side by side, N_d = {zero_nd} GPUs", plan.capacity_gib), "sz_zero_chart",
              where=left, title=f"Training memory per GPU, ZeRO stages, {zero_nd} GPUs",
              caption=f"Batch {state['sz_batch']} × {state['sz_seq']} tokens.",
              sources=("Rajbhandari et al. 2020 (ZeRO); Korthikanti et al. 2022 (activations)",))
@@ -240,7 +241,7 @@ def memory_answer(plan: Any, setup: calc.TrainingSetup) -> None:
                  f"{z['bigger'].value:.0f}× bigger, up to {z['faster'].value:.0f}× faster and up to "
                  f"{z['cheaper'].value:.0f}× cheaper training ({z['max_params'].source}).")
     seqs = plan.curve_sequences
-    ui.chart(calc.memory_curve(bd, setup, seqs, 256, plan.capacity_gib), "sz_curve", where=right,
+    ui.chart(charts.memory_curve(bd, setup, seqs, 256, plan.capacity_gib), "sz_curve", where=right,
              title="Training memory against batch size",
              caption=f"Sequence lengths {', '.join(map(str, seqs))}; {gpu.name} capacity line.",
              sources=("Korthikanti et al. 2022 (activations); the calculator's own count",))
@@ -313,7 +314,7 @@ def cost_tab() -> None:
         k = st.columns(4)
         k[0].metric("Training FLOPs (6·N·D)", f"{run.flops:.3g}")
         k[1].metric("PF-days", f"{run.pf_days:,.2f}")
-        k[2].metric("Time", calc.human_seconds(run.seconds))
+        k[2].metric("Time", charts.human_seconds(run.seconds))
         k[3].metric("Cost", f"${run.dollars:,.0f}")
         train_gpu = calc.GPUS[state["sz_train_gpu"]]
         st.caption(f"Per token, forward: 2·N + 2·n_layer·n_ctx·d_attn = {run.forward_per_token:,.0f} FLOPs (N non-embedding = "

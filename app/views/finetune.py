@@ -7,6 +7,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from analysis.tasks import BUILT_IN
 from app import ui
 from core import registry
 from core.errors import ExplorerError
@@ -20,9 +21,9 @@ DEFAULTS = {"ft_models": [registry.bundled_id()], "ft_task": "wic", "ft_modes": 
 #: (finetuning.FORM_LIMITS).
 FIELDS = {"ft_seeds": "seeds", "ft_epochs": "epochs", "ft_batch": "batch", "ft_train": "max_train", "ft_test": "max_test",
           "ft_len": "max_len"}
-ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*lab.BUILT_IN_TASKS, finetuning.UPLOAD], "ft_modes": lambda v: set(v) <= set(lab.FINETUNE_MODES),
+ALLOWED = {"ft_models": ui.picker_values, "ft_task": [*BUILT_IN, finetuning.UPLOAD], "ft_modes": lambda v: set(v) <= set(finetuning.TRAINING_MODES),
            **{key: finetuning.FORM_LIMITS[name] for key, name in FIELDS.items()}, "ft_lr": list(finetuning.FORM_RATES),
-           "ft_layer": list(lab.FROZEN_LAYERS), "ft_name": lambda v: v == "" or bool(lab.NAME.match(v)), "ft_show": lambda v: len(v) <= 100}
+           "ft_layer": list(finetuning.LAYERS), "ft_name": lambda v: v == "" or bool(lab.NAME.match(v)), "ft_show": lambda v: len(v) <= 100}
 SOURCE = "Fine-tuned on this server with BERT Family Explorer's fine-tuning lab (models.finetune)"
 state = st.session_state
 
@@ -57,10 +58,10 @@ def model_task_inputs() -> str:
     c[0].multiselect("Models", choices, key="ft_models", format_func=ui.model_label,
                      help="The bundled MiniLM (real weights), models pre-trained in the lab, or any checkpoint added below.")
     extra = ui.other_model("ft_other", task="base", where=c[0], label="Add another model (Hub id or folder)", optional=True)
-    c[1].selectbox("Task", [*lab.BUILT_IN_TASKS, finetuning.UPLOAD], key="ft_task",
+    c[1].selectbox("Task", [*BUILT_IN, finetuning.UPLOAD], key="ft_task",
                    format_func={"wic": "Word in context (WiC-style)", "supersense": "Supersense of a word",
                                 "upload": "My own CSV"}.get)
-    c[2].multiselect("Modes", list(lab.FINETUNE_MODES), key="ft_modes", format_func=lab.FINETUNE_MODES.get)
+    c[2].multiselect("Modes", list(finetuning.TRAINING_MODES), key="ft_modes", format_func=finetuning.TRAINING_MODES.get)
     return extra or ""
 
 
@@ -76,7 +77,7 @@ def recipe_inputs():
     number(c[5], "Test examples", "ft_test", step=100)
     number(c[6], "Max tokens", "ft_len", step=16)
     c = st.columns([2, 2, 3])
-    c[0].selectbox("Frozen: read", list(lab.FROZEN_LAYERS), key="ft_layer", format_func=lab.FROZEN_LAYERS.get)
+    c[0].selectbox("Frozen: read", list(finetuning.LAYERS), key="ft_layer", format_func=finetuning.LAYERS.get)
     c[1].text_input("Experiment name", key="ft_name", placeholder="e.g. class-wic", max_chars=60)
     return c[2]
 
@@ -102,7 +103,7 @@ def task_inputs(where) -> tuple[str, dict | None]:
 
 def plan_and_start(plan) -> None:
     """The runs the request would start, priced, and Start where they fit."""
-    st.dataframe(pd.DataFrame([{"run": run.config.run, "mode": lab.FINETUNE_MODES[run.config.mode], "seed": run.config.seed,
+    st.dataframe(pd.DataFrame([{"run": run.config.run, "mode": finetuning.TRAINING_MODES[run.config.mode], "seed": run.config.seed,
                                 "parameters": run.cost.parameters, "trainable (exact)": run.cost.trainable,
                                 "memory (predicted, MB)": run.memory_mb} for run in plan.runs]),
                  hide_index=True, width="stretch",
@@ -168,7 +169,8 @@ def watch() -> None:
     for r in mine.sort_values("id").to_dict("records"):
         ev = r["evaluation"] or {}
         last = (ev.get("epochs") or [{}])[-1]
-        rows.append({"run": r["name"], "mode": lab.FINETUNE_MODES.get(r["config"].get("mode"), ""), "status": ui.RUN_STATUS_TEXT.get(r["status"], r["status"]),
+        rows.append({"run": r["name"], "mode": finetuning.TRAINING_MODES.get(r["config"].get("mode"), ""),
+                     "status": ui.RUN_STATUS_TEXT.get(r["status"], r["status"]),
                      "step": r["curve"][-1][0] if r["curve"] else 0, "loss now": r["curve"][-1][1] if r["curve"] else None,
                      "epochs done": len(ev.get("epochs") or []),
                      "validation accuracy (last epoch)": last.get("validation_accuracy"), "test accuracy": ev.get("accuracy"),

@@ -120,14 +120,14 @@ def compared(split: str, beside: Any) -> Compared | None:
 def table_view(c: Compared) -> None:
     """The comparison as a table, with its downloads."""
     comp = c.comp
-    ui.main_result().html(results.to_html(comp))
+    ui.main_result().html(glue_plots.to_html(comp))
     st.caption("★ best value in its column (↓: lower is better) · hover a value for its paper, table, split and notes · "
                "'–' not reported in that table.")
     caption = f"{', '.join(comp.values.columns)} ({c.split}, {c.setting} models)"
     d1, d2, d3, d4 = st.columns(4)
     d1.download_button("Table (CSV)", lambda: csv_bytes(comp.values, index=True), "glue_comparison.csv", "text/csv", icon=":material/download:")
-    d2.download_button("Markdown", lambda: results.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
-    d3.download_button("LaTeX", lambda: results.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
+    d2.download_button("Markdown", lambda: glue_plots.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
+    d3.download_button("LaTeX", lambda: glue_plots.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
                        icon=":material/download:")
     d4.download_button("Rows with sources (CSV)", lambda: results.export_rows(c.picked), "glue_results.csv", "text/csv", icon=":material/download:",
                        help="One row per number with its source; the same format the import accepts.")

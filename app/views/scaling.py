@@ -27,7 +27,7 @@ def run_fit(table: pd.DataFrame, x: str, y: str, law: str, transform: str, x2: s
 
 @st.cache_data(show_spinner=False)
 def builtin(key: str) -> pd.DataFrame:
-    return scaling.load_dataset(key)
+    return scaling.dataset(key)
 
 
 def pick(key: str, options: list[str], default: str) -> None:
@@ -86,7 +86,7 @@ def uploaded_data() -> tuple[pd.DataFrame, str, tuple[str, str, str]]:
         st.info("Upload a CSV with at least two numeric columns (for example parameters and loss), or pick a built-in data set.")
         stop_here()
     try:
-        table = scaling.read_csv(upload.getvalue())
+        table = scaling.upload(upload.getvalue())
     except ExplorerError as err:
         ui.show_error(err)
         stop_here()

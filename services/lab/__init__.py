@@ -37,10 +37,7 @@ this package's public API: ``from services import lab; lab.submit(...)``.
 """
 
 from analysis.run_status import ACTIVE, RunStatus
-from analysis.tasks import BUILT_IN as BUILT_IN_TASKS
 from analysis.tasks import MAX_TASK_BYTES
-from models.finetune.config import LAYERS as FROZEN_LAYERS
-from models.finetune.config import TRAINING_MODES as FINETUNE_MODES
 from models.pretrain.config import MAX_USER_CORPUS_BYTES, OBJECTIVES, VOCABS, TrainConfig
 from services.lab import finetuning
 from services.lab.checkpoints import lab_folder, run_info, trained_models
@@ -86,12 +83,9 @@ SINGLE_RUN_OBJECTIVES = {k: v for k, v in OBJECTIVES.items() if k != "distil"}
 
 __all__ = [
     "ACTIVE",
-    "BUILT_IN_TASKS",
     "FINETUNE",
-    "FINETUNE_MODES",
     "FORM_CONFIG",
     "FORM_LIMITS",
-    "FROZEN_LAYERS",
     "MAX_QUEUED",
     "MAX_SEEDS",
     "MAX_STEPS",

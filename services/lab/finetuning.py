@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import InvalidConfig
+from models.finetune.config import LAYERS, TRAINING_MODES
 from services.lab.run_queue import submit_finetune
 from services.lab.sizing import FineTuneSize, exceeds_budget, finetune_size, memory_budget_mb
 from services.lab.uploads import save_task_file
 
+__all__ = ["FORM_LIMITS", "FORM_RATES", "LAYERS", "TRAINING_MODES", "UPLOAD", "FineTunePlan", "FineTuneRequest", "FineTuneRun",
+           "UploadedTask", "preview", "start", "task_summary", "upload_task"]
 UPLOAD = "upload"  # the form's task choice for the user's own CSV
 
 

@@ -11,7 +11,9 @@ dispatch, folder deletion or file writes of its own).
 ``app`` reaches the library through ``services`` only: each feature's use case there is the one place its requests
 are validated and its work decided, for the pages and the Gradio app alike. Besides ``services`` and ``core``, app/
 may import the drawing modules of ``analysis`` (:data:`DRAWING`: data in, a figure, HTML or CSV bytes out, nothing
-decided), since a figure is the front end's business. And a page computes nothing itself: no numerical library
+decided), since a figure is the front end's business, and an ``analysis`` module's types, constants and errors
+(``from analysis.tasks import BUILT_IN``: they decide nothing and import no torch). A service exports what it decides
+and nothing it merely passes through (:func:`test_services_export_what_they_decide`). And a page computes nothing itself: no numerical library
 (:data:`PAGE_FORBIDDEN`; pandas is allowed, for the tables it shows) and no function longer than
 :data:`PAGE_FUNCTION_LINES` lines (a longer one is logic that belongs in a use case). A fragment (``@st.fragment``:
 the section of a page that reruns alone when its own widgets change) is the page's drawing code moved into a function
@@ -37,7 +39,7 @@ from tests.helpers import ROOT
 LAYERS = ("app", "services", "models", "analysis", "core")
 PAGE_ACTIONS = ("rmtree(", ".dispatch(", "write_bytes(", "write_text(", "unlink(")
 #: The analysis modules app/ may import: they only draw (plotly figures, HTML, safe CSV bytes).
-DRAWING = ("analysis.family_tree", "analysis.safe_text")
+DRAWING = ("analysis.family_tree", "analysis.safe_text", "analysis.calculator")
 #: Libraries a page must not import: computing is a use case's job.
 PAGE_FORBIDDEN = ("numpy", "scipy", "sklearn", "torch", "transformers", "captum")
 #: The longest function a page may define (a helper that draws one thing fits; a computation does not).
@@ -130,12 +132,25 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def _handed_to_app(path: Path) -> set[tuple[int, str]]:
+    """(line, name) of the imports by which a page takes a type, a constant or an error from an ``analysis`` module
+    (``from analysis.tasks import BUILT_IN``): allowed, since they decide nothing and import no torch. The module's
+    own entry counts as allowed with them."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("analysis.") and node.names \
+                and all(_type_or_constant(a.name) for a in node.names):
+            out |= {(node.lineno, node.module)} | {(node.lineno, f"{node.module}.{a.name}") for a in node.names}
+    return out
+
+
 def problems(root: Path) -> tuple[list[str], dict[tuple[str, str], int]]:
     """(every breach of the contract in the tree at ``root``, package arrows with their import counts)."""
     files = _modules(root)
     found, edges, arrows = [], defaultdict(set), defaultdict(int)
     for mod, path in files.items():
         top = mod.split(".")[0]
+        handed = _handed_to_app(path) if top == "app" else set()
         for line, name in _imports(path, mod):
             first = name.split(".")[0]
             where = f"{path.relative_to(root)}:{line}"
@@ -143,7 +158,8 @@ def problems(root: Path) -> tuple[list[str], dict[tuple[str, str], int]]:
                 found.append(f"{where} analysis imports {first}")
             if top != "app" and first in ("streamlit", "gradio"):
                 found.append(f"{where} {top} imports {first}")
-            if top == "app" and (first == "models" or (first == "analysis" and "." in name and not _drawing(name))):
+            if top == "app" and (first == "models" or (first == "analysis" and "." in name and not _drawing(name)
+                                                       and (line, name) not in handed)):
                 found.append(f"{where} app imports {name} (app reaches the library through services)")
             if path.parent.name == "views" and top == "app" and first in PAGE_FORBIDDEN:
                 found.append(f"{where} a page imports {first} (computing belongs in a use case)")
@@ -185,7 +201,8 @@ def test_imports_point_one_way_with_no_circles() -> None:
     ("app/views/home.py", "import shutil\nshutil.rmtree('x')", "a page does 'rmtree('"),
     ("app/views/attention.py", "from models.attention import extract_attention", "through services"),
     ("app/ui/pickers.py", "def f():\n    from analysis import memory", "through services"),
-    ("app/gradio_api/endpoints.py", "from analysis.params import HEADS", "through services"),
+    ("app/gradio_api/endpoints.py", "from analysis.params import HEADS, parameter_breakdown", "through services"),
+    ("app/views/results.py", "from analysis.glue import compare", "through services"),
     ("app/views/scaling.py", "import numpy as np", "a page imports numpy"),
     ("app/views/home.py", "def f():\n" + "    x = 1\n" * 45, "is 46 lines"),
     ("app/views/home.py", "@st.fragment\ndef f():\n" + "    x = 1\n" * 105, "is 106 lines"),
@@ -244,6 +261,41 @@ def _private_exports(root: Path) -> list[str]:
                         if isinstance(name, str) and name.startswith("_") and not name.startswith("__"):
                             out.append(f"{path.relative_to(root)}: {name}")
     return out
+
+
+def _type_or_constant(name: str) -> bool:
+    """A class (CapWords) or a constant (UPPER_CASE): what a lower layer's module may hand a page as it is."""
+    return name[:1].isupper()
+
+
+def _borrowed_exports(root: Path) -> list[str]:
+    """``module: name`` for every name a service exports (``__all__``) that it did not decide: a lower layer's function
+    or module passed through, or a lower layer's type or constant exported under another name."""
+    out = []
+    for path in sorted((root / "services").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        lower = {a.asname or a.name: a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module
+                 and node.module.split(".")[0] in LAYERS[2:] for a in node.names}
+        exported = [getattr(e, "value", "") for node in tree.body if isinstance(node, ast.Assign)
+                    and any(getattr(t, "id", "") == "__all__" for t in node.targets) for e in getattr(node.value, "elts", [])]
+        for name in exported:
+            if name in lower and (lower[name] != name or not _type_or_constant(name)):
+                why = f"renamed from {lower[name]}" if lower[name] != name else "a lower layer's function or module"
+                out.append(f"{path.relative_to(root)}: {name} ({why})")
+    return out
+
+
+def test_services_export_what_they_decide(tmp_path: Path) -> None:
+    """A service's ``__all__`` lists what it decides (its requests, results, limits and errors, and the functions it
+    defines). A lower layer's type or constant may be handed on under its own name; a lower layer's function is not
+    passed through (the page imports a drawing function from its analysis module, and a service owns the rest)."""
+    assert _borrowed_exports(ROOT) == []
+    planted = tmp_path / "services" / "x.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("from analysis.glue import compare\nfrom analysis.tasks import BUILT_IN as TASKS\n"
+                       "from analysis.memory import GPUS\n__all__ = ['GPUS', 'TASKS', 'compare']\n")
+    assert _borrowed_exports(tmp_path) == ["services/x.py: TASKS (renamed from BUILT_IN)",
+                                           "services/x.py: compare (a lower layer's function or module)"]
 
 
 def test_no_private_name_is_exported(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from analysis import glue
+from analysis import glue, glue_plots
 from analysis import results_db as db
 from analysis.safe_text import csv_bytes, markdown_text, neutralise_cell, restore_cell
 from core.errors import DuplicateResult, InvalidResult
@@ -212,12 +212,12 @@ def test_markdown_latex_and_html_exports_escape_hostile_names(lite) -> None:
         db.add_result(lite, db.NewResult(model=name, **dict(GOOD, variant=f"h{i}")))
     df = db.results_frame(lite, tasks=["CoLA"], splits=["dev"])
     comp = glue.compare(df[df["origin"] == "user"], collapse=False)
-    md = glue.to_markdown(comp)
+    md = glue_plots.to_markdown(comp)
     table = [line for line in md.splitlines() if line.startswith("|")]
     widths = {len([c for c in __import__("re").split(r"(?<!\\)\|", line)]) for line in table}
     assert len(widths) == 1, table  # an escaped pipe never adds a column
     assert "<img" not in md and "&lt;img" in md and "\\*bold\\*" in md and "[link]" not in md
-    assert "<img" not in glue.to_html(comp)
-    tex = glue.to_latex(comp)
+    assert "<img" not in glue_plots.to_html(comp)
+    tex = glue_plots.to_latex(comp)
     assert "\\textbackslash{}textbf" in tex and "\\&" in tex and "100\\%" in tex
     assert markdown_text("x\ny|z") == "x y\\|z"

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from analysis import glue
+from analysis import glue, glue_plots
 from analysis import results_db as db
 from core.errors import DuplicateResult, InvalidResult
 from tests.helpers import ROOT
@@ -88,9 +88,9 @@ def test_text_is_data_not_sql_and_is_escaped_when_shown(engine) -> None:
     df = db.results_frame(engine, models=[evil])
     assert len(df) == 1 and count(engine) > 1000
     comp = glue.compare(df)
-    page = glue.to_html(comp)
+    page = glue_plots.to_html(comp)
     assert "<script>" not in page and "&lt;script&gt;" in page and "<img" not in page
-    assert r"\textless{}script\textgreater{}" in glue.to_latex(comp)
+    assert r"\textless{}script\textgreater{}" in glue_plots.to_latex(comp)
 
 
 def test_import_export_round_trip(engine, tmp_path) -> None:
@@ -111,9 +111,9 @@ def test_import_export_round_trip(engine, tmp_path) -> None:
     rows = db.results_frame(engine, models=["Student BERT", "BERT-base"], tasks=["MNLI"], splits=["dev"], variants=False)
     comp = glue.compare(rows[rows["metric"].isin(["acc_m", "acc_mm"])])
     assert "arXiv nan" not in " ".join(comp.sources.stack())
-    md = glue.to_markdown(comp)
+    md = glue_plots.to_markdown(comp)
     assert md.startswith("| model | MNLI m | MNLI mm |") and "**" in md and "Doe et al. 2026" in md
-    tex = glue.to_latex(comp, caption="MNLI dev 100% & more")
+    tex = glue_plots.to_latex(comp, caption="MNLI dev 100% & more")
     assert r"\begin{tabular}{lrr}" in tex and r"100\% \& more" in tex and r"\textbf{" in tex
 
 
