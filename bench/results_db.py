@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis import glue
+from analysis import glue, glue_plots
 from analysis import results_db as db
 from bench.timing import timed
 
@@ -44,7 +44,7 @@ def run(label: str, url: str, fresh) -> None:
     dev = df[(df["split"] == "dev") & (df["variant"] == "") & df["task"].isin(["MNLI", "QNLI", "QQP", "RTE", "SST-2", "MRPC", "CoLA", "STS-B"])]
     comp = timed(lambda: glue.compare(dev))
     chk = timed(lambda: glue.score_check(df))
-    html = timed(lambda: glue.to_html(glue.compare(dev)))
+    html = timed(lambda: glue_plots.to_html(glue.compare(dev)))
     t0 = time.perf_counter()
     db.import_csv(_import_file(1000, "imp"), eng)
     imp = time.perf_counter() - t0
@@ -55,8 +55,8 @@ def run(label: str, url: str, fresh) -> None:
         try:
             barrier.wait()
             for i in range(50):
-                db.add_result(eng, db.NewResult(model=f"bench-w{t}", variant=f"run {i}", task="SST-2", metric="acc", split="dev", value=90.0,
-                              source="Liu et al. 2019, class re-run"))
+                db.add_result(db.NewResult(model=f"bench-w{t}", variant=f"run {i}", task="SST-2", metric="acc", split="dev", value=90.0,
+                              source="Liu et al. 2019, class re-run"), eng)
         except BaseException as err:
             errors.append(err)
 

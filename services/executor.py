@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import ExplorerError
-from models.warmup import WarmupState
+from models.warmup import Warmup, WarmupState
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class Executor:
         return RuntimeStatus(f"{info.total_bytes / 2**20:,.0f} MB of {info.budget_bytes / 2**20:,.0f} MB budget, "
                              f"{len(info.entries)} model(s) loaded", warmup_text(w.state, w.step, w.seconds), queue)
 
-    def warmup(self) -> Any:
+    def warmup(self) -> Warmup | None:
         """This process's warm-up (``models.warmup.Warmup``: its state, step, model and error, and a wait for it) when
         the models run here; None under the model process or a backend, whose warm-up is theirs (:meth:`status`,
         :mod:`services.runtime`)."""

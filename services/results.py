@@ -197,7 +197,7 @@ def add(url: str, new: NewResult) -> StoredResult:
     was stored as typed, a warning (``analysis.results_db.StoredResult``)."""
     from analysis.results_db import add_result, get_engine
 
-    return add_result(get_engine(url), new)
+    return add_result(new, get_engine(url))
 
 
 def import_rows(url: str, raw: bytes) -> Any:

@@ -4,8 +4,8 @@ Usage::
 
     from analysis import results_db as db
     df = db.results_frame(models=["BERT-large"], splits=["dev"])       # pandas, one row per number
-    db.add_result(model="My BERT", task="RTE", metric="acc", split="dev", value=71.5,
-                  source="Doe et al. 2026, course project")             # validated; a duplicate is refused
+    db.add_result(db.NewResult(model="My BERT", task="RTE", metric="acc", split="dev", value=71.5,
+                               source="Doe et al. 2026, course project"))  # validated; a duplicate is refused
     db.import_csv(raw_bytes)                                           # all rows or none; errors by line
 
 One job per module:

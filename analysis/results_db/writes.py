@@ -127,7 +127,7 @@ class NewResult:
     family: str = ""
 
 
-def add_result(engine: Engine | None, new: NewResult) -> StoredResult:
+def add_result(new: NewResult, engine: Engine | None = None) -> StoredResult:
     """Validate and store one result a user reports (:class:`NewResult`); returns its id and the validation's warning
     (the one way to add a result: :func:`services.results.add` and the page call it). A new model name creates a
     model; the source is a citation with a year (a published source's key is refused: a user's row never passes for a

@@ -243,8 +243,8 @@ def _await_model_process(model_ids: list[str]) -> None:
                 slot_lent():
             deadline = time.monotonic() + WARMUP_WAIT_S
             while status.state in waiting and time.monotonic() < deadline and not _run_abandoned():
-                time.sleep(0.05)
-                status = rt.ask_status(0.5)  # asked, not the poller's (up to 0.5 s old): the page goes on when the model is
+                time.sleep(0.2)  # asked, not the poller's (up to 0.5 s old), so the page goes on once the model is ready
+                status = rt.ask_status(0.5)
     if status.state == WarmupState.FAILED and status.error:
         st.warning(f"Preparing **{status.model_id}** in the background failed ({status.error}); trying again now.",
                    icon=":material/warning:")

@@ -385,7 +385,7 @@ def claim_notes(c: experiments.ClaimEntry, budget: str) -> None:
                        if c.measure == "isoflop" else
                        ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
                        "the verdict above also says what the fit gives without them."))
-    if c.decided == Label.CANNOT_TELL and budget != "thorough":
+    if c.verdict_label == Label.CANNOT_TELL and budget != "thorough":
         st.caption("The thorough budget spends more seeds, steps and test items per arm.")
 
 

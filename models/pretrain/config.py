@@ -52,8 +52,8 @@ MUP_OBJECTIVES = ("mlm", "mlm+nsp", "mlm+sop")
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One pre-training run, its fields in four groups (:data:`GROUPS`; each checked by its own part of
-    :meth:`validate`): the model's **shape**, the **data** it reads, the **optimiser** and its schedule, and the
+    """One pre-training run, its fields in four groups (:data:`GROUPS`; each group's fields checked by its own part of
+    :meth:`validate`, then the rules between groups): the model's **shape**, the **data** it reads, the **optimiser** and its schedule, and the
     **objective** with what only one objective or parametrisation uses. The fields stay flat, so a stored run (its
     JSON, ``asdict``) and ``replace(config, hidden=...)`` read as before. Sizes are the encoder's (ELECTRA's
     generator is ``generator_ratio`` of its width)."""
@@ -117,7 +117,8 @@ class TrainConfig:
         return {f: getattr(self, f) for f in GROUPS[name]}
 
     def validate(self) -> TrainConfig:
-        """Raises InvalidConfig for a setting no run can use (heads not dividing the hidden size, zero steps...)."""
+        """Raises InvalidConfig for a setting no run can use (heads not dividing the hidden size, zero steps...): each
+        group's own fields first, then the rules that tie two groups together (:meth:`_check_combinations`)."""
         if self.objective not in OBJECTIVES:
             raise InvalidConfig(f"Unknown objective {self.objective!r}.", "Use one of: " + ", ".join(OBJECTIVES) + ".")
         check_whole_numbers(self, LIMITS)
@@ -125,6 +126,7 @@ class TrainConfig:
         self._check_data()
         self._check_optimiser()
         self._check_objective()
+        self._check_combinations()
         check_run_name(self.run_name)
         return self
 
@@ -136,17 +138,8 @@ class TrainConfig:
             raise InvalidConfig(f"Dropout must be in [0, 1), not {self.dropout!r}.")
         if self.attention not in ("full", "bigbird"):
             raise InvalidConfig(f"Attention is full or bigbird, not {self.attention!r}.")
-        if self.attention == "bigbird":
-            from analysis.sparse_attention import check_block_setting  # numpy: only for a run that needs it
-
-            if self.objective != "mlm" or not self.pack:
-                raise InvalidConfig("BigBird's sparse attention is for the masked LM on packed sequences.",
-                                    "Use objective mlm with pack: short texts would leave nothing for it to skip.")
-            check_block_setting(self.seq_len, self.block_size, self.random_blocks)
 
     def _check_data(self) -> None:
-        if self.objective == "plm" and self.seq_len % 2:
-            raise InvalidConfig("XLNet's permutation collator needs an even sequence length.")
         if self.vocab not in VOCABS:
             raise InvalidConfig(f"Unknown vocabulary {self.vocab!r}.", "Use one of: " + ", ".join(VOCABS) + ".")
         if self.masking not in ("static", "dynamic"):
@@ -155,8 +148,6 @@ class TrainConfig:
             raise InvalidConfig("corpus_lines must be from 10 to 1,000,000.")
         if type(self.pack) is not bool:
             raise InvalidConfig(f"pack is true or false, not {self.pack!r}.")
-        if self.pack and self.objective != "mlm":
-            raise InvalidConfig("Packed sequences are for the masked LM (objective mlm) only.")
 
     def _check_optimiser(self) -> None:
         if not (0 < self.lr < 1) or not (0 <= self.warmup < 1) or self.schedule not in ("linear", "constant"):
@@ -177,18 +168,32 @@ class TrainConfig:
                                     f"at factor {self.phase_factor}.", "Train for more steps, or use fewer phases.")
 
     def _check_objective(self) -> None:
-        if self.objective == "electra" and (self.hidden * self.generator_ratio) % self.heads:
-            raise InvalidConfig(f"The generator ({self.generator_ratio:g} × {self.hidden}) must be divisible by {self.heads} heads.")
         self._check_teacher()
         if self.parametrisation not in PARAMETRISATIONS:
             raise InvalidConfig(f"Unknown parametrisation {self.parametrisation!r}.",
                                 "Use one of: " + ", ".join(PARAMETRISATIONS) + ".")
-        if self.parametrisation == "mup" and self.objective not in MUP_OBJECTIVES:
-            raise InvalidConfig(f"μP is implemented for BERT's masked-LM objectives, not {self.objective!r}.",
-                                "Use one of: " + ", ".join(MUP_OBJECTIVES) + ".")
         lo, hi = LIMITS["hidden"]
         if isinstance(self.mup_base_width, bool) or not isinstance(self.mup_base_width, int) or not lo <= self.mup_base_width <= hi:
             raise InvalidConfig(f"mup_base_width must be a whole number from {lo} to {hi}, not {self.mup_base_width!r}.")
+
+    def _check_combinations(self) -> None:
+        """The rules between groups: what an objective needs of the data and the shape, and what μP is built for."""
+        if self.objective == "plm" and self.seq_len % 2:
+            raise InvalidConfig("XLNet's permutation collator needs an even sequence length.")
+        if self.objective == "electra" and (self.hidden * self.generator_ratio) % self.heads:
+            raise InvalidConfig(f"The generator ({self.generator_ratio:g} × {self.hidden}) must be divisible by {self.heads} heads.")
+        if self.pack and self.objective != "mlm":
+            raise InvalidConfig("Packed sequences are for the masked LM (objective mlm) only.")
+        if self.attention == "bigbird":
+            from analysis.sparse_attention import check_block_setting  # numpy: only for a run that needs it
+
+            if self.objective != "mlm" or not self.pack:
+                raise InvalidConfig("BigBird's sparse attention is for the masked LM on packed sequences.",
+                                    "Use objective mlm with pack: short texts would leave nothing for it to skip.")
+            check_block_setting(self.seq_len, self.block_size, self.random_blocks)
+        if self.parametrisation == "mup" and self.objective not in MUP_OBJECTIVES:
+            raise InvalidConfig(f"μP is implemented for BERT's masked-LM objectives, not {self.objective!r}.",
+                                "Use one of: " + ", ".join(MUP_OBJECTIVES) + ".")
 
     def _check_teacher(self) -> None:
         """A distillation run names its teacher by a model id the loader accepts; no other objective has one."""

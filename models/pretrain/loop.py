@@ -59,6 +59,7 @@ class Run:
     good: dict[str, Any] | None = None  # the last weights known good (before a NaN loss)
     good_step: int = 0
     updates: int = 0
+    save: bool = True  # evaluate and save on the main process at the end (False: a bench's or a test's bare loop)
 
     @property
     def model(self) -> Any:
@@ -93,7 +94,7 @@ def train(config: TrainConfig, on_progress: Callable[[int, float, float], None] 
         if on_progress is not None:
             on_progress(n, value, time.perf_counter() - start)
     run.result.seconds = time.perf_counter() - start
-    return finish(run, save)
+    return finish(run)
 
 
 def setup(config: TrainConfig, save: bool = True) -> Run:
@@ -127,7 +128,8 @@ def setup(config: TrainConfig, save: bool = True) -> Run:
     accumulate = ([u.micro_batches for u in plan for _ in range(u.micro_batches)],
                   set(itertools.accumulate(u.micro_batches for u in plan))) if plan else None
     run = Run(config, accelerator, tok, held_out, parts, bare, _parameters(parts), optimizer, scheduler, batches, result,
-              accumulate, keep=step_plan(config.steps, parameter_count(main_model(bare))) if accelerator.is_main_process and save else [])
+              accumulate, keep=step_plan(config.steps, parameter_count(main_model(bare))) if accelerator.is_main_process and save else [],
+              save=save)
     if 0 in run.keep:
         run.snapshots[0] = cpu_state(main_model(bare))
     for m in parts:
@@ -153,8 +155,9 @@ def _trainable(config: TrainConfig, parts: tuple[Any, ...]) -> list[Any]:
 
 
 def train_step(run: Run, n: int) -> float:
-    """Step ``n`` (from 1): one batch's loss and, unless it is NaN or infinite (returned, nothing updated), its update
-    (or its share of an accumulated one), the curve, the last good weights and a snapshot where one is kept."""
+    """Step ``n`` (from 1, one after another: accumulation, snapshots and the last good weights go by it): one batch's
+    loss and, unless it is NaN or infinite (returned, nothing updated), its update (or its share of an accumulated one),
+    the curve, the last good weights and a snapshot where one is kept."""
     config, accelerator, result = run.config, run.accelerator, run.result
     batch = {k: v.to(accelerator.device) for k, v in run.batches.sample().items()}
     loss = loss_of(config, run.model, batch)
@@ -180,7 +183,7 @@ def train_step(run: Run, n: int) -> float:
     return value
 
 
-def finish(run: Run, save: bool = True) -> TrainResult:
+def finish(run: Run) -> TrainResult:
     """The run's end: the last good weights back where a NaN loss stopped it, then on the main process the
     evaluation (held-out loss, probes, what the optimizer presets compare: updates made, optimizer state) and the
     atomic save with its snapshots."""
@@ -200,7 +203,7 @@ def finish(run: Run, save: bool = True) -> TrainResult:
         result.evaluation["optimizer_state_bytes"] = optimizer_state_bytes(run.optimizer)
         if kept := {s: w for s, w in run.snapshots.items() if s < last_step}:
             result.evaluation["over_training"] = over_training(config, main_model(bare), tok, kept)
-        if save and result.curve:
+        if run.save and result.curve:
             result.checkpoint = save_run(config, main_model(bare), tok, result, kept, last_step)
     run.accelerator.wait_for_everyone()
     return result

@@ -5,7 +5,7 @@ incomplete, and a decision whose refusal is the entry's reason."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -50,6 +50,10 @@ def decided(out: dict[str, Any], decide: Callable[[], Any]) -> Any | None:
 _FIGURE_OF_MEASURE = {"mutransfer": "transfer", "retention": "ratio", "speedup": "ratio", "scaling": "trend", "isoflop": "trend"}
 
 
+def _typed(cls: type) -> set[str]:
+    return {f.name for f in fields(cls)} - {"detail", "given", "nulls"}
+
+
 @dataclass
 class ClaimEntry:
     """One claim's entry in a report: the claim as decided (``claim``: its fields, with ``statement``, ``source``,
@@ -59,8 +63,9 @@ class ClaimEntry:
     ``scores`` and random-init ``controls``, a trend's or a ratio's ``points``, its ``run_ids``, ...) is ``detail``.
     ``figure`` names the chart (the claim's kind: ``arms``, ``trend``, ``ratio``, ``transfer``); ``primary``: the
     paper's own measure (else exploratory, Bonferroni over ``family``); ``holm``: where several primaries of one
-    preset were adjusted together. Stored as :meth:`to_dict` (the verdicts table's payload), read with
-    :meth:`from_dict`, which also reads entries stored before ``figure`` existed."""
+    preset were adjusted together; ``label``: the measure's name as the page heads it (the verdict's label is
+    :attr:`verdict_label`). Stored as :meth:`to_dict` (the verdicts table's payload), read with :meth:`from_dict`, which
+    also reads entries stored before ``figure`` existed; a payload read and written again keeps its keys and values."""
 
     key: str
     claim: dict[str, Any] = field(default_factory=dict)
@@ -74,25 +79,32 @@ class ClaimEntry:
     why_none: str = ""
     holm: dict[str, int] | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    #: The typed keys the dict it was read from had, and those of them that were null (written back as they were).
+    given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    nulls: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @property
-    def decided(self) -> str | None:
+    def verdict_label(self) -> str | None:
         """The verdict's label (:class:`analysis.verdicts.labels.Label`'s value), None before a verdict."""
         return self.verdict.get("label") if self.verdict else None
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> ClaimEntry:
         """An entry from its dict (built by a claim, or stored): the typed fields by name, the rest as ``detail``."""
-        typed = {f.name for f in fields(cls)} - {"detail"}
+        typed = _typed(cls)
         out = cls(**{k: v for k, v in payload.items() if k in typed and (v is not None or k == "verdict")},
-                  detail={k: v for k, v in payload.items() if k not in typed})
+                  detail={k: v for k, v in payload.items() if k not in typed}, given=frozenset(typed & set(payload)),
+                  nulls=frozenset(k for k in typed & set(payload) if payload[k] is None))
         if not payload.get("figure"):
             out.figure = _FIGURE_OF_MEASURE.get(out.measure, "arms")
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as one flat JSON-able dict (what is stored, what the API answers, what the charts read)."""
-        flat = {k: v for k, v in asdict(self).items() if k != "detail"}
+        defaults = {f.name: f.default if f.default is not MISSING else f.default_factory() for f in fields(self)
+                    if f.default is not MISSING or f.default_factory is not MISSING}
+        flat = {k: None if k in self.nulls and getattr(self, k) == defaults.get(k) else getattr(self, k)
+                for k in _typed(type(self)) if k in self.given or k == "key" or getattr(self, k) != defaults.get(k)}
         return {**flat, **self.detail}
 
 
@@ -124,7 +136,7 @@ class Report:
     finding: str = ""
     seeds: int = 0
     budget: str = ""
-    suite: str | None = None
+    suite: dict[str, Any] | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     waiting: int = 0
@@ -134,8 +146,17 @@ class Report:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-able dicts (the API's answer): entries flat, as stored."""
-        out = asdict(self)
-        out["state"] = str(self.state)
-        out["claims"] = [c.to_dict() for c in self.claims]
+        """The report as JSON-able dicts (the API's answer; the runs' rows as they are, not copied): entries flat, as
+        stored. A report with no runs (``empty``, ``gone``) says only what it has: no seeds, budget or spend."""
+        out: dict[str, Any] = {"group": self.group, "state": str(self.state)}
+        if self.state in (ExperimentState.EMPTY, ExperimentState.GONE):
+            out.update({"preset": self.preset} if self.preset else {})
+        else:
+            out.update(preset=self.preset, seeds=self.seeds, budget=self.budget, suite=self.suite, waiting=self.waiting)
+            if self.title:
+                out.update(title=self.title, paper=self.paper, finding=self.finding)
+            out.update(arms={arm: asdict(a) for arm, a in self.arms.items()}, family=self.family)
+        out.update(claims=[c.to_dict() for c in self.claims], runs=self.runs, missing=self.missing)
+        if self.note:
+            out["note"] = self.note
         return out

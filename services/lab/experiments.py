@@ -146,7 +146,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> Report:
         # Decided once: a stored verdict is not re-dated by a later read, and one that a killed settle did not get
         # to store is stored now (all of an experiment's verdicts go in one transaction, so that is rare).
         have = {s["claim_key"] for s in stored}
-        todo = [(c.key, c.decided, c.to_dict()) for c in out.claims if c.decided and c.key not in have]
+        todo = [(c.key, c.verdict_label, c.to_dict()) for c in out.claims if c.verdict_label and c.key not in have]
         if todo:
             stored_verdicts.store_missing(group, preset, todo, engine)
     return out

@@ -164,7 +164,7 @@ def _entry_points():
         "training_memory('abc')": lambda: memory.training_memory("abc"),
         "training_memory(None)": lambda: memory.training_memory(None),
         "results_frame(models=5)": lambda: db.results_frame(models=5),
-        "add_result(model=object())": lambda: db.add_result(None, db.NewResult(model=object(), task="RTE", metric="acc", split="dev", value=5,
+        "add_result(model=object())": lambda: db.add_result(db.NewResult(model=object(), task="RTE", metric="acc", split="dev", value=5,
                                                             source="X et al. 2020, y")),
         "import_csv(None)": lambda: db.import_csv(None),
         "permutation_inputs(None)": lambda: P.permutation_inputs(None),

@@ -156,8 +156,8 @@ def test_results_page_tooltips_escaping_and_a_bad_import(tiny_dir: Path, browser
     from analysis import results_db
 
     evil = "<img src=x onerror=alert(1)>"
-    results_db.add_result(results_db.get_engine(), results_db.NewResult(model=evil, task="SST-2", metric="acc", split="dev", value=90.0,
-                          source="Liu et al. 2019, class re-run", note="<script>alert(2)</script>"))
+    results_db.add_result(results_db.NewResult(model=evil, task="SST-2", metric="acc", split="dev", value=90.0,
+                          source="Liu et al. 2019, class re-run", note="<script>alert(2)</script>"), results_db.get_engine())
     models = quote(",".join([evil, "BERT-base", "RoBERTa-large"]))
     with running_app(tiny_dir) as server:
         page, outside = open_page(browser, f"{server}/results?gl_models={models}", PAGES["results"])

@@ -252,6 +252,9 @@ def test_results_runs_and_verdicts_equal_the_library_and_write_nothing(client, s
     assert any(v["experiment"] == group and v["verdict"] == "agrees" for v in latest)
     report = client.predict(group, api_name="/verdicts")
     assert report["group"] == group and report["state"] == experiments.report(group).state
+    assert report == jsonable(experiments.verdicts_json(group))
+    assert experiments.verdicts_json("no-such-group") == {"group": "no-such-group", "state": "empty", "claims": [], "runs": [],
+                                                        "missing": []}  # says only what it has
 
     rows = client.predict("bert-base, RoBERTa-large", "mnli", "dev", True, api_name="/results")
     lib = results_frame(models=["BERT-base", "RoBERTa-large"], tasks=["MNLI"], splits=["dev"], variants=False)

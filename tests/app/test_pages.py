@@ -357,7 +357,7 @@ def test_results_page_adds_and_imports_with_clear_errors() -> None:
     from analysis import results_db
 
     # A citation used once is offered in the Source picker (AppTest cannot type a new option).
-    results_db.add_result(None, results_db.NewResult(model="Earlier run", task="RTE", metric="acc", split="dev", value=60.0,
+    results_db.add_result(results_db.NewResult(model="Earlier run", task="RTE", metric="acc", split="dev", value=60.0,
                                                      source="Liu et al. 2019, class re-run"))
     at = run("views/results.py", gl_view="Add results")
     assert "liu2019" not in at.selectbox(key="gl_add_source").options  # published keys are not offered

@@ -39,8 +39,8 @@ WRITER = """
     i = 0
     while time.monotonic() < deadline:
         try:
-            db.add_result(engine, db.NewResult(model=f"Fault model {i}", task="CoLA", metric="mcc", split="dev", value=50 + i % 40,
-                                               source="Fault test 2026, a class project"))
+            db.add_result(db.NewResult(model=f"Fault model {i}", task="CoLA", metric="mcc", split="dev", value=50 + i % 40,
+                                       source="Fault test 2026, a class project"), engine)
             print("ack", i, flush=True)
             i += 1
         except DatabaseUnavailable as err:

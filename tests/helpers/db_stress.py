@@ -60,8 +60,9 @@ def _worker(url: str, index: int, rounds: int, barrier: Any, out: Any, same: boo
             barrier.wait(timeout=120)
             start = time.perf_counter()
             try:
-                db.add_result(db.get_engine(url), db.NewResult(model="Writer" if same else f"Writer {index}", task="RTE", metric="acc", split="dev",
-                              value=50 + r % 40 + (0 if same else index / 100), source=f"Concurrent round {r} et al. 2026, new source", table=f"round {r}"))
+                db.add_result(db.NewResult(model="Writer" if same else f"Writer {index}", task="RTE", metric="acc", split="dev",
+                                           value=50 + r % 40 + (0 if same else index / 100),
+                                           source=f"Concurrent round {r} et al. 2026, new source", table=f"round {r}"), db.get_engine(url))
                 records.append(("stored", time.perf_counter() - start))
             except ExplorerError as err:
                 records.append(("refused", f"{type(err).__name__}: {err.message}"))

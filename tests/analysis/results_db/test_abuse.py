@@ -111,7 +111,7 @@ def test_kill_9_during_an_import_leaves_all_rows_or_none(lite, tmp_path: Path, d
     eng = db.get_engine(url)
     after = _count(eng)
     assert after in (before, before + 4000)
-    db.add_result(eng, db.NewResult(model="After the kill", **GOOD))  # the database still takes writes
+    db.add_result(db.NewResult(model="After the kill", **GOOD), eng)  # the database still takes writes
     assert _count(eng) == after + 1
 
 
@@ -130,23 +130,23 @@ def test_invisible_and_bidi_characters_are_refused_in_names(lite, name: str, mes
     for field in ("model", "variant", "table", "source"):
         fields = {**GOOD, "model": "Fine", field: name + (" 2026 citation" if field == "source" else "")}
         with pytest.raises(InvalidResult, match=message):
-            db.add_result(lite, db.NewResult(**fields))
+            db.add_result(db.NewResult(**fields), lite)
     assert _count(lite) == before
 
 
 def test_look_alike_names_are_normalised_to_the_plain_letters(lite) -> None:
-    rid = db.add_result(lite, db.NewResult(model="ＢＥＲＴ-base", **GOOD)).id  # full-width letters: NFKC makes them BERT-base
+    rid = db.add_result(db.NewResult(model="ＢＥＲＴ-base", **GOOD), lite).id  # full-width letters: NFKC makes them BERT-base
     df = db.results_frame(lite)
     assert df.loc[df["id"] == rid, "model"].item() == "BERT-base"
     with pytest.raises(DuplicateResult):
-        db.add_result(lite, db.NewResult(model="BERT-base", **GOOD))
+        db.add_result(db.NewResult(model="BERT-base", **GOOD), lite)
 
 
 def test_a_user_row_cannot_pass_for_a_published_one(lite) -> None:
     for key in db.seed_source_keys():
         with pytest.raises(InvalidResult, match="published sources"):
-            db.add_result(lite, db.NewResult(model="Mine", **dict(GOOD, source=key.upper())))
-    rid = db.add_result(lite, db.NewResult(model="Mine", **dict(GOOD, source="Devlin et al. 2019"))).id
+            db.add_result(db.NewResult(model="Mine", **dict(GOOD, source=key.upper())), lite)
+    rid = db.add_result(db.NewResult(model="Mine", **dict(GOOD, source="Devlin et al. 2019")), lite).id
     df = db.results_frame(lite)
     row = df[df["id"] == rid].iloc[0]
     assert row["origin"] == "user" and row["citation"].endswith(db.USER_MARK) and row["source"] not in db.seed_source_keys()
@@ -159,14 +159,14 @@ def test_a_user_row_cannot_pass_for_a_published_one(lite) -> None:
 def test_absurd_values_are_refused_with_a_message(lite, value, message: str) -> None:
     t0 = time.perf_counter()
     with pytest.raises(InvalidResult, match=message):
-        db.add_result(lite, db.NewResult(model="Mine", **dict(GOOD, value=value)))
+        db.add_result(db.NewResult(model="Mine", **dict(GOOD, value=value)), lite)
     assert time.perf_counter() - t0 < 2
 
 
 @pytest.mark.parametrize("parameters", ["1e400", "-1", "0", "1.5", "1e15", "NaN", "0x10"])
 def test_absurd_parameter_counts_are_refused(lite, parameters: str) -> None:
     with pytest.raises(InvalidResult, match="parameters"):
-        db.add_result(lite, db.NewResult(model="Mine", parameters=parameters, **GOOD))
+        db.add_result(db.NewResult(model="Mine", parameters=parameters, **GOOD), lite)
 
 
 @pytest.mark.parametrize("rid", ["abc", None, True, -1, "1; DROP TABLE bfe_results", 1.5, "9" * 40])
@@ -193,7 +193,7 @@ def test_csv_cells_that_would_run_as_formulas_are_neutralised_and_numbers_stay_n
 
 
 def test_exported_formulas_are_inert_and_import_back_unchanged(lite) -> None:
-    ids = [db.add_result(lite, db.NewResult(model=f.replace(",", ";"), **dict(GOOD, variant=f"v{i}", note=f))).id for i, f in enumerate(FORMULAS)]
+    ids = [db.add_result(db.NewResult(model=f.replace(",", ";"), **dict(GOOD, variant=f"v{i}", note=f)), lite).id for i, f in enumerate(FORMULAS)]
     df = db.results_frame(lite)
     mine = df[df["id"].isin(ids)]
     raw = db.export_rows(mine)
@@ -209,7 +209,7 @@ def test_exported_formulas_are_inert_and_import_back_unchanged(lite) -> None:
 
 def test_markdown_latex_and_html_exports_escape_hostile_names(lite) -> None:
     for i, name in enumerate(["a|b", "<img src=x onerror=alert(1)>", "*bold* _it_ [link](http://x)", "\\textbf{x} & 100% $"]):
-        db.add_result(lite, db.NewResult(model=name, **dict(GOOD, variant=f"h{i}")))
+        db.add_result(db.NewResult(model=name, **dict(GOOD, variant=f"h{i}")), lite)
     df = db.results_frame(lite, tasks=["CoLA"], splits=["dev"])
     comp = glue.compare(df[df["origin"] == "user"], collapse=False)
     md = glue_plots.to_markdown(comp)

@@ -32,8 +32,8 @@ def test_eight_writers_at_once(engine) -> None:
         try:
             barrier.wait()
             for i in range(50):
-                db.add_result(engine, db.NewResult(model=f"writer-{t}", variant=f"run {i}", task="SST-2", metric="acc", split="dev",
-                              value=80 + i / 10, source="Liu et al. 2019, class re-run"))
+                db.add_result(db.NewResult(model=f"writer-{t}", variant=f"run {i}", task="SST-2", metric="acc", split="dev",
+                              value=80 + i / 10, source="Liu et al. 2019, class re-run"), engine)
         except BaseException as err:  # reported below
             errors.append(err)
 
@@ -57,7 +57,7 @@ def test_a_read_only_database_says_so_and_keeps_its_data(lite, tmp_path) -> None
     ro = db.get_engine(f"sqlite:///file:{path}?mode=ro&uri=true")
     assert len(db.results_frame(ro)) == before  # reading works
     with pytest.raises(DatabaseUnavailable, match="read-only"):
-        db.add_result(ro, db.NewResult(model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run"))
+        db.add_result(db.NewResult(model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run"), ro)
     db.dispose_engines()
     assert count(db.get_engine(f"sqlite:///{path}")) == before
 

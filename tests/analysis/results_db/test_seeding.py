@@ -206,8 +206,8 @@ def test_seeding_is_idempotent(engine) -> None:
 
 
 def test_user_rows_survive_an_upgrade_of_the_seed_data(engine, monkeypatch) -> None:
-    mine = db.add_result(engine, db.NewResult(model="My BERT", task="CoLA", metric="mcc", split="dev", value=61.2, source="Me et al. 2026, a class project",
-                         parameters="110000000")).id
+    mine = db.add_result(db.NewResult(model="My BERT", task="CoLA", metric="mcc", split="dev", value=61.2, source="Me et al. 2026, a class project",
+                         parameters="110000000"), engine).id
     data = db.seed_rows()
     first, second = data["results"][0], data["results"][1]
     data["results"] = data["results"][1:]                   # a row leaves the seed data

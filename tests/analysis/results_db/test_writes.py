@@ -27,9 +27,9 @@ def test_constraints_stop_a_result_stored_twice(engine) -> None:
     with pytest.raises(IntegrityError), db.session(engine, write=True) as s:
         s.execute(insert(db.Result), [dict(dup, split="validation", variant="x", origin="user")])
     args = dict(model="BERT-base", task="RTE", metric="acc", split="dev", value=70.0, source="Devlin et al. 2019, re-run", table="mine")
-    db.add_result(engine, db.NewResult(**args))
+    db.add_result(db.NewResult(**args), engine)
     with pytest.raises(DuplicateResult, match="already stored"):
-        db.add_result(engine, db.NewResult(**dict(args, value=71.0)))
+        db.add_result(db.NewResult(**dict(args, value=71.0)), engine)
 
 
 def test_a_fraction_on_a_percent_scale_is_stored_as_typed_with_a_warning(engine) -> None:
@@ -42,11 +42,11 @@ def test_a_fraction_on_a_percent_scale_is_stored_as_typed_with_a_warning(engine)
             return s.scalar(select(db.Result.value).where(db.Result.id == result_id))
 
     args = dict(model="My BERT", task="RTE", split="dev", source="My run, 2026", table="t")
-    fraction = db.add_result(engine, db.NewResult(**args, metric="acc", value=0.85))
+    fraction = db.add_result(db.NewResult(**args, metric="acc", value=0.85), engine)
     assert "0.85 means 0.85%, not 85%" in fraction.warning
     assert stored(fraction.id) == pytest.approx(0.85)
-    assert db.add_result(engine, db.NewResult(**dict(args, table="t2"), metric="acc", value=85)).warning == ""
-    assert db.add_result(engine, db.NewResult(**dict(args, task="WikiText-103"), metric="ppl", value=1.0)).warning == ""
+    assert db.add_result(db.NewResult(**dict(args, table="t2"), metric="acc", value=85), engine).warning == ""
+    assert db.add_result(db.NewResult(**dict(args, task="WikiText-103"), metric="ppl", value=1.0), engine).warning == ""
     via_service = results.add(engine.url.render_as_string(hide_password=False), results.NewResult(**dict(args, table="t3"), metric="acc", value=1))
     assert via_service.warning and stored(via_service.id) == pytest.approx(1.0)
 
@@ -75,16 +75,16 @@ def test_bad_results_are_refused_and_nothing_is_written(lite, change, message) -
     good = dict(model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run")
     before = count(lite)
     with pytest.raises(InvalidResult, match=message):
-        db.add_result(lite, db.NewResult(**dict(good, **change)))
+        db.add_result(db.NewResult(**dict(good, **change)), lite)
     assert count(lite) == before
-    db.add_result(lite, db.NewResult(**good))
+    db.add_result(db.NewResult(**good), lite)
     assert count(lite) == before + 1
 
 
 def test_text_is_data_not_sql_and_is_escaped_when_shown(engine) -> None:
     evil = "x'); DROP TABLE bfe_results; -- <script>alert(1)</script>"
-    db.add_result(engine, db.NewResult(model=evil, task="SST-2", metric="acc", split="dev", value=90.0, source="Liu et al. 2019, rerun",
-                                       note="<img src=x onerror=alert(1)>"))
+    db.add_result(db.NewResult(model=evil, task="SST-2", metric="acc", split="dev", value=90.0, source="Liu et al. 2019, rerun",
+                                       note="<img src=x onerror=alert(1)>"), engine)
     df = db.results_frame(engine, models=[evil])
     assert len(df) == 1 and count(engine) > 1000
     comp = glue.compare(df)
@@ -160,7 +160,7 @@ def test_an_oversized_import_is_refused(lite, monkeypatch) -> None:
 
 
 def test_only_user_rows_can_be_deleted(lite) -> None:
-    new = db.add_result(lite, db.NewResult(model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run")).id
+    new = db.add_result(db.NewResult(model="Tiny", task="CoLA", metric="mcc", split="dev", value=40.0, source="Liu et al. 2019, class re-run"), lite).id
     seed_id = int(db.results_frame(lite).iloc[0]["id"])
     with pytest.raises(InvalidResult, match="cannot be deleted"):
         db.delete_result(seed_id, lite)

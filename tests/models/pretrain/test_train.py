@@ -41,6 +41,8 @@ def test_every_train_config_field_is_in_exactly_one_group() -> None:
     assert sorted(grouped) == sorted(f.name for f in fields(TrainConfig)) and len(grouped) == len(set(grouped))
     assert [f.name for f in fields(TrainConfig)] == grouped  # declared in their groups' order
     assert TrainConfig(hidden=64).group("shape")["hidden"] == 64
+    with pytest.raises(InvalidConfig, match="pack is true or false"):  # a group's own field before the rules between groups
+        TrainConfig(attention="bigbird", pack="yes").validate()
 
 
 def test_the_same_seed_gives_the_same_curve() -> None:

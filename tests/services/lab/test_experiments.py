@@ -393,7 +393,10 @@ def test_a_preset_is_one_object_whose_claims_say_how_they_are_decided(lab_env: P
         _finish(rid, {"held_out_loss": 5.0})
     [entry] = experiments.report("pl").claims
     assert (entry.key, entry.measure, entry.figure, entry.detail) == ("count", "runs", "trend", {"state": "complete", "runs": ["mlm", "plm"]})
+    assert entry.to_dict() == {"key": "count", "measure": "runs", "figure": "trend", "state": "complete", "runs": ["mlm", "plm"]}
     assert entries.ClaimEntry.from_dict(entry.to_dict()) == entry  # stored as its dict, read back the same
+    stored = {"key": "k", "sentence": None, "verdict": None, "label": "", "points": [1]}  # written back as it was read
+    assert entries.ClaimEntry.from_dict(stored).to_dict() == stored
     assert entries.ClaimEntry.from_dict({"key": "old", "measure": "speedup"}).figure == "ratio"  # stored before entries named their chart
     for name, preset in presets.PRESETS.items():  # every registered kind says how it is decided
         assert preset.name == name and all(type(c).entries is not claims.Claim.entries for c in preset.claims), name
