@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import MAX_TEXT_CHARS, ExplorerError
+from models import attention as extraction
 from models.attention import STAT_LABELS, AttentionResult
 from models.neuron_view import NOT_PLAIN
 from services import requests as req
@@ -96,34 +97,26 @@ def result_stats(r: AttentionResult) -> dict[str, np.ndarray]:
     """Every head's statistics over ``r`` (Clark et al. 2019's measures, :data:`STAT_LABELS`): measure → (layers × heads),
     NaN where the text has no token the measure needs. The page's per-head grid, the head's caption (:func:`head`) and
     the statistics CSV all read these, so they agree."""
-    from models.attention import result_stats as measure
-
-    return measure(r)
+    return extraction.result_stats(r)
 
 
 def stats_rows(stats: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     """:func:`result_stats` as the statistics CSV's rows: one per (layer, head), every measure a column."""
-    from models.attention import stats_rows as rows
-
-    return rows(stats)
+    return extraction.stats_rows(stats)
 
 
 def rollout(weights: np.ndarray, residual: float = 0.5) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020) of a result's weights, (layers, T, T): row i of layer l, how much token i
     draws on each input token up to layer l. ``residual``: the share kept for the residual path, in [0, 1] (checked
     here; the paper's 0.5 by default)."""
-    from models.attention import rollout as roll
-
-    return roll(weights, req.number("residual", residual, 0.0, 1.0))
+    return extraction.rollout(weights, req.number("residual", residual, 0.0, 1.0))
 
 
 def align(a: AttentionResult, b: AttentionResult) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Two models' results on the same text side by side: (the words both cover, A's and B's attention between those
     words, each (layers, heads, W, W)), so that two tokenizers share one grid. :class:`ExplorerError` for two results
     on different texts."""
-    from models.attention import align as merge
-
-    return merge(a, b)
+    return extraction.align(a, b)
 
 
 def rollout_row(model: str, text: str, pair: str, row: int, *, call: Call = direct) -> np.ndarray:

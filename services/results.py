@@ -69,6 +69,7 @@ def query(models: str = "", tasks: str = "", splits: str = "", main_only: bool =
 # HTML, Markdown and LaTeX are drawing (``analysis.glue_plots``). The database is reached through the functions below,
 # each opening the engine of the URL the page read once (``DATABASE_URL`` or the SQLite default).
 
+from analysis import glue  # noqa: E402
 from analysis.glue import CONVENTIONS, Comparison  # noqa: E402
 from analysis.results_db import (  # noqa: E402
     IMPORT_COLUMNS,
@@ -84,16 +85,12 @@ from analysis.results_db import (  # noqa: E402
 def compare(rows: Any, collapse: bool = True, order: list[tuple[str, str]] | None = None) -> Comparison:
     """The page's comparison of ``rows`` (a :func:`frame` selection): a model × (task, metric) table, the best value
     per column, each cell's source; ``collapse``: one row per model (its main entry); ``order``: the columns chosen."""
-    from analysis import glue
-
     return glue.compare(rows, collapse=req.flag("collapse", collapse), order=order)
 
 
 def deltas(comp: Comparison, baseline: str) -> Any:
     """Each model's values minus ``baseline``'s, column by column; :class:`InvalidData` when ``baseline`` is not one of
     the comparison's models."""
-    from analysis import glue
-
     if baseline not in comp.values.index:
         raise InvalidData(f"{str(baseline)[:60]!r} is not a model of this comparison.", "Pick one of its rows as the baseline.")
     return glue.deltas(comp, baseline)
@@ -101,29 +98,21 @@ def deltas(comp: Comparison, baseline: str) -> Any:
 
 def score_check(rows: Any) -> Any:
     """Every reported aggregate in ``rows`` beside its recomputation from the same table's cells, with a status."""
-    from analysis import glue
-
     return glue.score_check(rows)
 
 
 def size_points(comp: Comparison, column: str) -> Any:
     """The comparison's models with a parameter count and a value in ``column``: the score-against-size view."""
-    from analysis import glue
-
     return glue.size_points(comp, column)
 
 
 def column_options(rows: Any) -> dict[str, tuple[str, str]]:
     """Every (task, metric) in ``rows`` under the label the page shows."""
-    from analysis import glue
-
     return glue.column_options(rows)
 
 
 def default_columns(rows: Any) -> list[tuple[str, str]]:
     """The columns the page starts with: per task its most reported metric, no efficiency figures."""
-    from analysis import glue
-
     return glue.default_columns(rows)
 
 
