@@ -81,6 +81,11 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model directory holding a tiny checkpoint of every loadable architecture."""
     root = tmp_path_factory.mktemp("models")
     build_all(root)
+    # The corpus search's indexes (models/representations.py keeps them in the model folder's .index) are caches, not
+    # state: every copy of this folder a test makes (copied with symlinks=True) shares one, so the bundled MiniLM's
+    # 40 MB index per layer is built once per test process and not copied into every crawl's worlds (6 GB of copies
+    # per suite run once filled CI's disk). The crawl's "was the world written" check does not follow the link.
+    (root / ".index").symlink_to(tmp_path_factory.mktemp("corpus-index"), target_is_directory=True)
     return root
 
 
@@ -136,7 +141,7 @@ def seeded_world(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     from tests.helpers.lab import seed_lab
 
     root = tmp_path_factory.mktemp("seeded-world")
-    shutil.copytree(tiny_dir, root / "models")
+    shutil.copytree(tiny_dir, root / "models", symlinks=True)
     with pytest.MonkeyPatch.context() as mp:
         for name, value in {"DATABASE_URL": f"sqlite:///{root / 'results.db'}", "BFE_MODEL_DIR": str(root / "models"),
                             "BFE_LAB_CONCURRENCY": "0", "BFE_WARMUP": "0", "BFE_MODEL_PROCESS": "0"}.items():
@@ -156,7 +161,7 @@ def seeded_world_copy(seeded_world: Path, tmp_path: Path, monkeypatch: pytest.Mo
     from analysis import results_db
 
     here = tmp_path / "seeded"
-    shutil.copytree(seeded_world, here)
+    shutil.copytree(seeded_world, here, symlinks=True)
     results_db.dispose_engines()
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{here / 'results.db'}")
     monkeypatch.setenv("BFE_MODEL_DIR", str(here / "models"))

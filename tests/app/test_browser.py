@@ -57,7 +57,9 @@ def test_lab_starts_watches_and_cancels_a_run(empty_model_dir: Path, browser) ->
     with running_app(empty_model_dir) as server:
         page, outside = open_page(browser, f"{server}/lab?{query}", PAGES["lab"])
         page.get_by_role("button", name="Start 1 run").click()
-        page.get_by_text("▶ running:").first.wait_for(timeout=90_000)
+        # queued and claimed in the click's rerun; 90 s was once too short in a full suite run (cause not found: the
+        # server's log is printed with a failure now)
+        page.get_by_text("▶ running:").first.wait_for(timeout=180_000)
         # the live loss curve: drawn once the worker (a new process that imports torch) writes its first step; 60 s
         # was once too short with a screenshot run training beside the suite
         page.locator(".js-plotly-plot .scatterlayer .trace").first.wait_for(timeout=150_000)

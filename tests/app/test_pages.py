@@ -395,7 +395,7 @@ def test_a_lab_run_opens_at_the_steps_it_kept(tiny_dir: Path, tmp_path: Path, mo
     from models.locate import run_steps
     from tests.helpers.lab import seed_trained
 
-    shutil.copytree(tiny_dir, tmp_path / "models")
+    shutil.copytree(tiny_dir, tmp_path / "models", symlinks=True)
     monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path / "models"))
     group = seed_trained("t")
     steps = run_steps("trained/t-watch")

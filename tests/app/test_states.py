@@ -51,7 +51,7 @@ def own_world(tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     import streamlit as st
 
     models = tmp_path / "models"
-    shutil.copytree(tiny_dir, models)
+    shutil.copytree(tiny_dir, models, symlinks=True)
     monkeypatch.setenv("BFE_MODEL_DIR", str(models))
     monkeypatch.setenv("BFE_LAB_CONCURRENCY", "0")
     st.cache_data.clear()

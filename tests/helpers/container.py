@@ -114,7 +114,13 @@ def build(tag: str = "localhost/bfe:test") -> Build:
         args += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]
     if wheels := pip_find_links():
         args += ["--build-arg", "TORCH_INDEX_CPU=", "--build-arg", f"WHEELS={wheels}", "--volume", f"{wheels}:{wheels}:ro"]
-    _run(*args, str(ROOT), timeout=1800)
+    free = shutil.disk_usage("/var/lib/containers" if Path("/var/lib/containers").is_dir() else "/").free
+    try:
+        _run(*args, str(ROOT), timeout=1800)
+    except RuntimeError as e:
+        # a failed build leaves its layers behind as a dangling image (1.5 GB): remove them, and say the free disk
+        subprocess.run(["podman", "image", "prune", "-f"], capture_output=True)
+        raise RuntimeError(f"{e}\n(free disk before the build: {free / 2**30:.1f} GiB; the build needs about 4 GiB)") from None
     size = int(_run("podman", "image", "inspect", "--format", "{{.Size}}", tag))
     return Build(tag, time.monotonic() - t0, size)
 

@@ -538,7 +538,7 @@ class Worlds:
         self.start = root / "start"
         self.start.mkdir(parents=True, exist_ok=True)
         shutil.copy2(url.removeprefix("sqlite:///"), self.start / "results.db")
-        shutil.copytree(os.environ["BFE_MODEL_DIR"], self.start / "models", dirs_exist_ok=True)
+        shutil.copytree(os.environ["BFE_MODEL_DIR"], self.start / "models", dirs_exist_ok=True, symlinks=True)
         self.made = 0
         self._made_as: tuple | None = None
 
@@ -586,7 +586,7 @@ class Worlds:
         here = self.here
         here.mkdir()
         shutil.copy2(self.start / "results.db", here / "results.db")
-        shutil.copytree(self.start / "models", here / "models")
+        shutil.copytree(self.start / "models", here / "models", symlinks=True)
         os.environ["DATABASE_URL"] = f"sqlite:///{here / 'results.db'}"
         os.environ["BFE_MODEL_DIR"] = str(here / "models")
         cache._default_cache = None

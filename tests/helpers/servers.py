@@ -27,18 +27,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(env: dict[str, str], port: int) -> subprocess.Popen:
+def start_server(env: dict[str, str], port: int, log: Path | None = None) -> subprocess.Popen:
     """Start the app as the README does and wait until /_stcore/health answers (60 s at most).
 
-    Its log goes to an unlinked temporary file, not a pipe: a pipe that nobody reads fills up and blocks the server."""
+    Its log goes to ``log`` (read by :func:`running_app` when a test fails) or an unlinked temporary file, not a pipe:
+    a pipe that nobody reads fills up and blocks the server."""
     import tempfile
 
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the child, closed here right after
+    out = log.open("ab") if log else tempfile.TemporaryFile()  # noqa: SIM115 - handed to the child, closed right after
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.serve", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    log.close()  # the child holds its own descriptor
+        cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    out.close()  # the child holds its own descriptor
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -53,12 +54,19 @@ def start_server(env: dict[str, str], port: int) -> subprocess.Popen:
 
 @contextmanager
 def running_app(tiny_dir: Path) -> Iterator[str]:
+    """The app started as the README starts it on ``tiny_dir``'s models; when the test fails inside, the server's log
+    tail is printed (pytest shows it with the failure: a browser timeout alone says nothing about why)."""
     env = {**os.environ, "BFE_MODEL_DIR": str(tiny_dir), "HF_HUB_OFFLINE": "1"}
     env.pop("BFE_MODEL_PROCESS", None)  # as the README starts it: the pages' model calls in the model process
     port = free_port()
-    proc = start_server(env, port)
+    log = tiny_dir.parent / f"server-{port}.log"
+    proc = start_server(env, port, log)
     try:
         yield f"http://127.0.0.1:{port}"
+    except BaseException:
+        print(f"--- the server's log ({log}), last 6,000 characters ---\n{log.read_text(errors='replace')[-6000:]}",
+              file=sys.stderr)
+        raise
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -195,13 +195,13 @@ def test_nearest_contexts_equal_brute_force_and_the_index_is_cached(tiny_dir: Pa
     # and the float16 index keeps the fp32 scan's neighbours up to near-ties
     exact = unit @ (query / np.linalg.norm(query))
     assert min(exact[best]) >= np.sort(exact)[-5] - 2e-3
-    files = list((tiny_dir / ".index").glob("*.npz"))
-    assert files
+    own = M._index_dir() / f"{M._fingerprint(lm, 1, 200)}.npz"  # (the folder is shared: damage only this test's file)
+    assert own.is_file()
     monkeypatch.setattr(M, "_forward_hidden", lambda *a: pytest.fail("rebuilt"))
     assert M.corpus_index(lm, 1, 200) is index  # kept in memory
     M._loaded.clear()
     M.corpus_index(lm, 1, 200)  # from disk: no forward pass
-    files[0].write_bytes(b"not a zip")  # a damaged index is built again, not trusted
+    own.write_bytes(b"not a zip")  # a damaged index is built again, not trusted
     M._loaded.clear()
     monkeypatch.undo()
     index = M.corpus_index(lm, 1, 200)

@@ -209,7 +209,7 @@ def calls_on(backend: SimpleNamespace) -> dict[str, int]:
 def backend_dir(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The backend's model folder: the tiny models and a lab checkpoint (the folder a GPU machine's lab worker writes)."""
     root = tmp_path_factory.mktemp("backend-models")
-    shutil.copytree(tiny_dir, root, dirs_exist_ok=True)
+    shutil.copytree(tiny_dir, root, dirs_exist_ok=True, symlinks=True)
     assert make_lab_checkpoint(root, tiny_dir) == f"trained/{RUN}"
     return root
 
