@@ -134,7 +134,7 @@ def estimate() -> None:
     flops_per_s = pace()
     print(f"pace: {flops_per_s:.3g} FLOP/s (the calculator's count, default size)")
     for preset in BUDGETS:
-        for budget in ("classroom", "thorough"):
+        for budget in BUDGETS[preset]:
             n, flops = experiments.planned_flops(preset, DEFAULT, budget)
             b = budget_of(preset, budget)
             print(f"  {preset:>8} {budget:>9}: {n:3d} runs, {flops:.2e} FLOPs, ≈ {flops / flops_per_s / 60:6.1f} min of "
@@ -172,7 +172,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["presets", "estimate", "mfu", "report", "coverage"])
     ap.add_argument("presets", nargs="*", default=["albert", "electra"])
-    ap.add_argument("--budget", default="classroom", choices=["classroom", "thorough"])
+    ap.add_argument("--budget", default="classroom", choices=["classroom", "thorough", "gpu"])
     ap.add_argument("--worker", type=int, default=0, help="presets: train in a headless worker with this many slots")
     ap.add_argument("--first-seed", type=int, default=0, help="the first seed (a re-run with new seeds starts past the old ones)")
     ap.add_argument("--steps", type=int, default=60)

@@ -24,7 +24,7 @@ DEFAULTS = {"lb_preset": "albert", "lb_objective": FORM.objective, "lb_masking":
 ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(lab.SINGLE_RUN_OBJECTIVES), "lb_masking": ["static", "dynamic"],
            **{key: lab.FORM_LIMITS[name] for key, name in FIELDS.items()}, "lb_seeds": lab.FORM_LIMITS["seeds"],
            "lb_vocab": list(lab.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
-           "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "custom"]}
+           "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "gpu", "custom"]}
 Label = experiments.Label
 VERDICT_BOXES = {Label.AGREES: st.success, Label.AGREES_ON_DIRECTION: st.warning, Label.CANNOT_TELL: st.warning,
                  Label.DISAGREES: st.error, Label.NO_VERDICT: st.info}
@@ -144,10 +144,14 @@ def budget_inputs():
     (then the seed count is asked) and for presets without claims."""
     if not lab.offers_budgets(state["lb_preset"]):
         return None
-    c = st.columns([4, 1.5, 5])  # wide enough for the three budgets whole
-    c[0].segmented_control("Budget", ["classroom", "thorough", "custom"], key="lb_budget", required=True,
-                           help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more (hours on a CPU, "
-                                "minutes on a GPU). Custom: the steps, batch and length below.")
+    names = lab.budget_names(state["lb_preset"])
+    if state["lb_budget"] not in names:  # a GPU budget kept from a preset that has one
+        state["lb_budget"] = "classroom"
+    c = st.columns([4.5, 1.5, 5])  # wide enough for the four budgets whole
+    c[0].segmented_control("Budget", names, key="lb_budget", required=True,
+                           help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more in about an hour "
+                                "on one. GPU (some presets): the paper-sized budget their thorough was cut down from, hours on "
+                                "a CPU, minutes on a GPU through the headless worker. Custom: the steps, batch and length below.")
     spend = lab.budget_for(state["lb_preset"], state["lb_budget"])
     if not spend:
         number(c[1], "Seeds", "lb_seeds", help="A verdict needs at least 2 seeds per arm.")
@@ -367,7 +371,7 @@ def claim_figure(c: experiments.ClaimEntry) -> tuple | None:
     return draw(c.to_dict()), how.format(mean="Diamonds" if c.measure in verdict_plots.LOSSES else "Bars")
 
 
-def claim_notes(c: experiments.ClaimEntry, budget: str) -> None:
+def claim_notes(c: experiments.ClaimEntry, preset: str, budget: str) -> None:
     """Under a claim: the effect over random initialisation, the data-limited runs, and what would resolve it."""
     if c.detail.get("control_effects"):
         st.caption("Effect over random initialisation: descriptive context for the verdict above (95% t over seeds, "
@@ -385,8 +389,9 @@ def claim_notes(c: experiments.ClaimEntry, budget: str) -> None:
                        if c.measure == "isoflop" else
                        ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
                        "the verdict above also says what the fit gives without them."))
-    if c.verdict_label == Label.CANNOT_TELL and budget != "thorough":
-        st.caption("The thorough budget spends more seeds, steps and test items per arm.")
+    bigger = {"classroom": "thorough", "thorough": "gpu"}.get(budget)
+    if c.verdict_label == Label.CANNOT_TELL and bigger in lab.budget_names(preset):
+        st.caption(f"The {bigger} budget spends more seeds, steps or test items per arm.")
 
 
 def verdict_view(group: str) -> None:
@@ -415,7 +420,7 @@ def verdict_view(group: str) -> None:
                         "95%), so that one spurious decisive label among them stays unlikely. The verdict is the primary "
                         "measure's above.")
         if claim_view(i, c, group):
-            claim_notes(c, budget)
+            claim_notes(c, rep.preset, budget)
     st.caption("How the interval is made: Student's t over seeds (each seed's difference of scores is one paired "
                "observation), plus the test items' noise where the seeds share test items (a cluster-robust covariance "
                "term from the per-item scores; a lemma's items count as one cluster), with Satterthwaite's degrees of "

@@ -4,8 +4,9 @@ pre-trained model (and for the same architecture from random initialisation), an
 - each preset's claims (:mod:`services.lab.presets`, one file per preset): a comparison of two arms on one measure
   (an intrinsic test where the paper used one, e.g. ALBERT's SOP accuracy; the downstream suite otherwise), a ratio,
   the direction of a fitted exponent, or μTransfer's shift; each claim says how it is read off the runs;
-- its budgets: a *classroom* budget (what fits a lesson on a 2-core CPU) and a *thorough* one (what resolves
-  more; hours on a CPU, minutes on a GPU);
+- its budgets: a *classroom* budget (what fits a lesson on a 2-core CPU), a *thorough* one (what resolves
+  more in about an hour on one) and, for the presets whose paper-sized budget takes hours on a CPU, a *gpu* one
+  (minutes on a GPU through the headless worker);
 - :func:`report`: one experiment's state, scores, verdicts, effects over random initialisation and compute; a
   complete experiment's verdicts are stored in the database (:func:`settle`, also called by the worker when a run
   ends), and a stored verdict outlives its runs and says so.

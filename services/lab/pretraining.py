@@ -1,7 +1,7 @@
 """The pre-training lab as one use case: what the form holds in, the run plan out (:func:`preview`: runs, tokens,
 FLOPs, time, the memory verdict), then :func:`start` to queue exactly that plan.
 
-A preset that decides claims spends a named budget (classroom, thorough: :mod:`services.lab.claims`) or the user's
+A preset that decides claims spends a named budget (classroom, thorough, gpu: :mod:`services.lab.claims`) or the user's
 own steps, batch and length (custom); which applies, how many seeds, and whether the runs are queued as an ablation
 with its downstream suite or as plain runs is decided here, so every front end decides it the same way.
 """
@@ -47,7 +47,7 @@ class LabRequest:
     preset: str = "albert"
     config: TrainConfig = FORM_CONFIG
     name: str = ""  # the experiment's name; empty: the preset and the time
-    budget: str = "custom"  # classroom, thorough or custom, for a preset that decides claims
+    budget: str = "custom"  # classroom, thorough, gpu (where offered) or custom, for a preset that decides claims
     seeds: int = 1  # per arm, with a custom budget
 
 
@@ -118,6 +118,16 @@ def offers_budgets(preset: str) -> bool:
     return bool(CLAIMS.get(preset))
 
 
+#: How a budget's name reads in a sentence.
+BUDGET_TITLES = {"gpu": "GPU"}
+
+
+def budget_names(preset: str) -> list[str]:
+    """The budgets the form offers for a preset, smallest first: its named ones (classroom, thorough, and gpu where
+    its thorough had to shrink to fit an hour on a CPU) and custom; [] for a preset without claims."""
+    return [*BUDGETS[preset], "custom"] if offers_budgets(preset) else []
+
+
 def budget_for(preset: str, budget: str) -> Budget | None:
     """The named budget a preset spends, or None where the form's steps, batch and length apply (custom, or a
     preset without claims).
@@ -143,7 +153,7 @@ def record_for(preset: str, budget: str) -> tuple[str, str] | None:
         text += f" Smallest effect its seeds detect (80% power, from the spread measured here): {rec.detectable}."
     if rec.decides is False:
         better = [b for b in BUDGETS.get(preset, {}) if b != budget and record_of(preset, b).decides]
-        text += (f" The {better[0]} budget decided it." if better else
+        text += (f" The {BUDGET_TITLES.get(better[0], better[0])} budget decided it." if better else
                  " No budget offered here has decided it on this project's machines yet.")
     return kind, text
 

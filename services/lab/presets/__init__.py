@@ -46,8 +46,8 @@ BUDGETS: dict[str, dict[str, Budget]] = {name: p.budgets for name, p in PRESETS.
 def budget_of(preset: str, name: str) -> Budget:
     """The named budget of a preset. Raises InvalidConfig for an unknown preset or budget."""
     if preset not in BUDGETS or name not in BUDGETS[preset]:
-        raise InvalidConfig(f"No {name!r} budget for the {preset!r} preset.",
-                            "Budgets exist for: " + ", ".join(BUDGETS) + " (classroom, thorough).")
+        offered = ", ".join(BUDGETS[preset]) if preset in BUDGETS else "none (it decides no claim)"
+        raise InvalidConfig(f"No {name!r} budget for the {preset!r} preset.", f"Its budgets: {offered}.")
     return BUDGETS[preset][name]
 
 

@@ -48,18 +48,29 @@ def at_widths(base: TrainConfig, widths: tuple[int, ...]) -> list[tuple[str, Tra
                               hidden=h, ffn=4 * h, heads=min(base.heads, h // 16) or 1)) for h in widths]
 
 
-def budgets(preset: str, classroom: dict, thorough: dict) -> dict[str, Budget]:
-    """A preset's classroom and thorough budgets from their settings (:class:`services.lab.claims.Budget`'s fields
-    but the name), each with its measured minutes (:func:`services.lab.claims.minutes`)."""
+#: The named budgets, smallest first: *classroom* fits a lesson on a 2-core CPU (minutes), *thorough* about an hour
+#: on one, *gpu* the paper-sized budget of the presets whose thorough had to shrink to fit that hour (hours on a CPU,
+#: minutes on a GPU through the headless worker: docs/deploy.md).
+BUDGET_NAMES = ("classroom", "thorough", "gpu")
+
+
+def budgets(preset: str, classroom: dict, thorough: dict, gpu: dict | None = None) -> dict[str, Budget]:
+    """A preset's classroom, thorough and (where it has one) GPU budgets from their settings
+    (:class:`services.lab.claims.Budget`'s fields but the name), each with its measured minutes
+    (:func:`services.lab.claims.minutes`)."""
     return {name: Budget(name, **settings, minutes=minutes(preset, name))
-            for name, settings in (("classroom", classroom), ("thorough", thorough))}
+            for name, settings in zip(BUDGET_NAMES, (classroom, thorough, gpu), strict=True) if settings is not None}
 
 
-def width_budgets(preset: str, steps: tuple[int, int], widths: tuple[int, ...]) -> dict[str, Budget]:
+def width_budgets(preset: str, steps: tuple[int, int, int], widths: tuple[int, ...],
+                  thorough_widths: tuple[int, ...] = (16, 32, 64, 128)) -> dict[str, Budget]:
     """The budgets of a preset over several widths (scaling, IsoFLOP), decided on held-out loss: classroom 2 seeds ×
-    ``steps[0]`` steps of 32 at widths 16–64, thorough 3 seeds × ``steps[1]`` steps of 64 at ``widths``."""
+    ``steps[0]`` steps of 32 at widths 16–64; thorough 3 seeds × ``steps[1]`` steps of 64 at ``thorough_widths`` (an
+    hour on a 2-core CPU); gpu 3 seeds × ``steps[2]`` steps of 64 at ``widths``."""
+    shape = {"batch": 64, "seq_len": 64, "downstream": None}
     return budgets(preset, {"seeds": 2, "steps": steps[0], "batch": 32, "seq_len": 64, "downstream": None, "widths": (16, 32, 64)},
-                   {"seeds": 3, "steps": steps[1], "batch": 64, "seq_len": 64, "downstream": None, "widths": widths})
+                   {"seeds": 3, "steps": steps[1], **shape, "widths": thorough_widths},
+                   {"seeds": 3, "steps": steps[2], **shape, "widths": widths})
 
 
 #: The budgets of the presets that compare arms at one size: 3 seeds × 300 steps of 32 in a lesson, 5 × 3,000 of 64
@@ -68,7 +79,12 @@ CLASSROOM = {"seeds": 3, "steps": 300, "batch": 32, "seq_len": 64}
 THOROUGH = {"seeds": 5, "steps": 3000, "batch": 64, "seq_len": 64}
 
 
-def standard_budgets(preset: str, downstream: bool) -> dict[str, Budget]:
-    """:data:`CLASSROOM` and :data:`THOROUGH`, with the classroom and thorough downstream suites or none."""
+def standard_budgets(preset: str, downstream: bool, thorough: dict | None = None) -> dict[str, Budget]:
+    """:data:`CLASSROOM` and :data:`THOROUGH`, with the classroom and thorough downstream suites or none. A preset
+    whose :data:`THOROUGH` takes well over an hour on a 2-core CPU passes the ``thorough`` that fits (seeds, steps);
+    :data:`THOROUGH` is then its *gpu* budget."""
+    suite = THOROUGH_SUITE if downstream else None
+    if thorough is None:
+        return budgets(preset, {**CLASSROOM, "downstream": CLASSROOM_SUITE if downstream else None}, {**THOROUGH, "downstream": suite})
     return budgets(preset, {**CLASSROOM, "downstream": CLASSROOM_SUITE if downstream else None},
-                   {**THOROUGH, "downstream": THOROUGH_SUITE if downstream else None})
+                   {**THOROUGH, **thorough, "downstream": suite}, {**THOROUGH, "downstream": suite})

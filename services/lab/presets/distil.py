@@ -51,4 +51,4 @@ PRESET = Preset(
                    "Sanh et al. 2019, DistilBERT, Table 3 (inference time of a full pass of GLUE STS-B on CPU)",
                    "distilled", TEACHER_ARM, ">", 1.0, band=0.25),
     ),
-    budgets=standard_budgets("distil", downstream=True))
+    budgets=standard_budgets("distil", downstream=True, thorough={"seeds": 4, "steps": 2000}))

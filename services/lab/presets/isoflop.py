@@ -34,5 +34,5 @@ PRESET = Preset(
     runs,
     claims=(TrendClaim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
                        "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),),
-    budgets=width_budgets("isoflop", (200, 1500), WIDTHS),
+    budgets=width_budgets("isoflop", (200, 900, 1500), WIDTHS),
     widths=WIDTHS, least_widths=3)

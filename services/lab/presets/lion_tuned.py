@@ -94,4 +94,5 @@ PRESET = Preset(
     # 5 seeds, 2 to choose each optimizer's rate and 3 fresh ones to decide on: 40 runs, the queue's most per
     # experiment (services.lab.run_queue.MAX_QUEUED).
     budgets=budgets("lion-tuned", {"seeds": 5, "steps": 300, "batch": 32, "seq_len": 64, "downstream": None},
+                    {"seeds": 5, "steps": 600, "batch": 64, "seq_len": 64, "downstream": None},  # an hour on 2 cores
                     {"seeds": 5, "steps": 3000, "batch": 64, "seq_len": 64, "downstream": None}))

@@ -118,5 +118,6 @@ PRESET = Preset(
     # the queue's 40 per experiment (services.lab.run_queue.MAX_QUEUED), which is why thorough widens the gap between the
     # two widths (32 to 256) and trains longer rather than adding widths, rates or seeds.
     budgets=budgets("mutransfer", {"seeds": 2, "steps": 250, "batch": 32, "seq_len": 64, "downstream": None, "widths": WIDTHS},
+                    {"seeds": 2, "steps": 1000, "batch": 32, "seq_len": 64, "downstream": None, "widths": WIDTHS},  # an hour on 2 cores
                     {"seeds": 2, "steps": 2000, "batch": 32, "seq_len": 64, "downstream": None, "widths": (32, 256)}),
     widths=WIDTHS, least_widths=2, divergence_is_a_result=True)  # the narrowest vs the widest

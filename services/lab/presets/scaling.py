@@ -21,5 +21,5 @@ PRESET = Preset(
     runs,
     claims=(TrendClaim("scaling", "scaling", "Held-out loss falls as a power of the non-embedding parameters: L ∝ N^−0.076.",
                        "Kaplan et al. 2020, Figure 1 (α_N ≈ 0.076)"),),
-    budgets=width_budgets("scaling", (600, 4000), WIDTHS),
+    budgets=width_budgets("scaling", (600, 3000, 4000), WIDTHS),
     widths=WIDTHS, least_widths=3)

@@ -152,13 +152,14 @@ def test_the_mutransfer_preset_plans_each_width_rate_and_parametrisation_once() 
         lab.plan_runs("mutransfer", TINY, "mt", widths=(32, 32))
     n, flops = experiments.planned_flops("mutransfer", TrainConfig(), "classroom")
     assert n == 36 and flops > 0
-    for budget in ("classroom", "thorough"):  # an experiment fits the queue
+    assert list(presets.BUDGETS["mutransfer"]) == ["classroom", "thorough", "gpu"]
+    for budget in presets.BUDGETS["mutransfer"]:  # an experiment fits the queue
         assert experiments.planned_flops("mutransfer", TrainConfig(), budget)[0] <= lab.MAX_QUEUED
-        assert presets.budget_of("mutransfer", budget).minutes.startswith("Measured")  # stated before Start
+        assert presets.budget_of("mutransfer", budget).minutes.startswith(("Measured", "Estimated"))  # stated before Start
         hi, lo = max(presets.budget_of("mutransfer", budget).widths), min(presets.budget_of("mutransfer", budget).widths)
         assert hi >= 8 * lo  # the verdict's least span (analysis.verdicts.transfer.MIN_SPAN)
     kind, said = lab.record_for("mutransfer", "classroom")
-    assert kind == "does not decide" and "The thorough budget decided it" in said
+    assert kind == "does not decide" and "The GPU budget decided it" in said
 
 
 def test_the_transfer_verdict_reads_the_lab_grid() -> None:

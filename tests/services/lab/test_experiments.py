@@ -46,6 +46,38 @@ def test_every_arm_gets_the_same_seeds_and_electra_the_same_flops_within_one_ste
         presets.budget_of("albert", "lavish")
 
 
+#: The most training FLOPs a thorough budget may plan at the bench's default run (bench/verdicts.py's DEFAULT): what
+#: finished in 41–49 min on the 2-core reference machine (Lion 8.9e13, grow-batch 8.9e13, BigBird 1.0e14;
+#: data/lab/budgets-measured.json), so that every thorough budget fits about an hour there.
+HOUR_FLOPS = 1.05e14  # BigBird's 1.0008e14 with a little room
+
+
+def test_every_thorough_budget_fits_an_hour_on_a_cpu_and_the_bigger_ones_are_gpu_budgets() -> None:
+    bench = lab.TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
+    gpu = []
+    for preset, named in presets.BUDGETS.items():
+        assert list(named)[:2] == ["classroom", "thorough"] and set(named) <= {"classroom", "thorough", "gpu"}, preset
+        assert lab.budget_names(preset) == [*named, "custom"]
+        thorough = experiments.planned_flops(preset, bench, "thorough")[1]
+        assert thorough <= HOUR_FLOPS, (preset, f"{thorough:.2e}")
+        assert experiments.planned_flops(preset, bench, "classroom")[1] < thorough, preset
+        if "gpu" in named:
+            gpu.append(preset)
+            assert experiments.planned_flops(preset, bench, "gpu")[1] > HOUR_FLOPS, preset  # why it is a GPU budget
+            assert named["thorough"].minutes and named["gpu"].minutes, preset  # said before Start
+    assert sorted(gpu) == ["distil", "isoflop", "lion-tuned", "mutransfer", "roberta", "scaling", "xlnet"]
+    assert lab.budget_names("single") == []
+
+
+def test_a_gpu_budget_asked_for_a_preset_without_one_falls_back_to_classroom() -> None:
+    at = draw_page("views/lab.py", lb_preset="albert", lb_budget="gpu")
+    assert not at.exception
+    assert at.session_state["lb_budget"] == "classroom"
+    at = draw_page("views/lab.py", lb_preset="scaling", lb_budget="gpu")
+    assert not at.exception and at.session_state["lb_budget"] == "gpu"
+    assert any("widths 32, 64, 128, 256" in c.value for c in at.caption)
+
+
 def test_budgets_are_declared_for_every_claimed_preset_and_plan() -> None:
     for preset in presets.CLAIMS:
         for name in ("classroom", "thorough"):
