@@ -49,8 +49,8 @@ case "${1:-backend}" in
     (while sleep 60; do snap; done) & SNAP=$!
     for spec in "$@"; do
       p=${spec%%:*}; n=${spec##*:}
-      BFE_MODEL_DIR=$W/$p DATABASE_URL=sqlite:///$W/$p.db timeout "${LIMIT:-3600}" $PY bench/verdicts.py presets "$p" --budget "${BUDGET:-thorough}" \
-        --first-seed "${FIRST_SEED:-0}" --worker "$n" > "$OUT/verdicts-$p-${BUDGET:-thorough}-gpu.txt" 2>&1 &
+      BFE_MODEL_DIR=$W/$p DATABASE_URL=sqlite:///$W/$p.db timeout "${LIMIT:-3600}" $PY bench/verdicts.py presets "$p" --budget "${BUDGET:-gpu}" \
+        --first-seed "${FIRST_SEED:-0}" --worker "$n" > "$OUT/verdicts-$p-${BUDGET:-gpu}-gpu.txt" 2>&1 &
     done
     wait $(jobs -p | grep -v "^$SNAP$")
     kill $SNAP; snap; ls -la "$OUT"

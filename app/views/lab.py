@@ -389,9 +389,9 @@ def claim_notes(c: experiments.ClaimEntry, preset: str, budget: str) -> None:
                        if c.measure == "isoflop" else
                        ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
                        "the verdict above also says what the fit gives without them."))
-    bigger = {"classroom": "thorough", "thorough": "gpu"}.get(budget)
+    bigger = {"classroom": "thorough", "custom": "thorough", "thorough": "gpu"}.get(budget)
     if c.verdict_label == Label.CANNOT_TELL and bigger in lab.budget_names(preset):
-        st.caption(f"The {bigger} budget spends more seeds, steps or test items per arm.")
+        st.caption(f"The {lab.BUDGET_TITLES.get(bigger, bigger)} budget spends more seeds, steps or test items per arm.")
 
 
 def verdict_view(group: str) -> None:

@@ -43,6 +43,7 @@ from services.lab import finetuning
 from services.lab.checkpoints import lab_folder, run_info, trained_models
 from services.lab.presets import MAX_SEEDS, MAX_STEPS, NAME, PRESETS, Planned, Preset, plan, plan_runs
 from services.lab.pretraining import (
+    BUDGET_TITLES,
     FORM_CONFIG,
     FORM_LIMITS,
     LabRequest,
@@ -84,6 +85,7 @@ SINGLE_RUN_OBJECTIVES = {k: v for k, v in OBJECTIVES.items() if k != "distil"}
 
 __all__ = [
     "ACTIVE",
+    "BUDGET_TITLES",
     "FINETUNE",
     "FORM_CONFIG",
     "FORM_LIMITS",

@@ -117,7 +117,7 @@ def build(tag: str = "localhost/bfe:test") -> Build:
     free = shutil.disk_usage("/var/lib/containers" if Path("/var/lib/containers").is_dir() else "/").free
     try:
         _run(*args, str(ROOT), timeout=1800)
-    except RuntimeError as e:
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
         # a failed build leaves its layers behind as a dangling image (1.5 GB): remove them, and say the free disk
         subprocess.run(["podman", "image", "prune", "-f"], capture_output=True)
         raise RuntimeError(f"{e}\n(free disk before the build: {free / 2**30:.1f} GiB; the build needs about 4 GiB)") from None
