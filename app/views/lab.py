@@ -148,7 +148,7 @@ def budget_inputs():
     if state["lb_budget"] not in names:  # a GPU budget kept from a preset that has one
         state["lb_budget"] = "classroom"
     c = st.columns([4.5, 1.5, 5])  # wide enough for the four budgets whole
-    c[0].segmented_control("Budget", names, key="lb_budget", required=True,
+    c[0].segmented_control("Budget", names, key="lb_budget", required=True, format_func=lambda b: lab.BUDGET_TITLES.get(b, b),
                            help="Classroom: what fits a lesson on a 2-core CPU. Thorough: what resolves more in about an hour "
                                 "on one. GPU (some presets): the paper-sized budget their thorough was cut down from, hours on "
                                 "a CPU, minutes on a GPU through the headless worker. Custom: the steps, batch and length below.")
@@ -389,8 +389,8 @@ def claim_notes(c: experiments.ClaimEntry, preset: str, budget: str) -> None:
                        if c.measure == "isoflop" else
                        ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
                        "the verdict above also says what the fit gives without them."))
-    bigger = {"classroom": "thorough", "custom": "thorough", "thorough": "gpu"}.get(budget)
-    if c.verdict_label == Label.CANNOT_TELL and bigger in lab.budget_names(preset):
+    bigger = lab.bigger_budget(preset, budget)
+    if c.verdict_label == Label.CANNOT_TELL and bigger:
         st.caption(f"The {lab.BUDGET_TITLES.get(bigger, bigger)} budget spends more seeds, steps or test items per arm.")
 
 

@@ -128,6 +128,14 @@ def budget_names(preset: str) -> list[str]:
     return [*BUDGETS[preset], "custom"] if offers_budgets(preset) else []
 
 
+def bigger_budget(preset: str, budget: str) -> str | None:
+    """The next named budget a preset offers above ``budget`` (custom counts as classroom), or None at the top."""
+    names = list(BUDGETS.get(preset, {}))
+    at = 0 if budget == "custom" else names.index(budget) + 1 if budget in names else len(names)
+    later = names[max(at, 1):]
+    return later[0] if later else None
+
+
 def budget_for(preset: str, budget: str) -> Budget | None:
     """The named budget a preset spends, or None where the form's steps, batch and length apply (custom, or a
     preset without claims).

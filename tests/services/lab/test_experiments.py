@@ -67,6 +67,8 @@ def test_every_thorough_budget_fits_an_hour_on_a_cpu_and_the_bigger_ones_are_gpu
             assert named["thorough"].minutes and named["gpu"].minutes, preset  # said before Start
     assert sorted(gpu) == ["distil", "isoflop", "lion-tuned", "mutransfer", "roberta", "scaling", "xlnet"]
     assert lab.budget_names("single") == []
+    assert [lab.bigger_budget("scaling", b) for b in ("custom", "classroom", "thorough", "gpu")] == ["thorough", "thorough", "gpu", None]
+    assert [lab.bigger_budget("albert", b) for b in ("custom", "classroom", "thorough")] == ["thorough", "thorough", None]
 
 
 def test_a_gpu_budget_asked_for_a_preset_without_one_falls_back_to_classroom() -> None:
