@@ -1,12 +1,13 @@
-"""The μTransfer rule on planted curves and on the thorough grid, old rule beside new.
+"""The μTransfer rule on planted curves and on the GPU budget's grid, old rule beside new.
 
     python bench/transfer_rule.py [--draws 1000]
 
 Planted curves (tests/analysis/test_transfer_rule.py's: 6 rates a factor 2 apart, widths 32 and 256, 2 seeds, a run's
 loss ±0.03 nats about a parabola of 0.15 nats per step²): how often each rule says each label for flat curves, flat
-curves at the token counts, a true 3-step SP shift with μP still, and both parametrisations moving. Then the thorough
-grid of ``bench/results/lab-thorough-h100-2026-11-28.json`` (36 runs) decided by both rules. The old rule is the one of
-commit 77a2ee0 (a bare argmin per seed), loaded from git.
+curves at the token counts, a true 3-step SP shift with μP still, and both parametrisations moving. Then the GPU
+budget's grid (named thorough when it ran, before the hour-sized thorough budget) of
+``bench/results/lab-thorough-h100-2026-11-28.json`` (36 runs) decided by both rules. The old rule is the one of commit
+77a2ee0 (a bare argmin per seed), loaded from git.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def main() -> None:
         print(f"  {name:38s} old {dict(o)} | new {dict(n)}")
     d = json.loads((ROOT / "bench/results/lab-thorough-h100-2026-11-28.json").read_text())
     runs = [dict(r, replicate=r["config"]["replicate"]) for r in d["presets"]["mutransfer"] if r["status"] == "finished"]
-    print(f"\nthorough grid ({len(runs)} runs; {d.get('note', '')}):")
+    print(f"\nGPU budget grid ({len(runs)} runs; {d.get('note', '')}):")
     print("  old rule:", old(points(runs)).sentence)
     print("  new rule:", transfer_verdict(points(runs), gains(runs)).sentence)
 

@@ -35,6 +35,7 @@ from models.pretrain import TrainConfig
 from services import lab
 from services.lab import claim_entries, experiments
 from services.lab.presets import BUDGETS, budget_of
+from services.lab.presets.base import BUDGET_NAMES
 
 DEFAULT = TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
 
@@ -172,7 +173,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["presets", "estimate", "mfu", "report", "coverage"])
     ap.add_argument("presets", nargs="*", default=["albert", "electra"])
-    ap.add_argument("--budget", default="classroom", choices=["classroom", "thorough", "gpu"])
+    ap.add_argument("--budget", default="classroom", choices=BUDGET_NAMES)
     ap.add_argument("--worker", type=int, default=0, help="presets: train in a headless worker with this many slots")
     ap.add_argument("--first-seed", type=int, default=0, help="the first seed (a re-run with new seeds starts past the old ones)")
     ap.add_argument("--steps", type=int, default=60)
@@ -180,6 +181,10 @@ def main() -> int:
     ap.add_argument("--draws", type=int, default=1000, help="simulated experiments per case (coverage)")
     args = ap.parse_args()
     if args.what == "presets":
+        lacking = [p for p in args.presets if args.budget not in BUDGETS.get(p, {})]
+        if lacking:  # the whole list is checked before the first run: a preset without the budget used to fail hours in
+            ap.error(f"no {args.budget!r} budget for: {', '.join(lacking)} (budgets: "
+                     + "; ".join(f"{p}: {', '.join(BUDGETS[p]) or 'none'}" if p in BUDGETS else f"{p}: not a preset" for p in lacking) + ")")
         run_presets(args.presets, args.budget, args.first_seed, args.worker)
     elif args.what == "report":
         for group in args.presets:

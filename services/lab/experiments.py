@@ -18,15 +18,16 @@ The decision itself is :func:`analysis.verdicts.verdict` (no torch); this module
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from analysis.run_status import ACTIVE, RunStatus
 from analysis.verdicts.labels import Label
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig, hf_config
-from services.lab.claims import DATA_LIMITED_TOKENS_PER_PARAMETER, Reading, apply_budget
+from services.lab.claims import DATA_LIMITED_TOKENS_PER_PARAMETER, Budget, Reading, apply_budget
 from services.lab.entries import ArmSpend, ClaimEntry, ExperimentState, Report
-from services.lab.presets import PRESETS, budget_of, plan_runs
+from services.lab.presets import BUDGETS, PRESETS, budget_of, plan_runs
 from services.lab.run_queue import FINETUNE
 from services.lab.run_queue import submit as submit_runs
 from services.lab.sizing import size
@@ -67,6 +68,37 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
                      "flops": flops, "flops_per_token": per_token, "non_embedding": non_embedding, "parameters": parameters,
                      "downstream_seconds": ds_seconds})
     return rows
+
+
+def budget_ran(preset: str, named: str, rows: list[dict[str, Any]]) -> str:
+    """The named budget whose plan an experiment's stored runs follow (arm, steps, batch, length and width of each run).
+
+    The thorough budgets of seven presets were cut to fit an hour on a 2-core CPU (commit ada3903) and their earlier
+    settings kept, unchanged, as the *gpu* budget; an experiment stored as "thorough" before then ran what is now the
+    GPU budget and is read as one, so the page names the budget it spent (stored rows are not rewritten). A stored name
+    that no longer matches any budget's plan is kept as it was stored."""
+    offered = BUDGETS.get(preset, {})
+    if named not in offered or not rows:
+        return named
+
+    def shape(arm: Any, c: Any) -> tuple:
+        return arm, c.steps, c.batch, c.seq_len, c.hidden
+
+    try:
+        base = replace(TrainConfig.from_stored(rows[0]["config"]), run="")
+        ran = {shape(r["arm"], TrainConfig.from_stored(r["config"])) for r in rows}
+    except ExplorerError:
+        return named
+
+    def planned(b: Budget) -> set[tuple]:
+        try:
+            return {shape(p.arm, p.config) for p in plan_runs(preset, apply_budget(base, b), "budget-check", b.seeds, b.widths)}
+        except ExplorerError:
+            return set()
+
+    if planned(offered[named]) == ran:
+        return named
+    return next((n for n, b in offered.items() if n != named and planned(b) == ran), named)
 
 
 def _diverged(run: dict[str, Any]) -> bool:
@@ -113,8 +145,8 @@ def _report(group: str, engine: Any = None, store: bool = False) -> Report:
     finished = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
     missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in finished]
     state = ExperimentState.RUNNING if active else (ExperimentState.PARTIAL if missing else ExperimentState.COMPLETE)
-    out = Report(group, state, preset=preset, seeds=int(cfg0.get("seeds") or 1), budget=cfg0.get("budget", ""), suite=suite,
-                 missing=missing, runs=rows, waiting=len(active))
+    out = Report(group, state, preset=preset, seeds=int(cfg0.get("seeds") or 1), budget=budget_ran(preset, cfg0.get("budget", ""), rows),
+                 suite=suite, missing=missing, runs=rows, waiting=len(active))
     if known:
         out.title, out.paper, out.finding = known.title, known.paper, known.finding
     for r in rows:

@@ -82,7 +82,8 @@ def test_a_gpu_budget_asked_for_a_preset_without_one_falls_back_to_classroom() -
 
 def test_budgets_are_declared_for_every_claimed_preset_and_plan() -> None:
     for preset in presets.CLAIMS:
-        for name in ("classroom", "thorough"):
+        assert {"classroom", "thorough"} <= set(presets.BUDGETS[preset]), preset
+        for name in presets.BUDGETS[preset]:  # every budget a preset offers, the GPU ones too
             b = presets.budget_of(preset, name)
             assert b.seeds >= 2
             n, flops = experiments.planned_flops(preset, lab.TrainConfig(), name)
@@ -224,6 +225,21 @@ def test_a_cancelled_run_makes_the_experiment_partial_without_a_verdict(lab_env:
     assert rep.state == "partial" and rep.missing == ["cut-sop-s2 (cancelled)"]
     assert all(c.verdict is None and "partial" in c.why_none for c in rep.claims)
     assert SV.for_group("cut") == []
+
+
+def test_an_experiment_stored_as_thorough_before_the_budget_shrank_reads_as_the_gpu_budget_it_ran(lab_env: Path) -> None:
+    from services.lab import run_queue
+
+    base = lab.TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
+    gpu = presets.budget_of("scaling", "gpu")
+    # what the page stored before ada3903: the GPU budget's settings (then thorough's) under the name "thorough"
+    run_queue.submit("scaling", claims.apply_budget(base, gpu), "old", start=False, seeds=gpu.seeds, widths=gpu.widths, budget="thorough")
+    experiments.submit("scaling", base, "new", "thorough", start=False)
+    experiments.submit("scaling", base, "big", "gpu", start=False)
+    assert [experiments.report(g).budget for g in ("old", "new", "big")] == ["gpu", "thorough", "gpu"]
+    # a plan that matches no budget (a custom width list) keeps its stored name
+    run_queue.submit("scaling", claims.apply_budget(base, gpu), "odd", start=False, seeds=1, widths=(16, 48, 80), budget="thorough")
+    assert experiments.report("odd").budget == "thorough"
 
 
 def test_one_seed_shows_the_runs_and_no_verdict(lab_env: Path) -> None:
