@@ -145,7 +145,9 @@ class Runtime:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        with self._lock:  # a call on another thread may have started a new process meanwhile: its socket lives there
+            if self.proc is None:
+                shutil.rmtree(self._dir, ignore_errors=True)
 
     # requests
     def _connect(self, deadline: float) -> Connection:

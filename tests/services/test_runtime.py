@@ -4,6 +4,7 @@ is restarted and the call runs once more, Home is drawn while the model side is 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -122,7 +123,8 @@ def test_a_process_that_dies_during_a_call_is_restarted_and_the_call_runs_again(
             p = model_process.proc
             if p is not None and p.pid not in seen and p.poll() is None:
                 time.sleep(0.2)
-                os.kill(p.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):  # it may have died on its own meanwhile: dead either way
+                    os.kill(p.pid, signal.SIGKILL)
                 seen.add(p.pid)
             time.sleep(0.01)
 
@@ -132,6 +134,32 @@ def test_a_process_that_dies_during_a_call_is_restarted_and_the_call_runs_again(
     with pytest.raises(ModelProcessFailed, match="stopped twice"):
         model_process.call(extract_attention, TINY_BERT, "A boy plays.")
     t.join()
+
+
+STUBBORN = ("import signal, sys, time, pathlib; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "pathlib.Path(sys.argv[1] + '.ready').touch(); time.sleep(60)")
+
+
+def test_a_process_started_while_another_thread_stops_the_old_one_keeps_its_socket_folder() -> None:
+    """stop() waits for the old process outside its lock; a call on another thread may start a new one meanwhile,
+    and the folder its socket binds in must not be removed under it (CI saw the new process fail to bind)."""
+    rt = runtime.Runtime(warm=False, command=[sys.executable, "-c", STUBBORN])
+    rt.start()
+    ready = Path(rt.address + ".ready")
+    end = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert ready.exists()  # it ignores SIGTERM now, so stop() waits for it for its whole timeout
+    stopper = threading.Thread(target=rt.stop, kwargs={"timeout": 1.5})
+    stopper.start()
+    time.sleep(0.3)
+    try:
+        rt.start()  # another thread's call starts a fresh process while stop() still waits
+        stopper.join()
+        assert rt.alive() and Path(rt.address).parent.exists()
+    finally:
+        rt.stop(timeout=0.5)
+    assert not Path(rt.address).parent.exists()
 
 
 def test_a_page_says_when_its_model_process_was_restarted(model_process: runtime.Runtime) -> None:
