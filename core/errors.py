@@ -124,6 +124,9 @@ class DuplicateResult(InvalidResult):
 #: (512 tokens is about 3,000 characters), so a longer text is a mistake or an attack, refused
 #: before a tokenizer spends seconds on it.
 MAX_TEXT_CHARS = 20_000
+#: The longest line of a batch of texts (one per line), in characters: a request carries up to a hundred or so of them,
+#: so a line is bounded far below :data:`MAX_TEXT_CHARS`.
+MAX_LINE_CHARS = 1_000
 
 
 def check_text_length(text: object, what: str = "text") -> None:

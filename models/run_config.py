@@ -10,8 +10,9 @@ from typing import Any, TypeVar
 
 from core.errors import InvalidConfig
 
-#: A run's name: letters, digits, '.', '_' and '-', at most 60, starting with a letter or digit.
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,59}$")
+#: A run's name: letters, digits, '.', '_' and '-', at most MAX_NAME_CHARS, starting with a letter or digit.
+MAX_NAME_CHARS = 60
+RUN_NAME = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_NAME_CHARS - 1}}}$")
 C = TypeVar("C")
 
 

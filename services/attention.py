@@ -19,9 +19,12 @@ from models.neuron_view import NOT_PLAIN
 from services import requests as req
 from services.calls import Call, direct
 
-__all__ = ["NOT_PLAIN", "STAT_LABELS", "AttentionResult", "HeadView", "WordQuestion", "align", "bertviz", "head", "query_key", "result_stats",
-           "rollout", "run", "stats_rows", "word_question"]
+__all__ = ["BOUNDS", "NOT_PLAIN", "STAT_LABELS", "AttentionResult", "HeadView", "WordQuestion", "align", "bertviz", "head", "query_key",
+           "result_stats", "rollout", "run", "stats_rows", "word_question"]
 EXAMPLE = "The cat sat on the mat."
+#: The bounds (inclusive) of the numbers a request takes, by field (a model's own layers and heads are checked after
+#: it is read); the pages' widgets, links and the Gradio tab use the same.
+BOUNDS: dict[str, tuple[int, int]] = {"layer": (0, 1_000), "head": (0, 1_000)}
 
 
 def run(model: str, text: str, pair: str = "", *, call: Call = direct) -> AttentionResult:
@@ -60,7 +63,7 @@ class HeadView:
 def head_request(layer: int, head: int) -> tuple[int, int]:
     """A head's layer and index (from 0) as whole numbers, checked before any model runs (the model's own range is
     checked by :func:`head` once its size is known)."""
-    return req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000)
+    return req.bounded("layer", layer, BOUNDS), req.bounded("head", head, BOUNDS)
 
 
 def head(result: AttentionResult, layer: int, head: int) -> HeadView:
@@ -90,7 +93,7 @@ def query_key(model: str, text: str, layer: int, head: int, *, call: Call = dire
     from models.neuron_view import query_key as read
 
     text = req.text("The sentence", text, MAX_TEXT_CHARS, example=EXAMPLE)
-    return call(read, req.model_id(model), text, req.whole("layer", layer, 0, 1_000), req.whole("head", head, 0, 1_000))
+    return call(read, req.model_id(model), text, req.bounded("layer", layer, BOUNDS), req.bounded("head", head, BOUNDS))
 
 
 def result_stats(r: AttentionResult) -> dict[str, np.ndarray]:

@@ -20,10 +20,15 @@ from analysis.params import ARCH_HEADS, DEFAULTS, HEADS, LIMITS, MAX_PARAMETERS,
 from core.errors import ExplorerError
 from services import requests as req
 
-__all__ = ["ARCHITECTURES", "ARCH_HEADS", "BERT_COST_EXAMPLE", "GPUS", "HEADS", "LIMITS", "OPTIMIZERS", "PRECISIONS", "SOURCES",
-           "Breakdown", "Cost", "Estimate", "GiB", "MemoryPlan", "TrainingSetup", "albert_saving", "bert_cost_rows", "breakdown",
-           "config_of", "cost", "estimate", "fact", "gpu_fit", "memory_plan", "readme_batches", "reference_tables", "reshaped",
-           "setup", "slides_example_gib"]
+__all__ = ["ARCHITECTURES", "ARCH_HEADS", "BERT_COST_EXAMPLE", "BOUNDS", "GPUS", "HEADS", "LIMITS", "OPTIMIZERS", "PRECISIONS", "SOURCES",
+           "Breakdown", "Cost", "Estimate", "GiB", "MemoryPlan", "TrainingSetup", "albert_saving", "bert_cost_rows", "breakdown", "config_of", "cost",
+           "estimate", "fact", "gpu_fit", "memory_plan", "readme_batches", "reference_tables", "reshaped", "setup", "slides_example_gib"]
+#: The bounds (inclusive) of each number of a training setup, a GPU fit and a cost, by field (a model's own sizes are
+#: analysis.params.LIMITS); the page's widgets, its links and the Gradio tab use the same.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "batch_size": (1, 100_000), "seq_len": (1, 1_000_000), "zero_stage": (0, 3), "data_parallel": (1, 100_000),
+    "tensor_parallel": (1, 1024), "custom_gib": (0.5, 10_000.0), "reserve": (0.0, 64.0), "tokens": (0.001, 1e6),
+    "gpus": (1, 100_000), "utilisation": (0.01, 1.0), "price": (0.0, 1000.0)}
 #: The architectures (model types) the calculator counts, in the order the page offers them.
 ARCHITECTURES: tuple[str, ...] = tuple(DEFAULTS)
 #: ZeRO shards over the data-parallel GPUs: with one GPU every stage is the same, so the stages are compared on this many.
@@ -96,8 +101,8 @@ def estimate(model: str, head: str = "base", precision: str = "mixed", optimizer
     head = req.text("head", head, 40, empty_ok=True) or "base"
     precision, optimizer = req.text("precision", precision, 40), req.text("optimizer", optimizer, 40)
     gpu = req.text("gpu", gpu, 100)
-    batch_size, seq_len = req.whole("batch_size", batch_size, 1, 100_000), req.whole("seq_len", seq_len, 1, 1_000_000)
-    zero_stage, data_parallel = req.whole("zero_stage", zero_stage, 0, 3), req.whole("data_parallel", data_parallel, 1, 100_000)
+    batch_size, seq_len = req.bounded("batch_size", batch_size, BOUNDS), req.bounded("seq_len", seq_len, BOUNDS)
+    zero_stage, data_parallel = req.bounded("zero_stage", zero_stage, BOUNDS), req.bounded("data_parallel", data_parallel, BOUNDS)
     setup = memory.TrainingSetup(precision, optimizer, zero_stage, data_parallel).validate()
     breakdown = params.parameter_breakdown(config_of(model), head)
     return Estimate(breakdown, memory.training_memory(breakdown, batch_size, seq_len, setup),
@@ -108,6 +113,8 @@ def setup(precision: str = "mixed", optimizer: str = "adamw", zero_stage: int = 
           tensor_parallel: int = 1, sequence_parallel: bool = False, recompute: str = "none",
           flash: bool = False) -> TrainingSetup:
     """A training setup, checked (sequence parallelism only means something with tensor parallelism)."""
+    zero_stage, data_parallel = req.bounded("zero_stage", zero_stage, BOUNDS), req.bounded("data_parallel", data_parallel, BOUNDS)
+    tensor_parallel = req.bounded("tensor_parallel", tensor_parallel, BOUNDS)
     return TrainingSetup(precision, optimizer, zero_stage, data_parallel, tensor_parallel, sequence_parallel and tensor_parallel > 1,
                          recompute, flash).validate()
 
@@ -134,6 +141,7 @@ def memory_plan(breakdown: Any, batch: int, seq_len: int, training: TrainingSetu
     from analysis.calculator import zero_stages
 
     gpu_spec = memory.GPUS[req.choice("GPU", gpu, memory.GPUS)]
+    batch, seq_len = req.bounded("batch_size", batch, BOUNDS), req.bounded("seq_len", seq_len, BOUNDS)
     estimate = memory.training_memory(breakdown, batch, seq_len, training)
     zero_gpus = training.data_parallel if training.data_parallel > 1 else ZERO_COMPARISON_GPUS
     stages = zero_stages(breakdown, batch, seq_len, memory.with_setup(training, data_parallel=zero_gpus))
@@ -152,8 +160,8 @@ def gpu_fit(breakdown: Any, seq_lens: list[int], training: TrainingSetup, gpus: 
     usable = sorted(x for x in seq_lens if not positions or x <= positions)
     if not usable:
         return None
-    cards = [memory.GPUS[req.choice("GPU", g, memory.GPUS)] for g in gpus] + [memory.custom_gpu(custom_gib)]
-    return gpu_fit_frame(breakdown, usable, training, cards, int(req.number("reserve", reserve_gib, 0, 64) * GiB))
+    cards = [memory.GPUS[req.choice("GPU", g, memory.GPUS)] for g in gpus] + [memory.custom_gpu(req.number("custom_gib", custom_gib, *BOUNDS["custom_gib"]))]
+    return gpu_fit_frame(breakdown, usable, training, cards, int(req.number("reserve", reserve_gib, *BOUNDS["reserve"]) * GiB))
 
 
 def readme_batches() -> list[dict[str, Any]]:
@@ -187,7 +195,9 @@ class Cost:
 def cost(breakdown: Any, tokens_billions: float, gpu: str, n_gpus: int, utilisation: float, price: float, precision: str,
          seq_len: int) -> Cost:
     """What training ``breakdown``'s model on ``tokens_billions`` × 10⁹ tokens costs on ``n_gpus`` × ``gpu``."""
-    flops = memory.training_flops(breakdown.total, req.number("tokens", tokens_billions, 0.001, 1e6) * 1e9)
+    flops = memory.training_flops(breakdown.total, req.number("tokens", tokens_billions, *BOUNDS["tokens"]) * 1e9)
+    n_gpus, utilisation = req.bounded("gpus", n_gpus, BOUNDS), req.number("utilisation", utilisation, *BOUNDS["utilisation"])
+    price = req.number("price", price, *BOUNDS["price"])
     seconds = memory.training_time(flops, gpu, n_gpus, utilisation, precision)
     context = min(seq_len, breakdown.arch.positions or seq_len)
     return Cost(flops, memory.pf_days(flops), seconds, memory.training_cost(seconds, n_gpus, price),

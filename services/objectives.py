@@ -15,14 +15,20 @@ from models.objectives import ACTIONS, Detection, Generation, Prediction, Pseudo
 from services import requests as req
 from services.calls import Call, direct
 
-__all__ = ["ACTIONS", "MAX_MODELS", "Detection", "FillMask", "Generation", "Prediction", "PseudoLikelihood", "bert_generate",
-           "discriminate", "electra_round", "fill_mask", "generate", "masking_epochs", "masking_tokens",
+__all__ = ["ACTIONS", "BOUNDS", "FILL_MODES", "MAX_MODELS", "MAX_SENTENCE_CHARS", "Detection", "FillMask", "Generation", "Prediction",
+           "PseudoLikelihood", "bert_generate", "discriminate", "electra_round", "fill_mask", "generate", "masking_epochs", "masking_tokens",
            "pseudo_perplexity", "sentence_relation"]
 #: Models one fill-mask request runs side by side: the page's four picks and one typed in.
 MAX_MODELS = 5
 FILL_MODES = ("independent", "sequential")
 #: The longest sentence the page's single-sentence boxes take; the API shares it.
 MAX_SENTENCE_CHARS = 1_000
+#: Epochs of BERT's masking recipe one drawing shows (a row each: past 20 the table stops being read).
+MAX_MASKING_EPOCHS = 20
+#: The bounds (inclusive) of each number a request takes, by field; the page's widgets, its links and the Gradio tabs use
+#: the same. "top_k" is fill-mask's predictions per [MASK], "sampling_top_k" generation's (0: off).
+BOUNDS: dict[str, tuple[float, float]] = {"top_k": (1, 20), "seed": (0, 10**6), "new_tokens": (1, 100), "sampling_top_k": (0, 1000),
+                                          "temperature": (0.05, 5.0), "top_p": (0.05, 1.0), "epochs": (1, MAX_MASKING_EPOCHS)}
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,7 @@ def fill_mask(text: str, models: Any, top_k: int = 5, mode: str = "independent",
     from models import objectives
 
     text = req.text("The text", text, MAX_TEXT_CHARS, example="The cat sat on the [MASK].")
-    top_k, mode = req.whole("top_k", top_k, 1, 20), req.choice("mode", mode, FILL_MODES)
+    top_k, mode = req.bounded("top_k", top_k, BOUNDS), req.choice("mode", mode, FILL_MODES)
     if isinstance(models, list | tuple):
         models = ",".join(str(m) for m in models)
     ids = list(dict.fromkeys(req.model_id(m) for m in req.names(models, MAX_MODELS + 1) or []))
@@ -105,7 +111,7 @@ def electra_round(generator: str, discriminator: str, text: str, seed: int = 0, 
     from models.objectives import electra_round as play
 
     return call(play, req.model_id(generator), req.model_id(discriminator), _sentence("The sentence", text),
-                req.whole("seed", seed, 0, 10**6))
+                req.bounded("seed", seed, BOUNDS))
 
 
 def discriminate(discriminator: str, text: str, original: str, *, call: Call = direct) -> Detection:
@@ -121,9 +127,9 @@ def generate(model: str, prompt: str, new_tokens: int = 20, sample: bool = False
     """A causal LM continues ``prompt`` (greedy, or sampled with temperature, top-k and top-p)."""
     from models.objectives import generate as continue_
 
-    return call(continue_, req.model_id(model), _sentence("The prompt", prompt), req.whole("new tokens", new_tokens, 1, 100),
-                req.flag("sample", sample), req.number("temperature", temperature, 0.05, 5.0), req.whole("top-k", top_k, 0, 1000),
-                req.number("top-p", top_p, 0.05, 1.0), req.whole("seed", seed, 0, 10**6))
+    return call(continue_, req.model_id(model), _sentence("The prompt", prompt), req.bounded("new_tokens", new_tokens, BOUNDS),
+                req.flag("sample", sample), req.number("temperature", temperature, *BOUNDS["temperature"]),
+                req.bounded("sampling_top_k", top_k, BOUNDS), req.number("top_p", top_p, *BOUNDS["top_p"]), req.bounded("seed", seed, BOUNDS))
 
 
 #: New tokens BERT appends one [MASK] at a time: each costs a full forward pass.
@@ -134,7 +140,7 @@ def bert_generate(model: str, prompt: str, new_tokens: int = 10, *, call: Call =
     """A masked LM 'generates' by appending [MASK] and filling it, again and again (at most :data:`MAX_BERT_TOKENS`)."""
     from models.objectives import bert_generate as fill_on
 
-    return call(fill_on, req.model_id(model), _sentence("The prompt", prompt), min(req.whole("new tokens", new_tokens, 1, 100),
+    return call(fill_on, req.model_id(model), _sentence("The prompt", prompt), min(req.bounded("new_tokens", new_tokens, BOUNDS),
                                                                                     MAX_BERT_TOKENS))
 
 
@@ -153,10 +159,6 @@ def masking_tokens(model: str, text: str, *, call: Call | None = None) -> tuple[
     return ["[CLS]", *words, "[SEP]"], [None, *range(len(words)), None], ["the", "cat", "blue", "ran", "of", "house"]
 
 
-#: The most epochs the masking recipe is drawn for (the library's own bound; the page offers 20).
-MAX_MASKING_EPOCHS = 100
-
-
 def masking_epochs(tokens: list[str], words: list[int | None], vocab: list[str], epochs: int = 4, seed: int = 0,
                    dynamic: bool = False, whole_word: bool = False, mask_token: str = "[MASK]") -> list[list[tuple[str, str]]]:
     """BERT's masking recipe over :func:`masking_tokens`' ``tokens``, epoch by epoch: per epoch, (action, token shown)
@@ -165,5 +167,5 @@ def masking_epochs(tokens: list[str], words: list[int | None], vocab: list[str],
     once, BERT) and ``whole_word`` (a word's tokens chosen together)."""
     from models.objectives import masking_epochs as draw
 
-    return draw(tokens, words, vocab, req.whole("Epochs", epochs, 1, MAX_MASKING_EPOCHS), req.whole("seed", seed, 0, 10**6),
+    return draw(tokens, words, vocab, req.bounded("epochs", epochs, BOUNDS), req.bounded("seed", seed, BOUNDS),
                 req.flag("dynamic masking", dynamic), req.flag("whole-word masking", whole_word), mask_token)

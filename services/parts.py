@@ -8,17 +8,22 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from core.errors import MAX_TEXT_CHARS
+from core.errors import MAX_LINE_CHARS, MAX_TEXT_CHARS
 from models.interventions import MAX_ITEMS, MAX_SEEDS, MAX_STEPS, MAX_TEXTS, TARGETS, parse_heads
 from services import requests as req
 from services.calls import Call, direct
 
-__all__ = ["ABLATION_MODES", "MAX_ITEMS", "MAX_SEEDS", "MAX_STEPS", "MAX_TEXTS", "TARGETS", "TASKS", "ablate",
-           "head_importance", "importance_json", "lens", "needs_texts", "patch"]
+__all__ = ["ABLATION_MODES", "BOUNDS", "MAX_HEADS_CHARS", "MAX_ITEMS", "MAX_LINE_CHARS", "MAX_SEEDS", "MAX_STEPS", "MAX_TEXTS", "MAX_WORD_CHARS",
+           "TARGETS", "TASKS", "ablate", "head_importance", "importance_json", "lens", "needs_texts", "patch"]
 ABLATION_MODES = ("zero", "mean")
 TASKS = ("supersense", "wic")
-#: The longest line of the sentences heads are ranked on.
-MAX_LINE_CHARS = 1_000
+#: The bounds (inclusive) of each whole number a request takes, by field; the page's widgets, its links and the Gradio
+#: tabs use the same. "position" is the token patched, -1 every position.
+BOUNDS: dict[str, tuple[int, int]] = {"top_k": (1, 20), "items": (8, MAX_ITEMS), "steps": (2, MAX_STEPS), "seeds": (2, MAX_SEEDS),
+                                      "position": (-1, 10**6)}
+#: The longest answer or foil (one token, so one word), and the longest list of heads ("1.3, 2.7, ...": 144 heads fit).
+MAX_WORD_CHARS = 100
+MAX_HEADS_CHARS = 2_000
 
 
 def lens(model: str, text: str, top_k: int = 5, *, call: Call = direct) -> Any:
@@ -26,7 +31,7 @@ def lens(model: str, text: str, top_k: int = 5, *, call: Call = direct) -> Any:
     from models.interventions import logit_lens
 
     text = req.text("The text", text, MAX_TEXT_CHARS, example="The cat sat on the [MASK].")
-    return call(logit_lens, req.model_id(model), text, req.whole("top_k", top_k, 1, 20))
+    return call(logit_lens, req.model_id(model), text, req.bounded("top_k", top_k, BOUNDS))
 
 
 def lens_json(result: Any) -> dict:
@@ -49,7 +54,7 @@ def _request(model: str, texts: Any, mode: str, target: str, task: str, items: i
     mid, target = req.model_id(model), req.choice("target", target, TARGETS)
     task = "" if task in ("", None) else req.choice("task", task, BUILT_IN)
     lines = req.texts(texts, MAX_TEXTS, MAX_LINE_CHARS, example="The cat sat on the mat.") if needs_texts(target, mid) else []
-    return mid, lines, req.choice("mode", mode, ABLATION_MODES), target, task, req.whole("items", items, 8, MAX_ITEMS)
+    return mid, lines, req.choice("mode", mode, ABLATION_MODES), target, task, req.bounded("items", items, BOUNDS)
 
 
 def head_importance(model: str, texts: Any = "", steps: int = 6, seeds: int = 3, mode: str = "zero", target: str = "masked-lm",
@@ -58,7 +63,7 @@ def head_importance(model: str, texts: Any = "", steps: int = 6, seeds: int = 3,
     from models.interventions import pruning_curve
 
     mid, lines, mode, target, task, items = _request(model, texts, mode, target, task, items)
-    steps, seeds = req.whole("steps", steps, 2, MAX_STEPS), req.whole("seeds", seeds, 2, MAX_SEEDS)
+    steps, seeds = req.bounded("steps", steps, BOUNDS), req.bounded("seeds", seeds, BOUNDS)
     return call(pruning_curve, mid, lines, steps, seeds, mode, 0, target, task, items)
 
 
@@ -74,7 +79,7 @@ def ablate(model: str, heads: str, texts: Any = "", mode: str = "zero", target: 
     """The target's accuracy and loss with ``heads`` ("layer.head" list, counted from 1) removed, and with every head."""
     from models.interventions import ablate_heads
 
-    chosen = parse_heads(req.text("The heads", heads, 2_000, example="1.3, 2.7"))
+    chosen = parse_heads(req.text("The heads", heads, MAX_HEADS_CHARS, example="1.3, 2.7"))
     mid, lines, mode, target, task, items = _request(model, texts, mode, target, task, items)
     return call(ablate_heads, mid, chosen, lines, mode, target, task, items)
 
@@ -87,6 +92,6 @@ def patch(model: str, clean: str, corrupted: str, answer: str, foil: str, unit: 
 
     clean = req.text("The clean sentence", clean, MAX_TEXT_CHARS, example="Paris is the capital of [MASK].")
     corrupted = req.text("The corrupted sentence", corrupted, MAX_TEXT_CHARS, example="Rome is the capital of [MASK].")
-    answer, foil = req.text("The answer", answer, 100), req.text("The foil", foil, 100)
-    unit, where = req.choice("unit", unit, ("layer", "head")), req.whole("position", position, -1, 10**6)
+    answer, foil = req.text("The answer", answer, MAX_WORD_CHARS), req.text("The foil", foil, MAX_WORD_CHARS)
+    unit, where = req.choice("unit", unit, ("layer", "head")), req.bounded("position", position, BOUNDS)
     return call(activation_patching, req.model_id(model), clean, corrupted, answer, foil, unit, None if where < 0 else where)

@@ -17,11 +17,18 @@ from models.permutation import MAX_ORDER_CHARS, MAX_TOKENS, InvalidOrder, Permut
 from services import requests as req
 from services.calls import Call, direct
 
-__all__ = ["KINDS", "MAX_TOKENS", "Masks", "SelfCheck", "masks", "new_york", "order", "predictions", "segments", "self_check",
-           "tokens"]
+__all__ = ["BOUNDS", "KINDS", "MAX_ORDER_CHARS", "MAX_PARAGRAPH_CHARS", "MAX_SENTENCE_CHARS", "MAX_TOKENS", "MAX_WORD_CHARS", "Masks", "SelfCheck",
+           "masks", "new_york", "order", "predictions", "segments", "self_check", "tokens"]
 #: How an order is named: a direction, a seeded shuffle, or the positions themselves.
 KINDS = ("left-to-right", "right-to-left", "random", "custom")
 MAX_SENTENCE_CHARS = 400
+#: The longest word of the New York example, and the longest paragraph the recurrence view reads in segments.
+MAX_WORD_CHARS = 50
+MAX_PARAGRAPH_CHARS = 4_000
+#: The bounds (inclusive) of each whole number a request takes, by field; the page's widgets, its links and the Gradio
+#: tab use the same. "k" 0 predicts every position; "segment" and "memory" are Transformer-XL's lengths in tokens.
+BOUNDS: dict[str, tuple[int, int]] = {"seed": (0, 10**6), "k": (0, MAX_TOKENS), "target": (0, MAX_TOKENS), "segment": (1, 64),
+                                      "memory": (0, 64)}
 
 
 def tokens(text: str, model: str | None = None, *, call: Call = direct) -> tuple[list[int] | None, list[str]]:
@@ -50,7 +57,7 @@ def order(kind: str, n: int, seed: int = 0, custom: str = "") -> list[int]:
         kind, custom = "custom", kind
     if kind == "custom":
         return permutation.parse_order(req.text("The order", custom, MAX_ORDER_CHARS), n)
-    return permutation.make_order(kind, n, req.whole("seed", seed, 0, 10**6))
+    return permutation.make_order(kind, n, req.bounded("seed", seed, BOUNDS))
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,7 @@ def masks(tokens: list[str], order: list[int], k: int = 0) -> Masks:
     from models import permutation
 
     n = len(tokens) - 2
-    k = req.whole("k", k, 0, MAX_TOKENS)
+    k = req.bounded("k", k, BOUNDS)
     inputs = permutation.permutation_inputs(order, min(k, n) or None, specials=[n, n + 1])
     return Masks(tokens, inputs, permutation.content_mask(inputs), permutation.query_mask(inputs))
 
@@ -101,14 +108,14 @@ def predictions(model: str, text: str, order: list[int], k: int, *, call: Call =
     """XLNet's top-5 predictions for the last ``k`` positions of ``order``."""
     from models.permutation import predict_last_k
 
-    return call(predict_last_k, req.model_id(model), text, list(order), req.whole("k", k, 1, MAX_TOKENS), 5)
+    return call(predict_last_k, req.model_id(model), text, list(order), req.whole("k", k, 1, BOUNDS["k"][1]), 5)  # at least one to predict
 
 
 def self_check(model: str, text: str, order: list[int], target: int, *, call: Call = direct) -> SelfCheck:
     """How much the prediction at ``target`` moves when a later and an earlier token of the order are replaced."""
     from models.permutation import self_check as check
 
-    return call(check, req.model_id(model), text, list(order), req.whole("target", target, 0, MAX_TOKENS))
+    return call(check, req.model_id(model), text, list(order), req.bounded("target", target, BOUNDS))
 
 
 def new_york(bert: str, xlnet: str, text: str, first: str, second: str, *, call: Call = direct) -> dict[str, float]:
@@ -116,7 +123,7 @@ def new_york(bert: str, xlnet: str, text: str, first: str, second: str, *, call:
     from models.permutation import new_york as compare
 
     text = req.text("The sentence", text, MAX_SENTENCE_CHARS, example="New York is a city .")
-    first, second = req.text("The first word", first, 50), req.text("The second word", second, 50)
+    first, second = req.text("The first word", first, MAX_WORD_CHARS), req.text("The second word", second, MAX_WORD_CHARS)
     return call(compare, req.model_id(bert), req.model_id(xlnet), text, first, second)
 
 
@@ -124,8 +131,8 @@ def segments(model: str, text: str, segment: int, memory: int, *, call: Call = d
     """``text`` through XLNet in segments with a memory (Transformer-XL's recurrence) and the attention into memory."""
     from models.permutation import segment_recurrence
 
-    text = req.text("The paragraph", text, 4_000, example="The cat sat on the mat.")
+    text = req.text("The paragraph", text, MAX_PARAGRAPH_CHARS, example="The cat sat on the mat.")
     if not isinstance(model, str):
         raise ExplorerError("Pick an XLNet model.")
-    return call(segment_recurrence, req.model_id(model), text, req.whole("segment length", segment, 1, 64),
-                req.whole("memory length", memory, 0, 64))
+    return call(segment_recurrence, req.model_id(model), text, req.bounded("segment", segment, BOUNDS),
+                req.bounded("memory", memory, BOUNDS))

@@ -11,26 +11,31 @@ from typing import Any
 import numpy as np
 
 from analysis import representations as geometry
-from core.errors import InvalidData
+from core.errors import MAX_LINE_CHARS, InvalidData
 from models.representations import Representations
 from services import requests as req
 from services.calls import Call, direct
 
-__all__ = ["METHODS", "OUTPUTS", "Projection", "Representations", "cka", "compare", "explain", "nearest", "project",
-           "project_vectors", "similarity", "states"]
+__all__ = ["BOUNDS", "MAX_FOCUS_CHARS", "MAX_LINE_CHARS", "MAX_TEXTS", "METHODS", "OUTPUTS", "Projection", "Representations", "cka", "compare",
+           "explain", "focus_words", "nearest", "project", "project_vectors", "similarity", "states"]
 METHODS = geometry.METHODS
 #: What an attribution explains, with the model it needs.
 OUTPUTS = {"similarity": "similarity of two sentences (any encoder)", "fill_mask": "a fill-mask prediction",
            "sentence_relation": "NSP / SOP: does B follow A?", "replaced_token": "ELECTRA: was this token replaced?"}
-#: Texts one request takes (the demo sets have up to 40), and characters per text (a line of a batch: far below
-#: core.errors.MAX_TEXT_CHARS, the bound of one text, since a request carries up to MAX_TEXTS of them).
+#: Texts one request takes (the demo sets have up to 40), each within core.errors.MAX_LINE_CHARS.
 MAX_TEXTS = 100
-MAX_LINE_CHARS = 1_000
+#: The bounds (inclusive) of each whole number a request takes, by field: the page's widgets, its links and the Gradio
+#: tabs use the same. "steps" and "replaced_position" are models.attribution's MAX_STEPS and MAX_TOKENS, written out so
+#: that a page does not import torch (a test keeps them equal); "position" is a token of one line, "layer" -1 the last.
+BOUNDS: dict[str, tuple[int, int]] = {"layer": (-1, 1_000), "seed": (0, 10**6), "position": (0, 10_000), "k": (1, 100),
+                                      "steps": (1, 200), "replaced_position": (0, 256)}
 #: The largest CSV of one's own vectors, in MB (the upload box's limit).
 MAX_UPLOAD_MB = max(1, geometry.MAX_UPLOAD_BYTES // 2**20)
 #: Numbers one answer may carry as raw vectors (tokens × hidden size), so that it stays a few MB.
 MAX_VECTOR_NUMBERS = 1_000_000
 EXAMPLE = "The bank raised its rates."
+#: The longest list of words a projection keeps, as typed ("bank, bat").
+MAX_FOCUS_CHARS = 200
 
 
 def texts(value: Any) -> list[str]:
@@ -75,7 +80,14 @@ class Projection:
 
 def projection_request(layer: int, method: str, seed: int) -> tuple[int, str, int]:
     """A projection's layer (-1: the last), method and seed, checked before any model runs."""
-    return req.whole("layer", layer, -1, 1_000), req.choice("method", method, METHODS), req.whole("seed", seed, 0, 10**6)
+    return req.bounded("layer", layer, BOUNDS), req.choice("method", method, METHODS), req.bounded("seed", seed, BOUNDS)
+
+
+def focus_words(typed: str) -> set[str]:
+    """The words a projection keeps (:func:`project`'s ``focus``) from a comma-separated list as typed: lower case, the
+    empty set for none."""
+    words = req.text("The words kept", typed, MAX_FOCUS_CHARS, empty_ok=True).split(",")
+    return {w.strip().lower() for w in words if w.strip()}
 
 
 def project(reps: Representations, layer: int = -1, method: str = "pca", seed: int = 0, focus: set[str] | None = None) -> Projection:
@@ -104,7 +116,7 @@ def project(reps: Representations, layer: int = -1, method: str = "pca", seed: i
 def project_vectors(raw: bytes, method: str = "pca", seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Vectors of one's own (a CSV: one row per item, an optional 'label' column): the matrix, its projection, the names."""
     vectors, names = geometry.parse_vectors_csv(raw)
-    return vectors, geometry.project(vectors, req.choice("method", method, METHODS), req.whole("seed", seed, 0, 10**6)), names
+    return vectors, geometry.project(vectors, req.choice("method", method, METHODS), req.bounded("seed", seed, BOUNDS)), names
 
 
 def senses() -> Any:
@@ -143,8 +155,8 @@ def nearest(model: str, text: str, position: int, k: int = 10, layer: int = -1, 
     from models.representations import nearest_contexts
 
     line = req.text("The text", text, MAX_LINE_CHARS, example=EXAMPLE)
-    return call(nearest_contexts, req.model_id(model), line, req.whole("position", position, 0, 10_000),
-                req.whole("k", k, 1, 100), req.whole("layer", layer, -1, 1_000))
+    return call(nearest_contexts, req.model_id(model), line, req.bounded("position", position, BOUNDS),
+                req.bounded("k", k, BOUNDS), req.bounded("layer", layer, BOUNDS))
 
 
 def neighbours_json(model: str, layer: int, found: list[Any]) -> dict:
@@ -161,8 +173,8 @@ def explain(output: str, model: str, text: str, text_b: str = "", position: int 
     a = req.text("The text", text, MAX_LINE_CHARS, example="A man is playing the guitar.")
     b = req.text("Text B", text_b, MAX_LINE_CHARS, empty_ok=output not in ("similarity", "sentence_relation"),
                  example="Someone performs music.")
-    steps = req.whole("steps", steps, 1, attribution.MAX_STEPS)
-    position = req.whole("position", position, 0, attribution.MAX_TOKENS) if output == "replaced_token" else 0
+    steps = req.bounded("steps", steps, BOUNDS)
+    position = req.whole("position", position, *BOUNDS["replaced_position"]) if output == "replaced_token" else 0
     if output == "similarity":
         return call(attribution.similarity, model, a, b, steps)
     if output == "fill_mask":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from core.errors import InvalidConfig, InvalidData, InvalidText
@@ -24,6 +24,13 @@ def whole(name: str, value: Any, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise InvalidConfig(f"{name} must be between {lo:,} and {hi:,}, not {value:,.0f}."[:200])
     return int(value)
+
+
+def bounded(name: str, value: Any, bounds: Mapping[str, tuple[int, int]]) -> int:
+    """A whole number within ``bounds[name]``: a use case's table of the numbers its request takes (``BOUNDS``), the
+    same table its page's widgets, its links and its Gradio tab are bounded by."""
+    low, high = bounds[name]
+    return whole(name, value, low, high)
 
 
 def number(name: str, value: Any, lo: float, hi: float) -> float:
@@ -83,13 +90,17 @@ def texts(value: Any, max_texts: int, max_chars: int, example: str = "") -> list
     return lines
 
 
+#: The longest model id a picker takes (a catalog id, a Hub id or a folder name).
+MAX_MODEL_ID_CHARS = 200
+
+
 def model_id(value: Any, name: str = "model") -> str:
-    """A model id as the pickers take it (catalog id, Hub id or folder name; at most 200 characters), stripped and
+    """A model id as the pickers take it (catalog id, Hub id or folder name; at most :data:`MAX_MODEL_ID_CHARS`), stripped and
     checked as the loader checks it (no path tricks), so that a bad id is refused before any work starts.
     :class:`InvalidConfig`, or the loader's :class:`~core.errors.InvalidModelId`."""
     from models.locate import validate_model_id
 
-    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_MODEL_ID_CHARS:
         raise InvalidConfig(f"{str(value)[:40]!r} is not a {name} id.", "For example: bert-base-uncased")
     return validate_model_id(value)
 

@@ -80,6 +80,7 @@ from analysis.results_db import (  # noqa: E402
     RESULT_SPLITS,
     NewResult,
 )
+from analysis.results_db.validation import TEXT_LIMITS  # noqa: E402
 
 
 def compare(rows: Any, collapse: bool = True, order: list[tuple[str, str]] | None = None) -> Comparison:
@@ -137,10 +138,10 @@ def seed_version() -> str:
     return version()
 
 
-__all__ = ["COLUMNS", "CONVENTIONS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MAX_ROWS", "OPTIONAL_COLUMNS",
-           "RESULT_SETTINGS", "RESULT_SPLITS", "Comparison", "NewResult", "add", "catalog", "column_options", "compare",
-           "default_columns", "default_url", "delete", "deltas", "describe", "export_rows", "frame", "import_rows", "query",
-           "score_check", "seed_version", "select", "size_points", "version"]
+__all__ = ["COLUMNS", "CONVENTIONS", "IMPORT_COLUMNS", "MAX_IMPORT_BYTES", "MAX_IMPORT_ROWS", "MAX_ROWS", "OPTIONAL_COLUMNS", "RESULT_SETTINGS",
+           "RESULT_SPLITS", "TEXT_LIMITS", "Comparison", "NewResult", "add", "catalog", "column_options", "compare", "default_columns", "default_url",
+           "delete", "deltas", "describe", "export_rows", "frame", "import_rows", "query", "score_check", "seed_version", "select", "size_points",
+           "version"]
 
 
 def frame(url: str) -> Any:

@@ -14,11 +14,15 @@ from analysis.scaling import DATASETS, LAWS, MAX_CSV_BYTES, MAX_CSV_ROWS, REFERE
 from core.errors import InvalidData
 from services import requests as req
 
-__all__ = ["DATASETS", "LAWS", "MAX_CSV_BYTES", "MAX_CSV_ROWS", "REFERENCE_LAWS", "TRANSFORMS", "Allocation", "Fit", "TableFit",
+__all__ = ["BOUNDS", "DATASETS", "LAWS", "MAX_CSV_BYTES", "MAX_CSV_ROWS", "REFERENCE_LAWS", "TRANSFORMS", "Allocation", "Fit", "TableFit",
            "allocations", "dataset", "fit", "fit_numbers", "fit_table", "numeric_columns", "read_at", "reference_value", "upload"]
 
 #: Bootstrap resamples one fit may ask for (the page offers up to this many; it starts at 200).
 MAX_BOOTSTRAP = 1_000
+#: The bounds (inclusive) of each number a request takes, by field; the page's widgets, its links and the Gradio tab use
+#: the same. "extrapolate" is the x a fit is read at (0: ten times the largest), "compute" a budget in FLOPs.
+BOUNDS: dict[str, tuple[float, float]] = {"bootstrap": (0, MAX_BOOTSTRAP), "seed": (0, 10**6), "extrapolate": (0.0, 1e30),
+                                          "compute": (1.0, 1e30)}
 #: Points × fits (1 + bootstrap) one fit may cost; what that is in time for L(N, D) on 2 cores: bench/results/README.md.
 MAX_FIT_WORK = 500_000
 #: How the y column is read: as it is, or as an error 100 − y (an accuracy falls like a loss that way).
@@ -29,7 +33,7 @@ def fit(law: str, x: Any, y: Any, bootstrap: int = 200, seed: int = 0) -> scalin
     """``law`` fitted to the points (x: one value per point, or [N, D] pairs for a two-variable law), with ``bootstrap``
     resamples for its intervals; refused when points × fits exceed :data:`MAX_FIT_WORK`."""
     law = req.choice("law", law, scaling.LAWS)
-    bootstrap, seed = req.whole("bootstrap", bootstrap, 0, MAX_BOOTSTRAP), req.whole("seed", seed, 0, 10**6)
+    bootstrap, seed = req.bounded("bootstrap", bootstrap, BOUNDS), req.bounded("seed", seed, BOUNDS)
     points = len(y)
     if points * (bootstrap + 1) > MAX_FIT_WORK:
         raise InvalidData(f"{points:,} points × {bootstrap + 1:,} fits is more than {MAX_FIT_WORK:,} point-fits.",
@@ -89,7 +93,7 @@ def read_at(result: scaling.Fit, extrapolate: float = 0.0) -> tuple[float, tuple
     """Where to read a fit beyond its data: ``extrapolate`` when it lies beyond the largest x, else ten times that x;
     and for a one-variable law its value there with the 95% band (low, high). Cheap: the fit is not redone."""
     x_max = float(np.max(result.x if result.x.ndim == 1 else result.x[:, 0]))
-    extrapolate = req.number("Extrapolate to x", extrapolate, 0.0, 1e30)
+    extrapolate = req.number("extrapolate", extrapolate, *BOUNDS["extrapolate"])
     x_to = extrapolate if extrapolate > x_max else 10 * x_max
     if result.x.ndim != 1:
         return x_to, None
@@ -150,7 +154,7 @@ def numeric_columns(table: Any) -> list[str]:
 def allocations(compute: float, fitted: dict[str, float] | None = None) -> list[Allocation]:
     """The compute-optimal N and D at ``compute`` FLOPs (positive, at most 10^30) under Chinchilla, its replication and
     Kaplan, and under ``fitted`` (an L(N, D) fitted here) where given."""
-    return scaling.allocations(req.number("compute", compute, 1.0, 1e30), fitted)
+    return scaling.allocations(req.number("compute", compute, *BOUNDS["compute"]), fitted)
 
 
 def reference_value(key: str, *x: float) -> float:

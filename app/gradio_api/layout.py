@@ -78,6 +78,16 @@ def _models() -> tuple[list[str], list[str], str]:
     return loadable, [c.id for c in registry.loadable() if "masked-lm" in c.tasks], registry.bundled_id()
 
 
+def _number(value: float, bounds: tuple[float, float], label: str, whole: bool = True):
+    """A number input labelled with its use case's bounds for the field (the page's widgets use the same). The bounds
+    are not set on the component: Gradio's own refusal ("Value 500 is greater than maximum value 100.") would come
+    before the use case's, which names the field ("k must be between 1 and 100, not 500.")."""
+    import gradio as gr
+
+    low, high = bounds
+    return gr.Number(value, precision=0 if whole else None, label=f"{label} ({low:,g} to {high:,g})")
+
+
 def _picker(choices: list[str], value: str | None, label: str = "Model (or type a Hub id / your folder)"):
     import gradio as gr
 
@@ -91,7 +101,7 @@ def fill_tab() -> None:
 
     text = gr.Textbox("Chickens cackle and [MASK] quack.", label="Text (write [MASK])")
     models = gr.Textbox("bert-base-uncased, roberta-base", label=f"Models (comma-separated, at most {objectives.MAX_MODELS})")
-    top_k = gr.Slider(1, 20, 5, step=1, label="Top k")
+    top_k = gr.Slider(*objectives.BOUNDS["top_k"], 5, step=1, label="Top k")
     mode = gr.Radio(list(objectives.FILL_MODES), value="independent", label="Several masks")
     out = gr.JSON(label="Predictions")
     gr.Button("Fill", variant="primary").click(fill_mask, [text, models, top_k, mode], out, api_name="fill_mask")
@@ -100,10 +110,12 @@ def fill_tab() -> None:
 def attention_tab() -> None:
     import gradio as gr
 
+    from services.attention import BOUNDS as attention_bounds
+
     loadable, _, bundled = _models()
     inputs = [_picker(loadable, bundled), gr.Textbox("The cat sat on the mat because it was tired.", label="Sentence A"),
-              gr.Textbox("", label="Sentence B (optional)"), gr.Number(0, precision=0, label="Layer"),
-              gr.Number(0, precision=0, label="Head")]
+              gr.Textbox("", label="Sentence B (optional)"), _number(0, attention_bounds["layer"], "Layer"),
+              _number(0, attention_bounds["head"], "Head")]
     out = gr.JSON(label="Attention of this head")
     plot = gr.Plot(label="Heatmap")
     files = gr.File(label="The heatmap as PNG (2x) and SVG, for slides", file_count="multiple")
@@ -123,9 +135,11 @@ def pll_tab() -> None:
 def permutation_tab() -> None:
     import gradio as gr
 
+    from services import permutation
+
     inputs = [gr.Textbox("New York is a city", label="Sentence (words)"),
               gr.Textbox("random:0", label="Order: left-to-right, right-to-left, random:SEED, or positions 2,0,1,…"),
-              gr.Number(2, precision=0, label="K (0 = predict all)")]
+              _number(2, permutation.BOUNDS["k"], "K (0 = predict all)")]
     out = gr.JSON(label="Masks")
     gr.Button("Build", variant="primary").click(permutation_masks, inputs, out, api_name="permutation_masks", **LIGHT)
 
@@ -151,9 +165,9 @@ def calculator_tab() -> None:
               gr.Dropdown(list(sizing.HEADS), value="base", label="Head"),
               gr.Dropdown(list(sizing.PRECISIONS), value="mixed", label="Precision"),
               gr.Dropdown(list(sizing.OPTIMIZERS), value="adamw", label="Optimizer"),
-              gr.Number(8, precision=0, label="Batch per GPU"), gr.Number(128, precision=0, label="Sequence length"),
-              gr.Number(0, precision=0, minimum=0, maximum=3, label="ZeRO stage (0–3)"),
-              gr.Number(1, precision=0, label="Data-parallel GPUs"), gr.Dropdown(list(sizing.GPUS), value="V100 16 GB", label="GPU")]
+              _number(8, sizing.BOUNDS["batch_size"], "Batch per GPU"), _number(128, sizing.BOUNDS["seq_len"], "Sequence length"),
+              _number(0, sizing.BOUNDS["zero_stage"], "ZeRO stage"), _number(1, sizing.BOUNDS["data_parallel"], "Data-parallel GPUs"),
+              gr.Dropdown(list(sizing.GPUS), value="V100 16 GB", label="GPU")]
     out = gr.JSON(label="Counts and bytes")
     gr.Button("Compute", variant="primary").click(calculator, inputs, out, api_name="calculator", **LIGHT)
 
@@ -166,8 +180,8 @@ def states_tab() -> None:
     loadable, _, bundled = _models()
     inputs = [_picker(loadable, bundled),
               gr.Textbox(DEMO_TEXTS, lines=4, label=f"Texts, one per line (at most {representations.MAX_TEXTS})"),
-              gr.Number(-1, precision=0, label="Layer (0: embeddings, -1: the last)"),
-              gr.Dropdown(list(representations.METHODS), value="pca", label="Projection"), gr.Number(0, precision=0, label="Seed"),
+              _number(-1, representations.BOUNDS["layer"], "Layer (0: embeddings, -1: the last)"),
+              gr.Dropdown(list(representations.METHODS), value="pca", label="Projection"), _number(0, representations.BOUNDS["seed"], "Seed"),
               gr.Checkbox(False, label="Include the vectors")]
     out = gr.JSON(label="Tokens, 2-D coordinates (and vectors)")
     gr.Button("Project", variant="primary").click(hidden_states, inputs, out, api_name="hidden_states")
@@ -188,10 +202,12 @@ def cka_tab() -> None:
 def nearest_tab() -> None:
     import gradio as gr
 
+    from services import representations
+
     loadable, _, bundled = _models()
     inputs = [_picker(loadable, bundled, "Model"), gr.Textbox("We walked along the river bank.", label="Text"),
-              gr.Number(6, precision=0, label="Token position ([CLS] is 0)"), gr.Number(10, precision=0, label="Neighbours (1–100)"),
-              gr.Number(-1, precision=0, label="Layer (-1: the last)")]
+              _number(6, representations.BOUNDS["position"], "Token position ([CLS] is 0)"),
+              _number(10, representations.BOUNDS["k"], "Neighbours"), _number(-1, representations.BOUNDS["layer"], "Layer (-1: the last)")]
     out = gr.JSON(label="Nearest corpus tokens")
     gr.Button("Search", variant="primary").click(nearest_contexts, inputs, out, api_name="nearest_contexts")
 
@@ -206,8 +222,8 @@ def attribution_tab() -> None:
               gr.Dropdown(list(representations.OUTPUTS), value="similarity", label="Output explained"),
               gr.Textbox("A man is playing the guitar on stage.", label="Text (sentence A; with [MASK] for fill_mask)"),
               gr.Textbox("Someone performs music.", label="Sentence B (or the fill-mask candidate)"),
-              gr.Number(0, precision=0, label="Token position (replaced_token)"),
-              gr.Number(50, precision=0, label="Integrated-gradients steps (1–200)")]
+              _number(0, representations.BOUNDS["replaced_position"], "Token position (replaced_token)"),
+              _number(50, representations.BOUNDS["steps"], "Integrated-gradients steps")]
     out = gr.JSON(label="Integrated gradients and gradient × input per token")
     gr.Button("Explain", variant="primary").click(attribution, inputs, out, api_name="attribution")
 
@@ -220,8 +236,7 @@ def fit_tab() -> None:
     inputs = [gr.Dropdown(["power", "power_const", "chinchilla"], value="power", label="Law"),
               gr.Textbox("1e6, 3e6, 1e7, 3e7, 1e8", label="x (or D for chinchilla), comma-separated"),
               gr.Textbox("4.2, 3.9, 3.6, 3.35, 3.1", label="Loss, comma-separated"), gr.Textbox("", label="N (chinchilla only)"),
-              gr.Number(200, precision=0, label=f"Bootstrap resamples (0–{fits.MAX_BOOTSTRAP})"),
-              gr.Number(0, precision=0, label="Seed")]
+              _number(200, fits.BOUNDS["bootstrap"], "Bootstrap resamples"), _number(0, fits.BOUNDS["seed"], "Seed")]
     out = gr.JSON(label="Fitted parameters with 95% intervals")
     gr.Button("Fit", variant="primary").click(scaling_fit, inputs, out, api_name="scaling_fit")
 
@@ -252,12 +267,14 @@ def lab_tab() -> None:
 def parts_tab() -> None:
     import gradio as gr
 
+    from services.parts import BOUNDS as parts_bounds
+
     _, mlm, _ = _models()
     gr.Markdown("Masked-LM models: what each layer predicts (logit lens), which heads matter (Michel et al. 2019) "
                 "and where a prediction is carried (activation patching).")
     model = gr.Dropdown(mlm, value=mlm[0] if mlm else None, label="Model", allow_custom_value=True)
     lens_inputs = [model, gr.Textbox("The cat sat on the [MASK] because it was tired.", label="Text with [MASK] (logit lens)"),
-                   gr.Slider(1, 20, 5, step=1, label="Top k per layer")]
+                   gr.Slider(*parts_bounds["top_k"], 5, step=1, label="Top k per layer")]
     lens_out = gr.JSON(label="Layer by layer")
     gr.Button("Read every layer", variant="primary").click(logit_lens, lens_inputs, lens_out, api_name="logit_lens")
     pruning_inputs(model)
@@ -272,13 +289,12 @@ def pruning_inputs(model) -> None:
 
     inputs = [model, gr.Textbox(RANKED_TEXTS, lines=6, label=f"Sentences, one per line (4–{parts.MAX_TEXTS}; heads ranked on "
                                                                "lines 1, 3, 5, …, scored on 2, 4, 6, …)"),
-              gr.Number(6, precision=0, label=f"Pruning steps (2–{parts.MAX_STEPS})"),
-              gr.Number(3, precision=0, label=f"Random orders (2–{parts.MAX_SEEDS})"),
+              _number(6, parts.BOUNDS["steps"], "Pruning steps"), _number(3, parts.BOUNDS["seeds"], "Random orders"),
               gr.Radio(list(parts.ABLATION_MODES), value="zero", label="A removed head outputs"),
               gr.Radio(list(parts.TARGETS), value="masked-lm", label="Scored by",
                        info="classifier: a Fine-tuning lab run (its own task); probe: any encoder, a probe fitted on the task"),
               gr.Dropdown(["", *parts.TASKS], value="", label="Task (probe; optional for a classifier)"),
-              gr.Number(128, precision=0, label=f"Test items (classifier, probe: 8–{parts.MAX_ITEMS})")]
+              _number(128, parts.BOUNDS["items"], "Test items (classifier, probe)")]
     out = gr.JSON(label="Head importance and the pruning curve")
     gr.Button("Rank the heads").click(head_importance, inputs, out, api_name="head_importance")
 
@@ -287,11 +303,13 @@ def patching_inputs(model) -> None:
     """Causal tracing: a clean and a corrupted sentence, the answer and its foil."""
     import gradio as gr
 
+    from services.parts import BOUNDS as parts_bounds
+
     inputs = [model, gr.Textbox("the cat sat on the [MASK] .", label="Clean sentence"),
               gr.Textbox("the dog sat on the [MASK] .", label="Corrupted sentence (same token length)"),
               gr.Textbox("mat", label="Answer (one token)"), gr.Textbox("floor", label="Foil (one token)"),
               gr.Radio(["layer", "head"], value="layer", label="Patch each layer's output, or each head's"),
-              gr.Number(-1, precision=0, label="Heads: the position patched (-1: every position)")]
+              _number(-1, parts_bounds["position"], "Heads: the position patched (-1: every position)")]
     out = gr.JSON(label="Layers × positions (or layers × heads)")
     gr.Button("Patch").click(activation_patching, inputs, out, api_name="activation_patching")
 

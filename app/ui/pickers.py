@@ -10,6 +10,7 @@ import streamlit as st
 
 from app.ui.caches import STATUS_LABELS, catalog_availability, inspect_checkpoint
 from app.ui.errors import friendly_errors, show_error
+from services.requests import MAX_MODEL_ID_CHARS
 
 #: The last option of every model picker: a Hub id or a folder under BFE_MODEL_DIR, typed in.
 OTHER = "(another model)"
@@ -140,7 +141,7 @@ def other_model(key: str, *, task: str = "base", where: Any = None, label: str =
     from core.errors import ExplorerError
 
     box = where if where is not None else st
-    box.text_input(label, key=key, max_chars=200, placeholder="owner/name (Hub) or a folder under BFE_MODEL_DIR",
+    box.text_input(label, key=key, max_chars=MAX_MODEL_ID_CHARS, placeholder="owner/name (Hub) or a folder under BFE_MODEL_DIR",
                    help="Any checkpoint of a supported architecture: a Hugging Face Hub id such as "
                         "`microsoft/deberta-v3-base`, or a folder you saved with save_pretrained() under BFE_MODEL_DIR. "
                         "Its config is read first; nothing runs that is too large or not supported.")

@@ -8,7 +8,7 @@ from analysis import attention_plots as plots
 from analysis.safe_text import csv_bytes
 from app import ui
 from core import registry
-from core.errors import ExplorerError
+from core.errors import MAX_TEXT_CHARS, ExplorerError
 from services import attention as use_case
 from services.attention import STAT_LABELS, AttentionResult
 
@@ -30,7 +30,7 @@ DEFAULTS = {"at_model": BUNDLED, "at_model_other": "", "at_compare": False, "at_
             "at_step": ui.LAST_STEP}
 ALLOWED = {"at_model": ui.picker_values(MODELS), "at_model2": ui.picker_values(MODELS), "at_model_other": ui.valid_model_id,
            "at_model2_other": ui.valid_model_id, "at_view": list(VIEWS), "at_stat": list(STAT_LABELS),
-           "at_layer": (0, 200), "at_head": (0, 200), "at_step": (ui.LAST_STEP, 10**9)}
+           "at_layer": use_case.BOUNDS["layer"], "at_head": use_case.BOUNDS["head"], "at_step": (ui.LAST_STEP, 10**9)}
 
 
 @st.cache_data(show_spinner="Running the model…", max_entries=32)
@@ -61,8 +61,8 @@ second_id = ui.model_picker("Second model", "at_model2", MODELS, where=c[2]) if 
 first_id = ui.step_picker(first_id, "at_step")
 st.selectbox("Examples from the lectures", ["(pick one)", *EXAMPLES], key="at_example", on_change=use_example)
 c = st.columns([3, 2])
-c[0].text_area("Sentence A", key="at_text", height=80, max_chars=5000)
-c[1].text_area("Sentence B (optional: makes a sentence pair)", key="at_pair", height=80, max_chars=5000)
+c[0].text_area("Sentence A", key="at_text", height=80, max_chars=MAX_TEXT_CHARS)
+c[1].text_area("Sentence B (optional: makes a sentence pair)", key="at_pair", height=80, max_chars=MAX_TEXT_CHARS)
 
 state = st.session_state
 ids = [m for m in (first_id, second_id) if m]

@@ -15,10 +15,15 @@ from core.errors import ExplorerError
 from services import calculator as calc
 from services import sparse_attention as sparse
 from services.calculator_form import FORM_FIELDS, config_from_form, form_fields, form_from_config
+from services.requests import MAX_MODEL_ID_CHARS
 
 PRESETS = {c.id: c for c in registry.loadable()}
 #: session key -> form field (the form itself, per architecture, lives in services.calculator_form)
 FIELDS = {f"sz_{name}": name for name in FORM_FIELDS}
+#: The setup's numbers: session key -> the use case's field, whose bounds (calc.BOUNDS) bound the widget and the link.
+NUMBERS = {"sz_batch": "batch_size", "sz_seq": "seq_len", "sz_dp": "data_parallel", "sz_tp": "tensor_parallel",
+           "sz_custom_gib": "custom_gib", "sz_reserve": "reserve", "sz_tokens_b": "tokens", "sz_ngpus": "gpus",
+           "sz_util": "utilisation", "sz_price": "price"}
 SEQ_CHOICES = [64, 128, 256, 320, 384, 512, 1024, 2048]
 DEFAULTS_STATE = {
     "sz_preset": "bert-base-uncased", "sz_preset_other": "", "sz_head": "pretraining", "sz_type": "bert", "sz_tied": True,
@@ -35,11 +40,14 @@ ALLOWED = {
     "sz_type": list(calc.ARCHITECTURES), "sz_head": list(calc.HEADS), "sz_precision": list(calc.PRECISIONS),
     "sz_opt": list(calc.OPTIMIZERS), "sz_zero": [0, 1, 2, 3], "sz_recompute": ["none", "selective", "full"],
     "sz_gpu": list(calc.GPUS), "sz_train_gpu": list(calc.GPUS), "sz_gpus": list(calc.GPUS), "sz_seqs": SEQ_CHOICES,
-    "sz_batch": (1, 100_000), "sz_seq": (1, 1_000_000), "sz_dp": (1, 100_000), "sz_tp": (1, 1024),
-    "sz_custom_gib": (0.5, 10_000.0), "sz_reserve": (0.0, 64.0), "sz_tokens_b": (0.001, 1e6), "sz_ngpus": (1, 100_000),
-    "sz_util": (0.01, 1.0), "sz_price": (0.0, 1000.0), **{k: (FORM_FIELDS[f][1], calc.LIMITS[FORM_FIELDS[f][2]]) for k, f in FIELDS.items()},
+    **{key: calc.BOUNDS[name] for key, name in NUMBERS.items()}, **{k: (FORM_FIELDS[f][1], calc.LIMITS[FORM_FIELDS[f][2]]) for k, f in FIELDS.items()},
     "sz_sparse_n": list(sparse.TOKEN_LENGTHS), "sz_sparse_len": list(sparse.BLOCK_LENGTHS),
 }
+
+
+def number(where, label: str, key: str, **kwargs) -> None:
+    """A numeric input bounded by its field's bounds in the use case (:data:`NUMBERS`)."""
+    ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
 
 
 def fill_from_config(config: dict) -> None:
@@ -105,7 +113,7 @@ c1.selectbox("Preset (real configs of the catalog checkpoints)", [*PRESETS, ui.O
              format_func=lambda m: "custom configuration" if m == "custom" else ui.model_label(m) if m == ui.OTHER
              else f"{m} ({PRESETS[m].parameters_reported})")
 if st.session_state["sz_preset"] == ui.OTHER:
-    c1.text_input("Model id", key="sz_preset_other", max_chars=200, on_change=fill_from_other,
+    c1.text_input("Model id", key="sz_preset_other", max_chars=MAX_MODEL_ID_CHARS, on_change=fill_from_other,
                   placeholder="owner/name (Hub) or a folder under BFE_MODEL_DIR",
                   help="Its config.json alone is read (no weights, no size limit): the form below takes its numbers.")
     if err := st.session_state.get("sz_other_error"):
@@ -189,13 +197,13 @@ def memory_inputs() -> None:
     c = st.columns(4)
     c[0].selectbox("Precision", list(calc.PRECISIONS), key="sz_precision", format_func=calc.PRECISIONS.get)
     c[1].selectbox("Optimizer", list(calc.OPTIMIZERS), key="sz_opt", format_func=lambda o: calc.OPTIMIZERS[o].label)
-    c[2].number_input("Batch per GPU (sequences)", 1, 100_000, key="sz_batch")
-    c[3].number_input("Sequence length (tokens)", 1, 1_000_000, key="sz_seq")
+    number(c[2], "Batch per GPU (sequences)", "sz_batch")
+    number(c[3], "Sequence length (tokens)", "sz_seq")
     c = st.columns(4)
     c[0].selectbox("ZeRO stage", [0, 1, 2, 3], key="sz_zero", format_func=lambda z: ["0 (off)", "1: optimizer states",
                                                                                      "2: + gradients", "3: + weights"][z])
-    c[1].number_input("Data-parallel GPUs N_d", 1, 100_000, key="sz_dp")
-    c[2].number_input("Tensor-parallel degree t", 1, 1024, key="sz_tp")
+    number(c[1], "Data-parallel GPUs N_d", "sz_dp")
+    number(c[2], "Tensor-parallel degree t", "sz_tp")
     c[3].selectbox("Recomputation", ["none", "selective", "full"], key="sz_recompute")
     c = st.columns(4)
     c[0].toggle("Sequence parallelism", key="sz_sp", disabled=st.session_state["sz_tp"] == 1)
@@ -272,8 +280,8 @@ def fit_tab() -> None:
     c = st.columns([3, 2, 1, 1])
     c[0].multiselect("GPUs", list(calc.GPUS), key="sz_gpus")
     c[1].multiselect("Sequence lengths", SEQ_CHOICES, key="sz_seqs")
-    c[2].number_input("Custom GPU (GiB)", 0.5, 10_000.0, key="sz_custom_gib", help="The slides' table is for a 12 GB card.")
-    c[3].number_input("Reserve (GiB)", 0.0, 64.0, key="sz_reserve", help="CUDA context, workspace, fragmentation")
+    number(c[2], "Custom GPU (GiB)", "sz_custom_gib", help="The slides' table is for a 12 GB card.")
+    number(c[3], "Reserve (GiB)", "sz_reserve", help="CUDA context, workspace, fragmentation")
     try:
         setup = current_setup()
         fit = calc.gpu_fit(bd, state["sz_seqs"], setup, state["sz_gpus"], state["sz_custom_gib"], state["sz_reserve"])
@@ -300,11 +308,11 @@ def fit_tab() -> None:
 def cost_tab() -> None:
     """The Compute & cost tab: FLOPs, time and cost of a run, and what BERT cost."""
     c = st.columns(5)
-    c[0].number_input("Training tokens D (billions)", 0.001, 1e6, key="sz_tokens_b", format="%.3f")
+    number(c[0], "Training tokens D (billions)", "sz_tokens_b", format="%.3f")
     c[1].selectbox("GPU", list(calc.GPUS), key="sz_train_gpu")
-    c[2].number_input("GPUs", 1, 100_000, key="sz_ngpus")
-    c[3].number_input("Utilisation (MFU)", 0.01, 1.0, key="sz_util", step=0.05, help="Fraction of peak; 0.3–0.5 is typical")
-    c[4].number_input("$ per GPU-hour", 0.0, 1000.0, key="sz_price", step=0.25)
+    number(c[2], "GPUs", "sz_ngpus")
+    number(c[3], "Utilisation (MFU)", "sz_util", step=0.05, help="Fraction of peak; 0.3–0.5 is typical")
+    number(c[4], "$ per GPU-hour", "sz_price", step=0.25)
     try:
         run = calc.cost(bd, state["sz_tokens_b"], state["sz_train_gpu"], state["sz_ngpus"], state["sz_util"], state["sz_price"],
                         state["sz_precision"], state["sz_seq"])

@@ -78,7 +78,7 @@ def recipe_inputs():
     number(c[6], "Max tokens", "ft_len", step=16)
     c = st.columns([2, 2, 3])
     c[0].selectbox("Frozen: read", list(finetuning.LAYERS), key="ft_layer", format_func=finetuning.LAYERS.get)
-    c[1].text_input("Experiment name", key="ft_name", placeholder="e.g. class-wic", max_chars=60)
+    c[1].text_input("Experiment name", key="ft_name", placeholder="e.g. class-wic", max_chars=lab.MAX_NAME_CHARS)
     return c[2]
 
 

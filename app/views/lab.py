@@ -184,7 +184,7 @@ def run_inputs(corpus: str, fixed: bool) -> lab.LabRequest:
     number(c[2], "Learning rate", "lb_lr", format="%.0e")
     number(c[3], "Seed", "lb_seed", help="The first seed; the arms' replicates use the next ones. A replication is independent "
                                          "of earlier ones only with seeds they did not use.")
-    c[4].text_input("Name (optional)", key="lb_name", max_chars=60, placeholder="automatic",
+    c[4].text_input("Name (optional)", key="lb_name", max_chars=lab.MAX_NAME_CHARS, placeholder="automatic",
                     help="Letters, digits, '.', '_' and '-'. The runs are named <name>-<arm> and their checkpoints trained/<name>-<arm>.")
     inputs = lab.TrainConfig(objective=state["lb_objective"], masking=state["lb_masking"], vocab=state["lb_vocab"], corpus=corpus,
                              **{name: state[key] for key, name in FIELDS.items()})

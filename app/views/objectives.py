@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import ui
 from core import registry
-from core.errors import ExplorerError
+from core.errors import MAX_TEXT_CHARS, ExplorerError
 from services import objectives
 
 MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
@@ -26,13 +26,20 @@ DEFAULTS = {
     "ob_hand": "The chef ate the meal for the guests.", "ob_prompt": "The BERT family of models", "ob_new": 20, "ob_sample": False,
     "ob_temp": 1.0, "ob_topk": 50, "ob_topp": 0.95, "ob_gseed": 0,
 }
+#: The page's numbers: widget key → the use case's field, whose bounds (objectives.BOUNDS) bound the widget and the link.
+NUMBERS = {"ob_k": "top_k", "ob_seed": "seed", "ob_epochs": "epochs", "ob_eseed": "seed", "ob_new": "new_tokens",
+           "ob_temp": "temperature", "ob_topk": "sampling_top_k", "ob_topp": "top_p", "ob_gseed": "seed"}
 ALLOWED = {"ob_models": MLM, "ob_models_other": ui.valid_model_id, "ob_pll_model_other": ui.valid_model_id,
            "ob_nsp_model_other": ui.valid_model_id, "ob_pll_model": ui.picker_values(MLM), "ob_nsp_model": ui.picker_values(PRETRAIN),
-           "ob_k": (1, 20), "ob_mode": ["independent", "sequential"], "ob_seed": (0, 10**6), "ob_epochs": (1, 20),
-           "ob_eseed": (0, 10**6), "ob_new": (1, 100), "ob_temp": (0.05, 5.0),
-           "ob_topk": (0, 1000), "ob_topp": (0.05, 1.0), "ob_gseed": (0, 10**6)}
+           "ob_mode": list(objectives.FILL_MODES), **{key: objectives.BOUNDS[name] for key, name in NUMBERS.items()}}
+SENTENCE = objectives.MAX_SENTENCE_CHARS
 ACTION_STYLE = {"kept": "background:#f3f3f3", "mask": "background:#0072B2;color:white", "random": "background:#D55E00;color:white",
                 "same": "background:#009E73;color:white"}
+
+
+def number(where, label: str, key: str, **kwargs) -> None:
+    """A numeric input bounded by its field's bounds in the use case (:data:`NUMBERS`)."""
+    ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
 
 
 class _NoModel(Exception):
@@ -104,9 +111,9 @@ def fill_tab() -> None:
     st.selectbox("Examples from the lectures", ["(pick one)", *EXAMPLES], key="ob_example",
                  on_change=lambda: state.update(ob_fill=state["ob_example"]) if state["ob_example"] in EXAMPLES else None)
     c = st.columns([5, 1, 2])
-    c[0].text_input("Text: write [MASK] for every model (RoBERTa gets its <mask>)", key="ob_fill", max_chars=1000)
-    c[1].number_input("Top k", 1, 20, key="ob_k")
-    c[2].segmented_control("Several masks", ["independent", "sequential"], key="ob_mode",
+    c[0].text_input("Text: write [MASK] for every model (RoBERTa gets its <mask>)", key="ob_fill", max_chars=MAX_TEXT_CHARS)
+    number(c[1], "Top k", "ob_k")
+    c[2].segmented_control("Several masks", list(objectives.FILL_MODES), key="ob_mode",
                            help="Independent: one pass, as BERT predicts them. Sequential: fill the surest, run again.")
     missing = ui.explain_missing(state["ob_models"], "Fill the mask with")
     runnable = [m for m in state["ob_models"] if m not in missing] + ([extra] if extra and extra not in state["ob_models"] else [])
@@ -155,10 +162,10 @@ def fill_results(filled: objectives.FillMask, table: pd.DataFrame) -> None:
 
 def masking_tab() -> None:
     """The How BERT masks tab: which tokens BERT's recipe masks, epoch by epoch (static or dynamic, whole words)."""
-    st.text_input("Sentence", key="ob_rtext", max_chars=500)
+    st.text_input("Sentence", key="ob_rtext", max_chars=SENTENCE)
     c = st.columns(4)
-    c[0].number_input("Seed", 0, 10**6, key="ob_seed")
-    c[1].number_input("Epochs", 1, 20, key="ob_epochs")
+    number(c[0], "Seed", "ob_seed")
+    number(c[1], "Epochs", "ob_epochs")
     c[2].toggle("Dynamic masking (RoBERTa)", key="ob_dynamic")
     c[3].toggle("Whole-word masking", key="ob_wwm")
     words_text = state["ob_rtext"].split()
@@ -188,8 +195,8 @@ def pll_tab() -> None:
     """The Which sentence is more natural? tab: pseudo-perplexity of two sentences under one masked LM."""
     c = st.columns([2, 3, 3])
     pll_model = ui.model_picker("Model", "ob_pll_model", MLM, task="masked-lm", where=c[0])
-    c[1].text_input("Sentence 1", key="ob_s1", max_chars=500)
-    c[2].text_input("Sentence 2", key="ob_s2", max_chars=500)
+    c[1].text_input("Sentence 1", key="ob_s1", max_chars=SENTENCE)
+    c[2].text_input("Sentence 2", key="ob_s2", max_chars=SENTENCE)
     try:
         if pll_model is None:
             raise _NoModel
@@ -213,8 +220,8 @@ def nsp_tab() -> None:
     """The Does B follow A? tab: NSP (BERT) or SOP (ALBERT) on two sentences, and swapped."""
     c = st.columns([2, 3, 3])
     nsp_model = ui.model_picker("Model (NSP: BERT, SOP: ALBERT)", "ob_nsp_model", PRETRAIN, task="pretraining", where=c[0])
-    c[1].text_input("Sentence A", key="ob_a", max_chars=500)
-    c[2].text_input("Sentence B", key="ob_b", max_chars=500)
+    c[1].text_input("Sentence A", key="ob_a", max_chars=SENTENCE)
+    c[2].text_input("Sentence B", key="ob_b", max_chars=SENTENCE)
     try:
         if nsp_model is None:
             raise _NoModel
@@ -234,8 +241,8 @@ def nsp_tab() -> None:
 def electra_tab() -> None:
     """The Spot the replaced word tab: ELECTRA's generator rewrites a sentence, its discriminator spots the changes."""
     c = st.columns([5, 1])
-    c[0].text_input("Sentence", key="ob_etext", max_chars=500)
-    c[1].number_input("Seed", 0, 10**6, key="ob_eseed")
+    c[0].text_input("Sentence", key="ob_etext", max_chars=SENTENCE)
+    number(c[1], "Seed", "ob_eseed")
     try:
         corrupted, det = electra(state["ob_etext"], state["ob_eseed"])
     except ExplorerError as err:
@@ -248,7 +255,7 @@ def electra_tab() -> None:
             f"<small>{p:.2f}</small></span>" for t, r, p in zip(det.tokens, det.replaced, det.p_replaced, strict=True))
         st.html(f"<div style='font-family:sans-serif;font-size:15px;line-height:2'>{spans}</div>")
         st.caption("Shade: the discriminator's probability that the token was replaced; outline: it really was.")
-        st.text_input("Replace a word by hand", key="ob_hand", max_chars=500)
+        st.text_input("Replace a word by hand", key="ob_hand", max_chars=SENTENCE)
         try:
             hand = discriminated(state["ob_hand"], state["ob_etext"])
             st.dataframe(pd.DataFrame({"token": hand.tokens, "p(replaced)": hand.p_replaced, "really replaced": hand.replaced}),
@@ -258,14 +265,14 @@ def electra_tab() -> None:
 
 def generate_tab() -> None:
     """The Left to right tab: GPT-2 generates; BERT, filling [MASK] after [MASK], cannot."""
-    st.text_input("Prompt", key="ob_prompt", max_chars=500)
+    st.text_input("Prompt", key="ob_prompt", max_chars=SENTENCE)
     c = st.columns(6)
-    c[0].number_input("New tokens", 1, 100, key="ob_new")
+    number(c[0], "New tokens", "ob_new")
     c[1].toggle("Sample", key="ob_sample")
-    c[2].number_input("Temperature", 0.05, 5.0, key="ob_temp", disabled=not state["ob_sample"])
-    c[3].number_input("Top-k", 0, 1000, key="ob_topk", disabled=not state["ob_sample"])
-    c[4].number_input("Top-p", 0.05, 1.0, key="ob_topp", disabled=not state["ob_sample"])
-    c[5].number_input("Seed", 0, 10**6, key="ob_gseed")
+    number(c[2], "Temperature", "ob_temp", disabled=not state["ob_sample"])
+    number(c[3], "Top-k", "ob_topk", disabled=not state["ob_sample"])
+    number(c[4], "Top-p", "ob_topp", disabled=not state["ob_sample"])
+    number(c[5], "Seed", "ob_gseed")
     left, right = st.columns(2)
     with left:
         st.markdown("**GPT-2** (trained left to right)")

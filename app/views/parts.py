@@ -5,6 +5,7 @@ import streamlit as st
 from analysis import intervention_plots as plots
 from app import ui
 from core import registry
+from core.errors import MAX_TEXT_CHARS
 from services import parts
 
 MLM = [c.id for c in registry.loadable() if "masked-lm" in c.tasks]
@@ -26,12 +27,21 @@ DEFAULTS = {"wp_model": FIRST, "wp_model_other": "", "wp_view": VIEWS[0],
             "wp_target": "masked-lm", "wp_task": "supersense", "wp_items": 128, "wp_cls": CLASSIFIERS[0] if CLASSIFIERS else ui.OTHER,
             "wp_cls_other": "", "wp_enc": BUNDLED, "wp_enc_other": "", "wp_labelled": "",
             "wp_unit": "layer", "wp_position": -1, "wp_remove": ""}
-ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_id, "wp_view": VIEWS, "wp_k": (1, 20),
-           "wp_steps": (2, parts.MAX_STEPS), "wp_seeds": (2, parts.MAX_SEEDS), "wp_mode": ["zero", "mean"], "wp_step": (ui.LAST_STEP, 10**9),
-           "wp_target": list(TARGETS), "wp_task": ["supersense", "wic"], "wp_items": (8, parts.MAX_ITEMS),
+#: The page's numbers: widget key → the use case's field, whose bounds (parts.BOUNDS) bound the widget and the link.
+NUMBERS = {"wp_k": "top_k", "wp_steps": "steps", "wp_seeds": "seeds", "wp_items": "items", "wp_position": "position"}
+ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_id, "wp_view": VIEWS,
+           "wp_mode": list(parts.ABLATION_MODES), "wp_step": (ui.LAST_STEP, 10**9),
+           "wp_target": list(TARGETS), "wp_task": list(parts.TASKS),
            "wp_cls": ui.picker_values(CLASSIFIERS), "wp_cls_other": ui.valid_model_id, "wp_enc": ui.picker_values(ENCODERS),
-           "wp_enc_other": ui.valid_model_id, "wp_unit": ["layer", "head"], "wp_position": (-1, 511),
-           "wp_remove": lambda v: isinstance(v, str) and len(v) <= 2000}
+           "wp_enc_other": ui.valid_model_id, "wp_unit": ["layer", "head"],
+           "wp_remove": lambda v: isinstance(v, str) and len(v) <= parts.MAX_HEADS_CHARS,
+           **{key: parts.BOUNDS[name] for key, name in NUMBERS.items()}}
+LINES = parts.MAX_TEXTS * (parts.MAX_LINE_CHARS + 1)  # the sentences' box: its lines, each within a line's bound
+
+
+def number(where, label: str, key: str, **kwargs) -> None:
+    """A numeric input bounded by its field's bounds in the use case (:data:`NUMBERS`)."""
+    ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Which parts matter")
@@ -76,8 +86,8 @@ ui.await_warmup([model])  # the server may still be loading it (the bundled Mini
 def lens_view() -> None:
     """The logit lens: each layer's hidden state at each mask read by the model's own masked-LM head."""
     c = st.columns([5, 1])
-    c[0].text_input("Text with [MASK]", key="wp_text", max_chars=500)
-    c[1].number_input("Top k", 1, 20, key="wp_k")
+    c[0].text_input("Text with [MASK]", key="wp_text", max_chars=MAX_TEXT_CHARS)
+    number(c[1], "Top k", "wp_k")
     with ui.friendly_errors():
         lens = parts.lens(model, state["wp_text"], state["wp_k"], call=ui.model_call)
         for i, pos in enumerate(lens.positions):
@@ -98,24 +108,24 @@ def pruning_inputs() -> str:
                            help="What a removed head costs: the masked-LM loss on your sentences, a fine-tuned "
                                 "classifier's task loss, or a linear probe's loss on a task.")
     if target == "probe":
-        c[1].segmented_control("Task", ["supersense", "wic"], key="wp_task",
+        c[1].segmented_control("Task", list(parts.TASKS), key="wp_task",
                                help="supersense: a word's WordNet supersense (26 classes); wic: does a word mean the same "
                                     "in two sentences (2 classes).")
     if target != "masked-lm":
-        c[2].number_input("Test items", 8, parts.MAX_ITEMS, key="wp_items", step=8, help="Half rank the heads, half score the curve.")
+        number(c[2], "Test items", "wp_items", step=8, help="Half rank the heads, half score the curve.")
     texts = ""
     if target == "masked-lm":
-        st.text_area("Sentences, one per line (4 to 64): the heads are ranked on lines 1, 3, 5, … and scored on 2, 4, 6, …",
-                     key="wp_texts", height=150, max_chars=20_000)
+        st.text_area(f"Sentences, one per line (4 to {parts.MAX_TEXTS}): the heads are ranked on lines 1, 3, 5, … and scored on "
+                     "2, 4, 6, …", key="wp_texts", height=150, max_chars=LINES)
         texts = state["wp_texts"]
     elif parts.needs_texts(target, model):
-        st.text_area("Labelled sentences, one `label | sentence` per line (4 to 64; the labels are the model's)",
-                     key="wp_labelled", height=150, max_chars=20_000)
+        st.text_area(f"Labelled sentences, one `label | sentence` per line (4 to {parts.MAX_TEXTS}; the labels are the model's)",
+                     key="wp_labelled", height=150, max_chars=LINES)
         texts = state["wp_labelled"]
     c = st.columns(3)
-    c[0].number_input("Pruning steps", 2, parts.MAX_STEPS, key="wp_steps")
-    c[1].number_input("Random orders", 2, parts.MAX_SEEDS, key="wp_seeds")
-    c[2].segmented_control("A removed head outputs", ["zero", "mean"], key="wp_mode")
+    number(c[0], "Pruning steps", "wp_steps")
+    number(c[1], "Random orders", "wp_seeds")
+    c[2].segmented_control("A removed head outputs", list(parts.ABLATION_MODES), key="wp_mode")
     return texts
 
 
@@ -143,7 +153,7 @@ def pruning_view() -> None:
 def removal(texts: str) -> None:
     """The heads the user names, removed together, against every head."""
     st.text_input("Remove these heads yourself (layer.head, counted from 1 as in the heatmap: e.g. 1.3, 2.7)",
-                  key="wp_remove", max_chars=2000)
+                  key="wp_remove", max_chars=parts.MAX_HEADS_CHARS)
     if not state["wp_remove"].strip():
         return
     with ui.friendly_errors():
@@ -161,18 +171,18 @@ def removal(texts: str) -> None:
 def patching_view() -> None:
     """Causal tracing: which layer or head, copied from a clean run into a corrupted one, restores the answer."""
     c = st.columns(2)
-    c[0].text_input("Clean sentence (one [MASK])", key="wp_clean", max_chars=500)
-    c[1].text_input("Corrupted sentence (same length, one word changed)", key="wp_corrupt", max_chars=500)
+    c[0].text_input("Clean sentence (one [MASK])", key="wp_clean", max_chars=MAX_TEXT_CHARS)
+    c[1].text_input("Corrupted sentence (same length, one word changed)", key="wp_corrupt", max_chars=MAX_TEXT_CHARS)
     c = st.columns(4)
-    c[0].text_input("Answer (one token)", key="wp_answer", max_chars=50)
-    c[1].text_input("Foil (one token)", key="wp_foil", max_chars=50)
+    c[0].text_input("Answer (one token)", key="wp_answer", max_chars=parts.MAX_WORD_CHARS)
+    c[1].text_input("Foil (one token)", key="wp_foil", max_chars=parts.MAX_WORD_CHARS)
     c[2].segmented_control("Patch", ["layer", "head"], key="wp_unit", format_func={"layer": "Layers", "head": "Heads"}.get,
                            help="Layers: each layer's output at each position. Heads: each head's output, at every "
                                 "position (Vig et al. 2020) or at one.")
     c[3].toggle("Raw change instead of share restored", key="wp_raw")
     unit = state["wp_unit"] or "layer"
     if unit == "head":
-        st.number_input("Position to patch (−1: every position)", -1, 511, key="wp_position",
+        number(st, "Position to patch (−1: every position)", "wp_position",
                         help="The token index in the corrupted sentence (0 is [CLS]); −1 patches the head everywhere.")
     with ui.friendly_errors():
         traced = parts.patch(model, state["wp_clean"], state["wp_corrupt"], state["wp_answer"], state["wp_foil"], unit,

@@ -19,8 +19,8 @@ DEFAULTS = {"pm_model": XLNET, "pm_model_other": "",
             "pm_text": "New York is a city .", "pm_kind": "random", "pm_seed": 0, "pm_custom": "", "pm_k": 2, "pm_target": -1,
             "pm_ny": "New York is a city .", "pm_first": "New", "pm_second": "York", "pm_par": PARAGRAPH, "pm_seg": 8, "pm_mem": 8}
 ALLOWED = {"pm_model": ui.picker_values(XLNETS), "pm_model_other": ui.valid_model_id,
-           "pm_kind": list(permutation.KINDS), "pm_seed": (0, 10**6), "pm_k": (1, permutation.MAX_TOKENS), "pm_target": (-1, permutation.MAX_TOKENS),
-           "pm_seg": (1, 64), "pm_mem": (0, 64)}
+           "pm_kind": list(permutation.KINDS), "pm_seed": permutation.BOUNDS["seed"], "pm_k": (1, permutation.MAX_TOKENS),
+           "pm_target": (-1, permutation.MAX_TOKENS), "pm_seg": permutation.BOUNDS["segment"], "pm_mem": permutation.BOUNDS["memory"]}
 
 
 @st.cache_data(show_spinner="Predicting…", max_entries=32)
@@ -44,7 +44,7 @@ xlnet_id = ui.model_picker("XLNet checkpoint", "pm_model", XLNETS, task="xlnet-l
 have_xlnet = xlnet_id is not None and ui.model_ready(xlnet_id)
 wanted = xlnet_id or XLNET
 
-c[1].text_input("Sentence", key="pm_text", max_chars=400)
+c[1].text_input("Sentence", key="pm_text", max_chars=permutation.MAX_SENTENCE_CHARS)
 tokens, ids = None, None
 try:
     ids, tokens = permutation.tokens(state["pm_text"], xlnet_id if have_xlnet else None, call=ui.model_call)
@@ -62,9 +62,10 @@ c = st.columns([4, 1, 3])
 c[0].segmented_control("Factorization order", list(KIND_LABELS), key="pm_kind", format_func=KIND_LABELS.get)
 kind = state["pm_kind"] or "random"
 if kind == "random":
-    c[1].number_input("Seed", 0, 10**6, key="pm_seed")
+    ui.bounded_number(c[1], "Seed", "pm_seed", ALLOWED["pm_seed"])
 if kind == "custom":
-    c[2].text_input(f"Order: the positions 0–{n - 1}, comma-separated", key="pm_custom", placeholder=", ".join(map(str, range(n))))
+    c[2].text_input(f"Order: the positions 0–{n - 1}, comma-separated", key="pm_custom", max_chars=permutation.MAX_ORDER_CHARS,
+                    placeholder=", ".join(map(str, range(n))))
 try:
     order = permutation.order(kind, n, state["pm_seed"], state["pm_custom"])
 except ExplorerError as err:
@@ -136,9 +137,9 @@ if not (have_xlnet and ui.model_ready(BERT)):
     st.info(f"This comparison runs {BERT} and {wanted}; get them with `python -m models.fetch {BERT} {wanted}`.", icon=":material/info:")
 else:
     c = st.columns([3, 1, 1])
-    c[0].text_input("Sentence", key="pm_ny")
-    c[1].text_input("First word", key="pm_first")
-    c[2].text_input("Second word", key="pm_second")
+    c[0].text_input("Sentence", key="pm_ny", max_chars=permutation.MAX_SENTENCE_CHARS)
+    c[1].text_input("First word", key="pm_first", max_chars=permutation.MAX_WORD_CHARS)
+    c[2].text_input("Second word", key="pm_second", max_chars=permutation.MAX_WORD_CHARS)
     try:
         ny = permutation.new_york(BERT, xlnet_id, state["pm_ny"], state["pm_first"], state["pm_second"], call=ui.model_call)
         st.dataframe(pd.DataFrame([
@@ -155,10 +156,10 @@ st.subheader("Segment recurrence: attention into memory")
 if not have_xlnet:
     st.info(f"Recurrence is drawn from XLNet's real attention into its memory (mems); it needs {wanted}.", icon=":material/info:")
 else:
-    st.text_area("A longer text", key="pm_par", height=90, max_chars=4000)
+    st.text_area("A longer text", key="pm_par", height=90, max_chars=permutation.MAX_PARAGRAPH_CHARS)
     c = st.columns(2)
-    c[0].number_input("Segment length (tokens)", 1, 64, key="pm_seg")
-    c[1].number_input("Memory length (0 = vanilla, fixed context)", 0, 64, key="pm_mem")
+    ui.bounded_number(c[0], "Segment length (tokens)", "pm_seg", ALLOWED["pm_seg"])
+    ui.bounded_number(c[1], "Memory length (0 = vanilla, fixed context)", "pm_mem", ALLOWED["pm_mem"])
     try:
         segs = permutation.segments(xlnet_id, state["pm_par"], state["pm_seg"], state["pm_mem"], call=ui.model_call)
     except ExplorerError as err:

@@ -28,11 +28,16 @@ DEFAULTS = {
     "rp_output": "similarity", "rp_a": "A man is playing the guitar on stage.", "rp_b": "Someone performs music.",
     "rp_fill": "The capital of France is [MASK].", "rp_candidate": "", "rp_steps": 50, "rp_position": 2,
 }
+#: The numbers of the page and their bounds, the use cases' (representations.BOUNDS, attention.BOUNDS): widgets and links.
+NUMBERS = {"rp_layer": (0, representations.BOUNDS["layer"][1]), "rp_seed": representations.BOUNDS["seed"],
+           "rp_sentence": (0, representations.MAX_TEXTS - 1), "rp_token": representations.BOUNDS["position"],
+           "rp_k": representations.BOUNDS["k"], "rp_head": attention.BOUNDS["head"], "rp_query": representations.BOUNDS["position"],
+           "rp_steps": representations.BOUNDS["steps"], "rp_position": representations.BOUNDS["replaced_position"]}
 ALLOWED = {"rp_view": list(VIEWS), "rp_model": ui.picker_values(MODELS), "rp_model_other": ui.valid_model_id,
            "rp_model2": ui.picker_values(MODELS), "rp_model2_other": ui.valid_model_id, "rp_source": ["senses", "typed"],
-           "rp_words": sorted(set(SENSES["word"])), "rp_layer": (0, 200), "rp_method": list(METHODS), "rp_seed": (0, 10**6),
-           "rp_sentence": (0, 200), "rp_token": (0, 600), "rp_k": (1, 100), "rp_head": (0, 200), "rp_query": (0, 600),
-           "rp_output": list(OUTPUTS), "rp_steps": (5, 200), "rp_position": (0, 600)}
+           "rp_words": sorted(set(SENSES["word"])), "rp_method": list(METHODS), "rp_output": list(OUTPUTS),
+           "rp_focus": lambda v: len(v) <= representations.MAX_FOCUS_CHARS, **NUMBERS}
+LINE = representations.MAX_LINE_CHARS
 SOURCES_CITED = {
     "projection": ("Coenen et al. 2019, Visualizing and Measuring the Geometry of BERT (word senses separate by layer)",),
     "similarity": ("Ethayarajh 2019, How Contextual are Contextualized Word Representations? (EMNLP), §3–4",
@@ -86,7 +91,7 @@ def sentences() -> tuple[list[str], list[str]]:
     if state["rp_source"] == "senses":
         rows = SENSES[SENSES["word"].isin(state["rp_words"] or list(DEFAULTS["rp_words"]))]
         return list(rows["sentence"]), [f"{w}: {m}" for w, m in zip(rows["word"], rows["sense"], strict=True)]
-    lines = [line.strip() for line in state["rp_text"].splitlines() if line.strip()][:100]
+    lines = [line.strip() for line in state["rp_text"].splitlines() if line.strip()][: representations.MAX_TEXTS]
     return lines, [""] * len(lines)
 
 
@@ -111,7 +116,8 @@ def sentence_inputs() -> tuple[str, list[str], list[str], representations.Repres
         c[2].multiselect("Words", sorted(set(SENSES["word"])), key="rp_words",
                          help="Each in several senses: 'bank' of a river and of money, 'bat', 'light', 'spring'.")
     else:
-        c[2].text_area("One sentence per line (at most 100)", key="rp_text", height=100, max_chars=10_000)
+        c[2].text_area(f"One sentence per line (at most {representations.MAX_TEXTS})", key="rp_text", height=100,
+                       max_chars=representations.MAX_TEXTS * (LINE + 1))
     texts, groups = sentences()
     if model_id and not texts:
         st.info("Pick at least one word, or type a sentence.", icon=":material/edit:")
@@ -134,10 +140,10 @@ def projection_view(model_id: str, texts: list[str], groups: list[str], reps: re
     c = st.columns([3, 2, 2, 1])
     c[0].slider("Layer (0: the embeddings)", 0, reps.layers, key="rp_layer")
     c[1].segmented_control("Method", list(METHODS), key="rp_method", format_func=METHODS.get)
-    c[2].text_input("Only the tokens of", key="rp_focus", max_chars=200,
+    c[2].text_input("Only the tokens of", key="rp_focus", max_chars=representations.MAX_FOCUS_CHARS,
                     help="Comma-separated words; empty: the words picked above (demo), or every word of your sentences.")
-    c[3].number_input("Seed", 0, 10**6, key="rp_seed")
-    focus = {w.strip().lower() for w in state["rp_focus"].split(",") if w.strip()}
+    ui.bounded_number(c[3], "Seed", "rp_seed", NUMBERS["rp_seed"])
+    focus = representations.focus_words(state["rp_focus"])
     if not focus and state["rp_source"] == "senses":
         focus = set(state["rp_words"])
     try:
@@ -249,7 +255,7 @@ def nearest_view(model_id: str, texts: list[str], groups: list[str], reps: repre
         state["rp_token"] = choices[0]
     c[1].selectbox("Token", choices, key="rp_token", format_func=lambda p: f"{p}: {item.tokens[p]}")
     c[2].slider("Layer", 0, reps.layers, key="rp_layer")
-    c[3].number_input("k", 1, 100, key="rp_k")
+    ui.bounded_number(c[3], "k", "rp_k", NUMBERS["rp_k"])
     st.caption("exBERT's search: the tokens of 6,000 WordNet example sentences (Princeton WordNet 3.0, its licence in "
                "data/corpus/) whose vectors at this layer are closest to the chosen token (cosine, exact).")
     asked = (reps.model_id, item.text, state["rp_token"], state["rp_k"], state["rp_layer"])
@@ -274,7 +280,7 @@ def neuron_view(model_id: str, texts: list[str], groups: list[str], reps: repres
     state["rp_sentence"] = min(state["rp_sentence"], len(texts) - 1)
     c[0].selectbox("Sentence", list(range(len(texts))), key="rp_sentence", format_func=lambda i: texts[i])
     c[1].number_input("Layer", 0, max(0, reps.layers - 1), key="rp_layer")
-    c[2].number_input("Head", 0, 200, key="rp_head")
+    ui.bounded_number(c[2], "Head", "rp_head", NUMBERS["rp_head"])
     try:
         qk = neuron(reps.model_id, reps.items[state["rp_sentence"]].text, min(state["rp_layer"], reps.layers - 1), state["rp_head"])
     except ExplorerError as err:
@@ -305,18 +311,18 @@ def why_inputs() -> tuple[str, str, str, str, str]:
                                where=c[1])
     c = st.columns([3, 3, 1])
     if kind == "fill_mask":
-        c[0].text_input("Text with [MASK]", key="rp_fill", max_chars=500)
-        c[1].text_input("Candidate (empty: the top prediction)", key="rp_candidate", max_chars=50)
+        c[0].text_input("Text with [MASK]", key="rp_fill", max_chars=LINE)
+        c[1].text_input("Candidate (empty: the top prediction)", key="rp_candidate", max_chars=LINE)
         text, text_b, pair = state["rp_fill"], state["rp_candidate"], ""
     elif kind == "replaced_token":
-        c[0].text_input("Text", key="rp_a", max_chars=500)
-        c[1].number_input("Token position", 0, 600, key="rp_position")
+        c[0].text_input("Text", key="rp_a", max_chars=LINE)
+        ui.bounded_number(c[1], "Token position", "rp_position", NUMBERS["rp_position"])
         text, text_b, pair = state["rp_a"], "", ""
     else:
-        c[0].text_input("Sentence A", key="rp_a", max_chars=500)
-        c[1].text_input("Sentence B", key="rp_b", max_chars=500)
+        c[0].text_input("Sentence A", key="rp_a", max_chars=LINE)
+        c[1].text_input("Sentence B", key="rp_b", max_chars=LINE)
         text, text_b, pair = state["rp_a"], state["rp_b"], (state["rp_b"] if kind == "sentence_relation" else "")
-    c[2].number_input("IG steps", 5, 200, key="rp_steps")
+    ui.bounded_number(c[2], "IG steps", "rp_steps", NUMBERS["rp_steps"])
     return kind, model_id or "", text, text_b, pair
 
 

@@ -204,7 +204,7 @@ def add_form() -> None:
         f1, f2, f3 = st.columns(3)
         model = f1.selectbox("Model", models_all, index=None, accept_new_options=True, key="gl_add_model",
                              placeholder="pick one, or type a new name")
-        variant = f2.text_input("Variant (optional)", placeholder="e.g. 1.5M steps", max_chars=200, key="gl_add_variant")
+        variant = f2.text_input("Variant (optional)", placeholder="e.g. 1.5M steps", max_chars=results.TEXT_LIMITS["variant"], key="gl_add_variant")
         value = f3.text_input("Value", placeholder="e.g. 84.6 (percent)", key="gl_add_value")
         f4, f5, f6 = st.columns(3)
         split_in = f4.selectbox("Split", list(results.RESULT_SPLITS), key="gl_add_split")
@@ -216,9 +216,9 @@ def add_form() -> None:
                               key="gl_add_source", placeholder="type 'Author et al. 2024, …'",
                               help="Cite where the number comes from, with a year. The built-in sources are the slides' own "
                                    "data: a result you add is always marked as added by a user.")
-        table_in = f8.text_input("Table", placeholder="e.g. Table 2", max_chars=100, key="gl_add_table")
+        table_in = f8.text_input("Table", placeholder="e.g. Table 2", max_chars=results.TEXT_LIMITS["table"], key="gl_add_table")
         snapshot = f9.text_input("Leaderboard date (optional)", placeholder="YYYY-MM-DD", key="gl_add_snapshot")
-        note = st.text_input("Note (optional)", max_chars=1000, key="gl_add_note")
+        note = st.text_input("Note (optional)", max_chars=results.TEXT_LIMITS["note"], key="gl_add_note")
         submitted = st.form_submit_button("Add result", type="primary", key="gl_add_submit")
     if submitted:
         try:

@@ -17,7 +17,8 @@ MAX_UPLOAD_BYTES, MAX_ROWS = scaling.MAX_CSV_BYTES, scaling.MAX_CSV_ROWS
 DEFAULTS = {"sc_src": "built-in", "sc_ds": "bert_size_ablation", "sc_x": "", "sc_y": "", "sc_x2": "", "sc_law": "power",
             "sc_transform": "as is", "sc_extra": 0.0, "sc_boot": 200, "sc_budget": 5.76e23, "sc_lab": ""}
 ALLOWED = {"sc_src": ["built-in", "upload", "lab"], "sc_lab": lambda v: len(v) <= 100, "sc_ds": list(scaling.DATASETS), "sc_law": list(scaling.LAWS),
-           "sc_transform": list(scaling.TRANSFORMS), "sc_boot": (0, 1000), "sc_extra": (0.0, 1e30), "sc_budget": (1e15, 1e30)}
+           "sc_transform": list(scaling.TRANSFORMS), "sc_boot": scaling.BOUNDS["bootstrap"],
+           "sc_extra": scaling.BOUNDS["extrapolate"], "sc_budget": scaling.BOUNDS["compute"]}
 
 
 @st.cache_data(show_spinner="Fitting…", max_entries=64)
@@ -120,9 +121,9 @@ if law == "chinchilla":
     pick("sc_x2", numeric, numeric[1] if numeric[0] == st.session_state["sc_x"] else numeric[0])
     st.selectbox("Second variable D (tokens); x is N (parameters)", numeric, key="sc_x2")
 c = st.columns([2, 2, 3])
-c[0].number_input("Extrapolate to x", min_value=0.0, key="sc_extra", format="%.4g",
+ui.bounded_number(c[0], "Extrapolate to x", "sc_extra", ALLOWED["sc_extra"], format="%.4g",
                   help="0: ten times the largest x. The point and its band are drawn on the chart.")
-c[1].number_input("Bootstrap resamples", 0, 1000, key="sc_boot", step=50, help="For standard errors and the band; 0 is fastest.")
+ui.bounded_number(c[1], "Bootstrap resamples", "sc_boot", ALLOWED["sc_boot"], step=50, help="For standard errors and the band; 0 is fastest.")
 
 state = st.session_state
 try:
@@ -185,7 +186,7 @@ if fitted is not None:
 # ------------------------------------------------------------------------------------ compute budget
 st.subheader("Compute-optimal allocation: how big a model, how many tokens?")
 c = st.columns([2, 5])
-c[0].number_input("Compute budget C (FLOPs)", min_value=1e15, max_value=1e30, key="sc_budget", format="%.3e",
+ui.bounded_number(c[0], "Compute budget C (FLOPs)", "sc_budget", ALLOWED["sc_budget"], format="%.3e",
                   help="C = 6·N·D. Gopher and Chinchilla: 5.76e23; GPT-3: 3.14e23; BERT-large ≈ 2.7e20.")
 own_law = f.params if (f is not None and law == "chinchilla") else None
 try:

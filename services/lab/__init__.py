@@ -39,6 +39,7 @@ this package's public API: ``from services import lab; lab.submit(...)``.
 from analysis.run_status import ACTIVE, RunStatus
 from analysis.tasks import MAX_TASK_BYTES
 from models.pretrain.config import MAX_USER_CORPUS_BYTES, OBJECTIVES, VOCABS, TrainConfig
+from models.run_config import MAX_NAME_CHARS
 from services.lab import finetuning
 from services.lab.checkpoints import lab_folder, run_info, trained_models
 from services.lab.presets import MAX_SEEDS, MAX_STEPS, NAME, PRESETS, Planned, Preset, plan, plan_runs
@@ -90,6 +91,7 @@ __all__ = [
     "FINETUNE",
     "FORM_CONFIG",
     "FORM_LIMITS",
+    "MAX_NAME_CHARS",
     "MAX_QUEUED",
     "MAX_SEEDS",
     "MAX_STEPS",

@@ -29,7 +29,9 @@ def work(run_id: int, engine: Any = None) -> str:
     config = TrainConfig.from_stored(run["config"])
     runs.set_pid(run_id, os.getpid(), engine)
     curve: list[tuple[int, float]] = []
-    state = {"last": 0.0, "cancel": False}
+    # The lease ran from the claim: renew it as the worker starts and again once torch is imported, so that a slow start
+    # on a loaded machine (seconds of imports before the first step reports) does not read as a hung worker.
+    state = {"last": 0.0, "cancel": runs.renew_lease(run_id, engine)}
 
     def progress(step: int, loss: float, seconds: float) -> None:
         curve.append((step, loss))
@@ -49,6 +51,7 @@ def work(run_id: int, engine: Any = None) -> str:
     def fit() -> Any:
         from models.pretrain import train  # torch: in the worker only, and inside the run's try
 
+        state["cancel"] = state["cancel"] or runs.renew_lease(run_id, engine)
         result = train(config, on_progress=progress, should_stop=lambda: state["cancel"])
         if stored.get("downstream") and result.checkpoint and not result.stopped:
             from models.finetune import downstream

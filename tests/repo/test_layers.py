@@ -49,6 +49,32 @@ PAGE_FRAGMENT_LINES = 100
 #: A page's statement at module level (an ``if`` over its views, a ``with`` around a form) is at most this long: a longer
 #: one is a view that belongs in a function of its own, drawn from a dispatch table.
 PAGE_STATEMENT_LINES = 30
+#: Widgets a page bounds by its use case's bounds (a service's BOUNDS or MAX_* constant), never by numbers of its own:
+#: where a page writes a bound itself it drifts from what the service accepts (a box that offers 600 where the service
+#: takes 256). A literal lower bound is allowed beside a bound read from the model (a slider over 0 .. its layers).
+NUMBER_WIDGETS = ("number_input", "slider")
+TEXT_WIDGETS = ("text_input", "text_area")
+
+
+def _literal(node: ast.AST | None) -> bool:
+    """A number written out in the page (``1_000``, ``10**6``, ``-1``), not a named bound."""
+    return node is not None and not any(isinstance(n, ast.Name | ast.Attribute | ast.Subscript | ast.Call) for n in ast.walk(node))
+
+
+def _own_bounds(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for each widget of a page bounded by numbers the page writes itself, or not bounded above."""
+    out = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+            continue
+        kind, kw = call.func.attr, {k.arg: k.value for k in call.keywords}
+        if kind in NUMBER_WIDGETS:
+            high = call.args[2] if len(call.args) > 2 else kw.get("max_value")
+            if high is None or _literal(high):
+                out.append((call.lineno, f"{kind} bounded by numbers written in the page (or not at all)"))
+        elif kind in TEXT_WIDGETS and _literal(kw.get("max_chars")):
+            out.append((call.lineno, f"{kind} with max_chars written in the page"))
+    return out
 
 
 def _fragment(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -183,6 +209,7 @@ def problems(root: Path) -> tuple[list[str], dict[tuple[str, str], int]]:
                   f"(at most {PAGE_STATEMENT_LINES}: a view is a function)"
                   for node in ast.parse(src).body if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
                   and node.end_lineno - node.lineno + 1 > PAGE_STATEMENT_LINES]
+        found += [f"{path.relative_to(root)}:{line} {what}: take the use case's bounds" for line, what in _own_bounds(ast.parse(src))]
     return found, dict(arrows)
 
 
@@ -207,6 +234,10 @@ def test_imports_point_one_way_with_no_circles() -> None:
     ("app/views/home.py", "def f():\n" + "    x = 1\n" * 45, "is 46 lines"),
     ("app/views/home.py", "@st.fragment\ndef f():\n" + "    x = 1\n" * 105, "is 106 lines"),
     ("app/views/home.py", "if True:\n" + "    x = 1\n" * 31, "a statement of 32 lines"),
+    ("app/views/home.py", "st.number_input('Top k', 1, 20, key='x')", "number_input bounded by numbers written in the page"),
+    ("app/views/home.py", "st.slider('k', 0, 10**6, key='x')", "slider bounded by numbers written in the page"),
+    ("app/views/home.py", "st.number_input('x', min_value=0.0, key='x')", "(or not at all)"),
+    ("app/views/home.py", "st.text_input('Text', key='x', max_chars=500)", "text_input with max_chars written in the page"),
     ("models/checkpoint.py", "def f():\n    from models import loader", "file circle"),
 ])
 def test_the_contract_fails_on_an_import_that_breaks_it(tmp_path: Path, where: str, line: str, why: str) -> None:

@@ -24,10 +24,11 @@ from tests.helpers import ROOT
 from tests.helpers.postgres import fresh_pg
 from tests.helpers.servers import wait_for
 
-#: The lease of the tests that kill or stop a worker: longer than a worker needs from its start to its first progress
-#: write on a loaded 2-core machine (importing torch alone takes 3.4 s idle; a CI run saw a 6 s lease expire before a
-#: fresh worker's first write, and the run was stopped as hung), short enough to wait for.
-LEASE_S = 15
+#: The lease of the tests that kill or stop a worker: longer than a worker needs between two lease renewals on a loaded
+#: 2-core machine (it renews as it starts, after importing torch, then at each progress write; importing torch alone
+#: takes 3.4 s idle; CI runs saw a 6 s and then, on a machine twice as slow, a 15 s lease expire before a fresh
+#: worker's first write, when it renewed only at its first step), short enough to wait for.
+LEASE_S = 20
 TINY = TrainConfig(layers=1, hidden=32, heads=2, ffn=64, seq_len=32, batch=8, steps=30, lr=3e-3, corpus_lines=200)
 
 CLAIMER = """
