@@ -85,7 +85,8 @@ def _number(value: float, bounds: tuple[float, float], label: str, whole: bool =
     import gradio as gr
 
     low, high = bounds
-    return gr.Number(value, precision=0 if whole else None, label=f"{label} ({low:,g} to {high:,g})")
+    show = (lambda v: f"{v:,}") if whole else (lambda v: f"{v:g}")
+    return gr.Number(value, precision=0 if whole else None, label=f"{label} ({show(low)} to {show(high)})")
 
 
 def _picker(choices: list[str], value: str | None, label: str = "Model (or type a Hub id / your folder)"):

@@ -45,11 +45,12 @@ from app.ui.pickers import (
     valid_model_id,
 )
 from app.ui.sidebar import PRESENTATION_CSS, main_result, presentation_mode, presenting, sidebar_status
-from app.ui.state import context_url, local_viewer, restore_url_state, save_url_state, url_tabs, warn_ignored
+from app.ui.state import MAX_LINK_TEXT_CHARS, context_url, local_viewer, restore_url_state, save_url_state, url_tabs, warn_ignored
 
 __all__ = [
     "AVAILABILITY_ICONS",
     "LAST_STEP",
+    "MAX_LINK_TEXT_CHARS",
     "OTHER",
     "PLOTLY_CONFIG",
     "PRESENTATION_CSS",

@@ -11,6 +11,10 @@ from typing import Any
 
 import streamlit as st
 
+#: The most characters a text box whose value travels in the page's link may take: past about this a link (and a
+#: reload) can exceed a server's 64 KB header limit. A box's bound is the smaller of this and its use case's.
+MAX_LINK_TEXT_CHARS = 20_000
+
 
 def _parse(raw: str, default: Any) -> Any:
     """A query-parameter string as the type of ``default``; ValueError when it is not one."""

@@ -36,7 +36,8 @@ ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_i
            "wp_enc_other": ui.valid_model_id, "wp_unit": ["layer", "head"],
            "wp_remove": lambda v: isinstance(v, str) and len(v) <= parts.MAX_HEADS_CHARS,
            **{key: parts.BOUNDS[name] for key, name in NUMBERS.items()}}
-LINES = parts.MAX_TEXTS * (parts.MAX_LINE_CHARS + 1)  # the sentences' box: its lines, each within a line's bound
+LINES = min(parts.MAX_TEXTS * (parts.MAX_LINE_CHARS + 1), ui.MAX_LINK_TEXT_CHARS)  # the sentences' box: its lines, in a link
+ALLOWED["wp_texts"] = ALLOWED["wp_labelled"] = lambda v: len(v) <= LINES
 
 
 def number(where, label: str, key: str, **kwargs) -> None:

@@ -38,6 +38,8 @@ ALLOWED = {"rp_view": list(VIEWS), "rp_model": ui.picker_values(MODELS), "rp_mod
            "rp_words": sorted(set(SENSES["word"])), "rp_method": list(METHODS), "rp_output": list(OUTPUTS),
            "rp_focus": lambda v: len(v) <= representations.MAX_FOCUS_CHARS, **NUMBERS}
 LINE = representations.MAX_LINE_CHARS
+TEXTS = min(representations.MAX_TEXTS * (LINE + 1), ui.MAX_LINK_TEXT_CHARS)  # the sentences' box: its lines, in a link
+ALLOWED["rp_text"] = lambda v: len(v) <= TEXTS
 SOURCES_CITED = {
     "projection": ("Coenen et al. 2019, Visualizing and Measuring the Geometry of BERT (word senses separate by layer)",),
     "similarity": ("Ethayarajh 2019, How Contextual are Contextualized Word Representations? (EMNLP), §3–4",
@@ -70,7 +72,7 @@ def neuron(model_id: str, text: str, layer: int, head: int):
     return attention.query_key(model_id, text, layer, head, call=ui.model_call)
 
 
-@st.cache_data(show_spinner="Integrated gradients (50 interpolation steps, one batch)…", max_entries=32)
+@st.cache_data(show_spinner="Integrated gradients (its interpolation steps in one batch)…", max_entries=32)
 def explain(kind: str, model_id: str, text: str, text_b: str, position: int, steps: int):
     return representations.explain(kind, model_id, text, text_b, position, steps, call=ui.model_call)
 
@@ -117,7 +119,7 @@ def sentence_inputs() -> tuple[str, list[str], list[str], representations.Repres
                          help="Each in several senses: 'bank' of a river and of money, 'bat', 'light', 'spring'.")
     else:
         c[2].text_area(f"One sentence per line (at most {representations.MAX_TEXTS})", key="rp_text", height=100,
-                       max_chars=representations.MAX_TEXTS * (LINE + 1))
+                       max_chars=TEXTS)
     texts, groups = sentences()
     if model_id and not texts:
         st.info("Pick at least one word, or type a sentence.", icon=":material/edit:")

@@ -116,7 +116,7 @@ def _work_finetune(run: dict[str, Any], engine: Any) -> str:
     runs.set_pid(run_id, os.getpid(), engine)
     curve: list[tuple[int, float]] = []
     epochs: list[dict[str, float]] = []
-    state = {"last": 0.0, "cancel": False}
+    state = {"last": 0.0, "cancel": runs.renew_lease(run_id, engine)}  # torch is imported: renew the claim's lease
 
     def progress(step: int, loss: float, seconds: float) -> None:
         curve.append((step, loss))

@@ -355,7 +355,7 @@ def test_the_page_handles_bad_input() -> None:
     assert not at.exception and any("type a sentence" in i.value.lower() for i in at.info)
     at = _page(rp_view="projection", rp_source="typed", rp_text="hello world", rp_focus="zebra")
     assert not at.exception and any("Fewer than three tokens" in i.value for i in at.info)
-    at = _page(rp_view="projection", rp_layer="999", rp_method="lda")
+    at = _page(rp_view="projection", rp_layer="1001", rp_method="pca")  # past representations.BOUNDS["layer"]
     assert not at.exception and any("were reset" in w.value for w in at.warning)
     at = _page(rp_view="neuron", rp_model="deberta-v3-base")
     assert not at.exception and any("not plain" in e.value or "disentangled" in e.value for e in at.error)
