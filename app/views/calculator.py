@@ -45,10 +45,6 @@ ALLOWED = {
 }
 
 
-def number(where, label: str, key: str, **kwargs) -> None:
-    """A numeric input bounded by its field's bounds in the use case (:data:`NUMBERS`)."""
-    ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
-
 
 def fill_from_config(config: dict) -> None:
     """Copy a checkpoint's config into the form fields."""
@@ -197,13 +193,13 @@ def memory_inputs() -> None:
     c = st.columns(4)
     c[0].selectbox("Precision", list(calc.PRECISIONS), key="sz_precision", format_func=calc.PRECISIONS.get)
     c[1].selectbox("Optimizer", list(calc.OPTIMIZERS), key="sz_opt", format_func=lambda o: calc.OPTIMIZERS[o].label)
-    number(c[2], "Batch per GPU (sequences)", "sz_batch")
-    number(c[3], "Sequence length (tokens)", "sz_seq")
+    ui.bounded_number(c[2], "Batch per GPU (sequences)", "sz_batch", ALLOWED["sz_batch"])
+    ui.bounded_number(c[3], "Sequence length (tokens)", "sz_seq", ALLOWED["sz_seq"])
     c = st.columns(4)
     c[0].selectbox("ZeRO stage", [0, 1, 2, 3], key="sz_zero", format_func=lambda z: ["0 (off)", "1: optimizer states",
                                                                                      "2: + gradients", "3: + weights"][z])
-    number(c[1], "Data-parallel GPUs N_d", "sz_dp")
-    number(c[2], "Tensor-parallel degree t", "sz_tp")
+    ui.bounded_number(c[1], "Data-parallel GPUs N_d", "sz_dp", ALLOWED["sz_dp"])
+    ui.bounded_number(c[2], "Tensor-parallel degree t", "sz_tp", ALLOWED["sz_tp"])
     c[3].selectbox("Recomputation", ["none", "selective", "full"], key="sz_recompute")
     c = st.columns(4)
     c[0].toggle("Sequence parallelism", key="sz_sp", disabled=st.session_state["sz_tp"] == 1)
@@ -280,8 +276,8 @@ def fit_tab() -> None:
     c = st.columns([3, 2, 1, 1])
     c[0].multiselect("GPUs", list(calc.GPUS), key="sz_gpus")
     c[1].multiselect("Sequence lengths", SEQ_CHOICES, key="sz_seqs")
-    number(c[2], "Custom GPU (GiB)", "sz_custom_gib", help="The slides' table is for a 12 GB card.")
-    number(c[3], "Reserve (GiB)", "sz_reserve", help="CUDA context, workspace, fragmentation")
+    ui.bounded_number(c[2], "Custom GPU (GiB)", "sz_custom_gib", ALLOWED["sz_custom_gib"], help="The slides' table is for a 12 GB card.")
+    ui.bounded_number(c[3], "Reserve (GiB)", "sz_reserve", ALLOWED["sz_reserve"], help="CUDA context, workspace, fragmentation")
     try:
         setup = current_setup()
         fit = calc.gpu_fit(bd, state["sz_seqs"], setup, state["sz_gpus"], state["sz_custom_gib"], state["sz_reserve"])
@@ -308,11 +304,11 @@ def fit_tab() -> None:
 def cost_tab() -> None:
     """The Compute & cost tab: FLOPs, time and cost of a run, and what BERT cost."""
     c = st.columns(5)
-    number(c[0], "Training tokens D (billions)", "sz_tokens_b", format="%.3f")
+    ui.bounded_number(c[0], "Training tokens D (billions)", "sz_tokens_b", ALLOWED["sz_tokens_b"], format="%.3f")
     c[1].selectbox("GPU", list(calc.GPUS), key="sz_train_gpu")
-    number(c[2], "GPUs", "sz_ngpus")
-    number(c[3], "Utilisation (MFU)", "sz_util", step=0.05, help="Fraction of peak; 0.3–0.5 is typical")
-    number(c[4], "$ per GPU-hour", "sz_price", step=0.25)
+    ui.bounded_number(c[2], "GPUs", "sz_ngpus", ALLOWED["sz_ngpus"])
+    ui.bounded_number(c[3], "Utilisation (MFU)", "sz_util", ALLOWED["sz_util"], step=0.05, help="Fraction of peak; 0.3–0.5 is typical")
+    ui.bounded_number(c[4], "$ per GPU-hour", "sz_price", ALLOWED["sz_price"], step=0.25)
     try:
         run = calc.cost(bd, state["sz_tokens_b"], state["sz_train_gpu"], state["sz_ngpus"], state["sz_util"], state["sz_price"],
                         state["sz_precision"], state["sz_seq"])

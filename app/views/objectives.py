@@ -37,10 +37,6 @@ ACTION_STYLE = {"kept": "background:#f3f3f3", "mask": "background:#0072B2;color:
                 "same": "background:#009E73;color:white"}
 
 
-def number(where, label: str, key: str, **kwargs) -> None:
-    """A numeric input bounded by its field's bounds in the use case (:data:`NUMBERS`)."""
-    ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
-
 
 class _NoModel(Exception):
     """No model to run yet (another model not typed in, or refused: the picker said why)."""
@@ -112,7 +108,7 @@ def fill_tab() -> None:
                  on_change=lambda: state.update(ob_fill=state["ob_example"]) if state["ob_example"] in EXAMPLES else None)
     c = st.columns([5, 1, 2])
     c[0].text_input("Text: write [MASK] for every model (RoBERTa gets its <mask>)", key="ob_fill", max_chars=MAX_TEXT_CHARS)
-    number(c[1], "Top k", "ob_k")
+    ui.bounded_number(c[1], "Top k", "ob_k", ALLOWED["ob_k"])
     c[2].segmented_control("Several masks", list(objectives.FILL_MODES), key="ob_mode",
                            help="Independent: one pass, as BERT predicts them. Sequential: fill the surest, run again.")
     missing = ui.explain_missing(state["ob_models"], "Fill the mask with")
@@ -164,8 +160,8 @@ def masking_tab() -> None:
     """The How BERT masks tab: which tokens BERT's recipe masks, epoch by epoch (static or dynamic, whole words)."""
     st.text_input("Sentence", key="ob_rtext", max_chars=SENTENCE)
     c = st.columns(4)
-    number(c[0], "Seed", "ob_seed")
-    number(c[1], "Epochs", "ob_epochs")
+    ui.bounded_number(c[0], "Seed", "ob_seed", ALLOWED["ob_seed"])
+    ui.bounded_number(c[1], "Epochs", "ob_epochs", ALLOWED["ob_epochs"])
     c[2].toggle("Dynamic masking (RoBERTa)", key="ob_dynamic")
     c[3].toggle("Whole-word masking", key="ob_wwm")
     words_text = state["ob_rtext"].split()
@@ -242,7 +238,7 @@ def electra_tab() -> None:
     """The Spot the replaced word tab: ELECTRA's generator rewrites a sentence, its discriminator spots the changes."""
     c = st.columns([5, 1])
     c[0].text_input("Sentence", key="ob_etext", max_chars=SENTENCE)
-    number(c[1], "Seed", "ob_eseed")
+    ui.bounded_number(c[1], "Seed", "ob_eseed", ALLOWED["ob_eseed"])
     try:
         corrupted, det = electra(state["ob_etext"], state["ob_eseed"])
     except ExplorerError as err:
@@ -267,12 +263,12 @@ def generate_tab() -> None:
     """The Left to right tab: GPT-2 generates; BERT, filling [MASK] after [MASK], cannot."""
     st.text_input("Prompt", key="ob_prompt", max_chars=SENTENCE)
     c = st.columns(6)
-    number(c[0], "New tokens", "ob_new")
+    ui.bounded_number(c[0], "New tokens", "ob_new", ALLOWED["ob_new"])
     c[1].toggle("Sample", key="ob_sample")
-    number(c[2], "Temperature", "ob_temp", disabled=not state["ob_sample"])
-    number(c[3], "Top-k", "ob_topk", disabled=not state["ob_sample"])
-    number(c[4], "Top-p", "ob_topp", disabled=not state["ob_sample"])
-    number(c[5], "Seed", "ob_gseed")
+    ui.bounded_number(c[2], "Temperature", "ob_temp", ALLOWED["ob_temp"], disabled=not state["ob_sample"])
+    ui.bounded_number(c[3], "Top-k", "ob_topk", ALLOWED["ob_topk"], disabled=not state["ob_sample"])
+    ui.bounded_number(c[4], "Top-p", "ob_topp", ALLOWED["ob_topp"], disabled=not state["ob_sample"])
+    ui.bounded_number(c[5], "Seed", "ob_gseed", ALLOWED["ob_gseed"])
     left, right = st.columns(2)
     with left:
         st.markdown("**GPT-2** (trained left to right)")

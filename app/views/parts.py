@@ -40,10 +40,6 @@ LINES = min(parts.MAX_TEXTS * (parts.MAX_LINE_CHARS + 1), ui.MAX_LINK_TEXT_CHARS
 ALLOWED["wp_texts"] = ALLOWED["wp_labelled"] = lambda v: len(v) <= LINES
 
 
-def number(where, label: str, key: str, **kwargs) -> None:
-    """A numeric input bounded by its field's bounds in the use case (:data:`NUMBERS`)."""
-    ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
-
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
 st.title("Which parts matter")
 st.markdown("#### What each layer would predict, which attention heads the model needs, and where a prediction is carried")
@@ -88,7 +84,7 @@ def lens_view() -> None:
     """The logit lens: each layer's hidden state at each mask read by the model's own masked-LM head."""
     c = st.columns([5, 1])
     c[0].text_input("Text with [MASK]", key="wp_text", max_chars=MAX_TEXT_CHARS)
-    number(c[1], "Top k", "wp_k")
+    ui.bounded_number(c[1], "Top k", "wp_k", ALLOWED["wp_k"])
     with ui.friendly_errors():
         lens = parts.lens(model, state["wp_text"], state["wp_k"], call=ui.model_call)
         for i, pos in enumerate(lens.positions):
@@ -113,7 +109,7 @@ def pruning_inputs() -> str:
                                help="supersense: a word's WordNet supersense (26 classes); wic: does a word mean the same "
                                     "in two sentences (2 classes).")
     if target != "masked-lm":
-        number(c[2], "Test items", "wp_items", step=8, help="Half rank the heads, half score the curve.")
+        ui.bounded_number(c[2], "Test items", "wp_items", ALLOWED["wp_items"], step=8, help="Half rank the heads, half score the curve.")
     texts = ""
     if target == "masked-lm":
         st.text_area(f"Sentences, one per line (4 to {parts.MAX_TEXTS}): the heads are ranked on lines 1, 3, 5, … and scored on "
@@ -124,8 +120,8 @@ def pruning_inputs() -> str:
                      key="wp_labelled", height=150, max_chars=LINES)
         texts = state["wp_labelled"]
     c = st.columns(3)
-    number(c[0], "Pruning steps", "wp_steps")
-    number(c[1], "Random orders", "wp_seeds")
+    ui.bounded_number(c[0], "Pruning steps", "wp_steps", ALLOWED["wp_steps"])
+    ui.bounded_number(c[1], "Random orders", "wp_seeds", ALLOWED["wp_seeds"])
     c[2].segmented_control("A removed head outputs", list(parts.ABLATION_MODES), key="wp_mode")
     return texts
 
@@ -183,8 +179,8 @@ def patching_view() -> None:
     c[3].toggle("Raw change instead of share restored", key="wp_raw")
     unit = state["wp_unit"] or "layer"
     if unit == "head":
-        number(st, "Position to patch (−1: every position)", "wp_position",
-                        help="The token index in the corrupted sentence (0 is [CLS]); −1 patches the head everywhere.")
+        ui.bounded_number(st, "Position to patch (−1: every position)", "wp_position", ALLOWED["wp_position"],
+                          help="The token index in the corrupted sentence (0 is [CLS]); −1 patches the head everywhere.")
     with ui.friendly_errors():
         traced = parts.patch(model, state["wp_clean"], state["wp_corrupt"], state["wp_answer"], state["wp_foil"], unit,
                              state["wp_position"] if unit == "head" else -1, call=ui.model_call)
