@@ -26,7 +26,7 @@ from app.ui.calls import (
     slot_lent,
     start_warmup,
 )
-from app.ui.charts import PLOTLY_CONFIG, chart, download_buttons, pack_notice, table_to_pack
+from app.ui.charts import PLOTLY_CONFIG, chart, download, download_buttons, pack_notice, table_to_pack
 from app.ui.classroom import Ask, ask_the_class, class_panel, lead_class, question_context, reveal_chart
 from app.ui.errors import friendly_errors, log, show_error
 from app.ui.forms import bounded_number, start_runs
@@ -65,6 +65,7 @@ __all__ = [
     "class_panel",
     "context_url",
     "device_label",
+    "download",
     "download_buttons",
     "explain_missing",
     "free_model_memory",

@@ -86,10 +86,8 @@ def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[s
         with friendly_errors(), st.spinner("Rendering…"), slot_lent():  # Chromium draws it: others may run meanwhile
             png, svg = pack.to_png(fig), pack.to_svg(fig)
             d1, d2 = c3.columns([1, 2] if not compact else [1, 1])
-            d1.download_button("PNG", png, f"{key}.png", "image/png", key=f"{key}_png", icon=":material/download:",
-                               on_click="ignore")
-            d2.download_button("SVG", svg, f"{key}.svg", "image/svg+xml", key=f"{key}_svg", icon=":material/download:",
-                               on_click="ignore")
+            download(d1, "PNG", png, f"{key}.png", "image/png", key=f"{key}_png")
+            download(d2, "SVG", svg, f"{key}.svg", "image/svg+xml", key=f"{key}_svg")
 
 
 def pack_notice() -> None:
@@ -110,7 +108,18 @@ def download_buttons(df, name: str, key: str, markdown: str | None = None) -> No
 
     # Built when clicked, not on every rerun of the page (Streamlit calls a callable `data` on download).
     c1, c2 = st.columns(2)
-    c1.download_button("Download CSV", lambda: csv_bytes(df, index=df.index.name is not None), f"{name}.csv", "text/csv",
-                       key=f"{key}_csv", icon=":material/download:")
-    c2.download_button("Download Markdown", lambda: (markdown or to_markdown(df)).encode(), f"{name}.md", "text/markdown",
-                       key=f"{key}_md", icon=":material/download:")
+    download(c1, "Download CSV", lambda: csv_bytes(df, index=df.index.name is not None), f"{name}.csv", "text/csv",
+             key=f"{key}_csv")
+    download(c2, "Download Markdown", lambda: (markdown or to_markdown(df)).encode(), f"{name}.md", "text/markdown",
+             key=f"{key}_md")
+
+
+def download(where: Any, label: str, data: Any, file_name: str, mime: str, **kw: Any) -> None:
+    """A download button: ``data`` bytes, or a function built only when clicked (Streamlit's deferred download).
+
+    Every download of the app goes through here so that each is ``on_click="ignore"``: a click fetches the file and does
+    not rerun the page. With the default (a rerun), the click's rerun ends by dropping the deferred function the click
+    asked for (Streamlit forgets the functions of the run before) and, on a loaded machine, the rerun can win that race:
+    no file came (CI, 2026-11-29: "Table (CSV)" gave nothing in 90 s). Nothing on a page needs a rerun after a download.
+    """
+    where.download_button(label, data, file_name, mime, on_click="ignore", icon=":material/download:", **kw)

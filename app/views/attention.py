@@ -116,8 +116,8 @@ def model_view(r: AttentionResult, main: bool, view: str, li: int, hi: int, stat
         if len(r.tokens) > use_case.BERTVIZ_ALL_LAYERS:
             st.caption(f"{len(r.tokens)} tokens: the bertviz view holds layer {li} only, to stay light. Change the layer above.")
         st.iframe(html, height=min(2400, 90 + 23 * len(r.tokens)) if view == "head" else 900)
-        st.download_button("Download this view (offline HTML)", html.encode(), f"bertviz-{view}-{key}.html", "text/html",
-                           key=f"at_dl_html_{key}", icon=":material/download:")
+        ui.download(st, "Download this view (offline HTML)", html.encode(), f"bertviz-{view}-{key}.html", "text/html",
+                    key=f"at_dl_html_{key}")
     elif view == "stats" and all(v != v for v in stats[state["at_stat"]].ravel()):
         st.info(f"{r.model_id} has no token this measure needs ({STAT_LABELS[state['at_stat']]}): pick another statistic.",
                 icon=":material/info:")
@@ -145,12 +145,12 @@ def model_column(r: AttentionResult, main: bool, view: str, li: int, hi: int) ->
     st.caption(use_case.head(r, li, hi).caption())
     # Built only when clicked: at 512 tokens a layer is 3 million rows and the JSON tens of MB.
     d1, d2, d3 = st.columns(3)
-    d1.download_button(r.export_label(li, hi), lambda: csv_bytes(pd.DataFrame(r.export_rows(li, hi))),
-                       f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}", icon=":material/download:")
-    d2.download_button("Statistics CSV", lambda: csv_bytes(pd.DataFrame(use_case.stats_rows(stats))),
-                       f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}", icon=":material/download:")
-    d3.download_button("JSON", r.to_json, f"attention-{key}.json", "application/json",
-                       key=f"at_dl_j_{key}", icon=":material/download:")
+    ui.download(d1, r.export_label(li, hi), lambda: csv_bytes(pd.DataFrame(r.export_rows(li, hi))),
+                f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}")
+    ui.download(d2, "Statistics CSV", lambda: csv_bytes(pd.DataFrame(use_case.stats_rows(stats))),
+                f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}")
+    ui.download(d3, "JSON", r.to_json, f"attention-{key}.json", "application/json",
+                key=f"at_dl_j_{key}")
 
 
 def aligned(results: list[AttentionResult], li: int, hi: int) -> None:

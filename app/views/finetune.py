@@ -258,8 +258,7 @@ if len(done):
 
 st.subheader("All fine-tuning runs")
 c = st.columns([2, 2, 1])
-c[0].download_button("Download all runs (CSV)", lambda: lab.runs_csv(), "finetuning-runs.csv", "text/csv", icon=":material/download:",
-                     on_click="ignore")
+ui.download(c[0], "Download all runs (CSV)", lambda: lab.runs_csv(), "finetuning-runs.csv", "text/csv")
 ended = frame[~frame["status"].isin(ACTIVE)]
 if len(ended):
     victim = c[1].selectbox("Delete a run", list(ended["name"]), key="ft_delete_pick", label_visibility="collapsed",

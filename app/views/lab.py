@@ -384,11 +384,7 @@ def claim_notes(c: experiments.ClaimEntry, preset: str, budget: str) -> None:
     if c.detail.get("data_limited"):
         runs_named = ", ".join(f"{d['run']} ({d['tokens per parameter']})" for d in c.detail["data_limited"])
         st.caption("Data-limited runs (fewer than 20 tokens per parameter, all parameters counted as Chinchilla's "
-                   "compute-optimal ratio does): " + runs_named + (
-                       ". In an IsoFLOP grid the large sizes of a budget see few tokens by design; they stay in the fit."
-                       if c.measure == "isoflop" else
-                       ". Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; "
-                       "the verdict above also says what the fit gives without them."))
+                   "compute-optimal ratio does): " + runs_named + ". " + c.detail.get("data_limited_why", ""))
     bigger = lab.bigger_budget(preset, budget)
     if c.verdict_label == Label.CANNOT_TELL and bigger:
         st.caption(f"The {lab.BUDGET_TITLES.get(bigger, bigger)} budget spends more seeds, steps or test items per arm.")
@@ -528,8 +524,7 @@ if so_far:
 
 st.subheader("All runs")
 c = st.columns([2, 2, 1])
-c[0].download_button("Download all runs (CSV)", lambda: lab.runs_csv(), "pretraining-runs.csv", "text/csv", icon=":material/download:",
-                     on_click="ignore")
+ui.download(c[0], "Download all runs (CSV)", lambda: lab.runs_csv(), "pretraining-runs.csv", "text/csv")
 ended = frame[~frame["status"].isin(ACTIVE)]
 if len(ended):
     victim = c[1].selectbox("Delete a run", list(ended["name"]), key="lb_delete_pick", label_visibility="collapsed",

@@ -123,9 +123,9 @@ if files is None or files[0] != (title, tuple(pack)):
             st.rerun()
 else:
     d1, d2, d3 = st.columns(3)
-    d1.download_button("PowerPoint (.pptx)", files[1], "presentation-pack.pptx",
-                       "application/vnd.openxmlformats-officedocument.presentationml.presentation", icon=":material/download:")
-    d2.download_button("Handout (offline HTML)", files[2], "presentation-pack.html", "text/html", icon=":material/download:")
-    d3.download_button("Everything (.zip)", files[3], "presentation-pack.zip", "application/zip", icon=":material/download:")
+    ui.download(d1, "PowerPoint (.pptx)", files[1], "presentation-pack.pptx",
+                "application/vnd.openxmlformats-officedocument.presentationml.presentation")
+    ui.download(d2, "Handout (offline HTML)", files[2], "presentation-pack.html", "text/html")
+    ui.download(d3, "Everything (.zip)", files[3], "presentation-pack.zip", "application/zip")
     st.caption("The deck: a title slide, one slide per item with its image or table, caption and source line, and a "
                "sources slide. The handout needs nothing from the internet.")

@@ -101,8 +101,8 @@ for where, m, name, key in ((left, content, "Content stream: may see (itself inc
     ui.chart(plots.heatmap(m.astype(float), tokens, title=name, zmax=1, colorbar="sees"), key, where=where, compact=True,
              title=f"XLNet two-stream attention masks. {name}", caption=f"Order {' → '.join(map(str, order))}.",
              sources=("Yang et al. 2019 (XLNet), Section 2.3 and Figure 1",))
-st.download_button("Download the masks (CSV)", lambda: csv_bytes(pd.DataFrame(masks.rows())), "xlnet-masks.csv", "text/csv",
-                   key="pm_dl_masks", icon=":material/download:")
+ui.download(st, "Download the masks (CSV)", lambda: csv_bytes(pd.DataFrame(masks.rows())), "xlnet-masks.csv", "text/csv",
+            key="pm_dl_masks")
 
 st.subheader("Predictions for the last K")
 if not have_xlnet:
@@ -113,8 +113,8 @@ else:
         table = pd.DataFrame([{"position": p.position, "token": p.token, "p(token)": p.true_probability,
                                **{f"#{i + 1}": f"{t} ({q:.1%})" for i, (t, q) in enumerate(p.top)}} for p in preds])
         st.dataframe(table, hide_index=True, width="stretch", column_config={"p(token)": st.column_config.NumberColumn(format="%.4f")})
-        st.download_button("Download predictions (CSV)", lambda: csv_bytes(table), "xlnet-predictions.csv", "text/csv",
-                           key="pm_dl_preds", icon=":material/download:")
+        ui.download(st, "Download predictions (CSV)", lambda: csv_bytes(table), "xlnet-predictions.csv", "text/csv",
+                    key="pm_dl_preds")
         chk = checked(xlnet_id, state["pm_text"], tuple(order), tgt)
         st.markdown("**Self-check.** Replace one token and watch the prediction at "
                     f"**{tokens[tgt]}** (largest change of any probability):")

@@ -125,12 +125,11 @@ def table_view(c: Compared) -> None:
                "'–' not reported in that table.")
     caption = f"{', '.join(comp.values.columns)} ({c.split}, {c.setting} models)"
     d1, d2, d3, d4 = st.columns(4)
-    d1.download_button("Table (CSV)", lambda: csv_bytes(comp.values, index=True), "glue_comparison.csv", "text/csv", icon=":material/download:")
-    d2.download_button("Markdown", lambda: glue_plots.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown", icon=":material/download:")
-    d3.download_button("LaTeX", lambda: glue_plots.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex",
-                       icon=":material/download:")
-    d4.download_button("Rows with sources (CSV)", lambda: results.export_rows(c.picked), "glue_results.csv", "text/csv", icon=":material/download:",
-                       help="One row per number with its source; the same format the import accepts.")
+    ui.download(d1, "Table (CSV)", lambda: csv_bytes(comp.values, index=True), "glue_comparison.csv", "text/csv")
+    ui.download(d2, "Markdown", lambda: glue_plots.to_markdown(comp).encode(), "glue_comparison.md", "text/markdown")
+    ui.download(d3, "LaTeX", lambda: glue_plots.to_latex(comp, caption=caption).encode(), "glue_comparison.tex", "application/x-tex")
+    ui.download(d4, "Rows with sources (CSV)", lambda: results.export_rows(c.picked), "glue_results.csv", "text/csv",
+                help="One row per number with its source; the same format the import accepts.")
     ui.table_to_pack(comp.values, "gl_table", title=f"GLUE results: {caption}", caption=caption, sources=c.sources)
 
 
@@ -253,8 +252,7 @@ def import_csv() -> None:
                     st.caption(f"… and {len(err.errors) - 50} more.")
         except ExplorerError as err:
             ui.show_error(err)
-    st.download_button("Example file (3 rows)", results.export_rows(df_all.head(3)), "results_template.csv", "text/csv",
-                       icon=":material/download:")
+    ui.download(st, "Example file (3 rows)", results.export_rows(df_all.head(3)), "results_template.csv", "text/csv")
 
 
 def users_results() -> None:

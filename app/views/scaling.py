@@ -170,11 +170,11 @@ def fit_numbers(fitted, x_to: float, fig: Any) -> None:
                    icon=":material/warning:")
     curve = plots.curve_frame(f, x_to) if f.x.ndim == 1 else pd.DataFrame({"x": f.x[:, 0], "residual": f.residuals})
     d1, d2, d3 = st.columns(3)
-    d1.download_button("Curve CSV", lambda: csv_bytes(curve), "scaling-fit.csv", "text/csv", key="sc_dl_csv", icon=":material/download:")
-    d2.download_button("Fit JSON", lambda: json.dumps(f.to_dict(), indent=2).encode(), "scaling-fit.json", "application/json",
-                       key="sc_dl_json", icon=":material/download:")
-    d3.download_button("Plot HTML", plots.figure_html(fig).encode(), "scaling-plot.html", "text/html", key="sc_dl_html",
-                       icon=":material/download:", help="Works offline: plotly.js is inside the file.")
+    ui.download(d1, "Curve CSV", lambda: csv_bytes(curve), "scaling-fit.csv", "text/csv", key="sc_dl_csv")
+    ui.download(d2, "Fit JSON", lambda: json.dumps(f.to_dict(), indent=2).encode(), "scaling-fit.json", "application/json",
+                key="sc_dl_json")
+    ui.download(d3, "Plot HTML", plots.figure_html(fig).encode(), "scaling-plot.html", "text/html", key="sc_dl_html",
+                help="Works offline: plotly.js is inside the file.")
 
 
 f = fitted.fit if fitted is not None else None

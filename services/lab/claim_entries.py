@@ -270,6 +270,15 @@ def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[st
     return out if any(out.values()) else {}
 
 
+#: Why a trend's data-limited runs (fewer tokens per parameter than Chinchilla's ratio) matter, by measure: what the
+#: page says under their names.
+DATA_LIMITED_WHY = {
+    "isoflop": "In an IsoFLOP grid the large sizes of a budget see few tokens by design; they stay in the fit.",
+    "scaling": "Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; the verdict "
+               "above also says what the fit gives without them.",
+}
+
+
 def trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
     from analysis import verdicts
 
@@ -289,7 +298,8 @@ def trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dic
             points.append((r["replicate"], round(r["flops_per_token"] * r["tokens"], -6), n, float(loss)))
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "figure": claim.figure, "measure": claim.measure, "points": points,
                            "label": measure_label(claim.measure), "primary": True,
-                           "data_limited": limited, "verdict": None, "run_ids": [int(r["id"]) for r in finished]}
+                           "data_limited": limited, "data_limited_why": DATA_LIMITED_WHY.get(claim.measure, ""), "verdict": None,
+                           "run_ids": [int(r["id"]) for r in finished]}
     if undecided(out, state):
         return out
 

@@ -11,6 +11,7 @@ from typing import Any
 from analysis.run_status import RunStatus
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig
+from services.lab.presets import PRESETS
 from services.lab.run_queue import FINETUNE
 from services.lab.sizing import size
 
@@ -189,15 +190,20 @@ class ScalingRuns:
 
 
 def scaling_runs(frame: Any) -> ScalingRuns | None:
-    """The runs of a scaling or IsoFLOP preset in ``frame`` as chart points, or None where the frame holds no such
-    preset or fewer than two finished points (no line to draw). The budget of an IsoFLOP run is the ``c<scale>``
-    part of its arm, as the preset named it."""
+    """The runs of a preset that charts sizes (scaling, IsoFLOP: :attr:`Preset.charts_sizes`) in ``frame`` as chart
+    points, or None where the frame holds no such preset or fewer than two finished points (no line to draw). A run's
+    compute budget is the part of its arm its preset names one (:attr:`Preset.arm_budget`)."""
     table = scaling_table(frame)
     configs = {r.name: r.config or {} for r in frame.itertuples()}
-    if not any(c.get("preset") in ("scaling", "isoflop") for c in configs.values()) or len(table) < 2:
+    presets = {name: PRESETS.get(str(c.get("preset"))) for name, c in configs.items()}
+    if not any(p is not None and p.charts_sizes for p in presets.values()) or len(table) < 2:
         return None
-    arms = [str(configs[name].get("arm") or "") if configs[name].get("preset") == "isoflop" else "" for name in table["run"]]
-    budgets = [arm.split("-", 1)[0] if arm.startswith("c") and "-" in arm else None for arm in arms]
+
+    def budget(name: str) -> str | None:
+        p = presets.get(name)
+        return p.arm_budget(str(configs[name].get("arm") or "")) if p is not None and p.arm_budget else None
+
+    budgets = [budget(name) for name in table["run"]]
     return ScalingRuns(table, budgets if any(budgets) else None)
 
 

@@ -74,6 +74,8 @@ def _own_bounds(tree: ast.AST) -> list[tuple[int, str]]:
                 out.append((call.lineno, f"{kind} bounded by numbers written in the page (or not at all)"))
         elif kind in TEXT_WIDGETS and _literal(kw.get("max_chars")):
             out.append((call.lineno, f"{kind} with max_chars written in the page"))
+        elif kind == "download_button":  # its click would rerun the page, which can drop the file it asked for
+            out.append((call.lineno, "download_button not through ui.download"))
     return out
 
 
@@ -235,6 +237,7 @@ def test_imports_point_one_way_with_no_circles() -> None:
     ("app/views/home.py", "@st.fragment\ndef f():\n" + "    x = 1\n" * 105, "is 106 lines"),
     ("app/views/home.py", "if True:\n" + "    x = 1\n" * 31, "a statement of 32 lines"),
     ("app/views/home.py", "st.number_input('Top k', 1, 20, key='x')", "number_input bounded by numbers written in the page"),
+    ("app/views/home.py", "st.download_button('CSV', b'x', 'x.csv', 'text/csv')", "download_button not through ui.download"),
     ("app/views/home.py", "st.slider('k', 0, 10**6, key='x')", "slider bounded by numbers written in the page"),
     ("app/views/home.py", "st.number_input('x', min_value=0.0, key='x')", "(or not at all)"),
     ("app/views/home.py", "st.text_input('Text', key='x', max_chars=500)", "text_input with max_chars written in the page"),

@@ -27,7 +27,8 @@ class Preset:
     ``widths``: the model widths its runs take by default, for a preset whose sizes a budget or the user may replace
     (at least ``least_widths`` of them); empty for the others. ``divergence_is_a_result``: its grid reaches rates at
     which a run diverges by design (the top of μTransfer's rate grid under SP), so a run the loop stopped on a NaN or
-    infinite loss is a result there (an infinite held-out loss), not a missing run."""
+    infinite loss is a result there (an infinite held-out loss), not a missing run. ``arm_budget``: where each arm
+    names the compute budget it spends (IsoFLOP's ``c0.5-h64``), that part of an arm's name (None: not one)."""
 
     name: str
     title: str
@@ -39,6 +40,12 @@ class Preset:
     widths: tuple[int, ...] = ()
     least_widths: int = 0
     divergence_is_a_result: bool = False
+    arm_budget: Callable[[str], str | None] | None = None
+
+    @property
+    def charts_sizes(self) -> bool:
+        """Its runs are the points of a size chart: it decides a trend over its widths (scaling, IsoFLOP)."""
+        return any(c.figure == "trend" for c in self.claims)
 
 
 def at_widths(base: TrainConfig, widths: tuple[int, ...]) -> list[tuple[str, TrainConfig]]:

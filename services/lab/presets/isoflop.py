@@ -28,6 +28,13 @@ def runs(base: TrainConfig, widths: tuple[int, ...] = WIDTHS) -> list[tuple[str,
     return out
 
 
+def arm_budget(arm: str) -> str | None:
+    """The compute budget an arm of :func:`runs` names (``c0.5`` of ``c0.5-h64``: half the base run's); None for an
+    arm it did not name."""
+    head, dash, _ = arm.partition("-")
+    return head if dash and head.startswith("c") else None
+
+
 PRESET = Preset(
     "isoflop", "IsoFLOP: 3 budgets × 4 sizes", "Hoffmann et al. 2022, Chinchilla, approach 2 (IsoFLOP profiles, Figure 3)",
     "For a fixed compute budget the loss is lowest at a middle size; the best size grows with the budget.",
@@ -35,4 +42,4 @@ PRESET = Preset(
     claims=(TrendClaim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
                        "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),),
     budgets=width_budgets("isoflop", (200, 900, 1500), WIDTHS),
-    widths=WIDTHS, least_widths=3)
+    widths=WIDTHS, least_widths=3, arm_budget=arm_budget)

@@ -348,6 +348,7 @@ def test_a_scaling_experiment_ends_in_a_fitted_exponent_and_flags_data_limited_r
     assert {d["run"] for d in claim.detail["data_limited"]} == {"sc-h256-s0", "sc-h256-s1"}
     assert "2 of 8 runs are data-limited" in claim.sentence and "without them: agrees" in claim.sentence
     assert claim.detail["without_data_limited"]["points"] == 6
+    assert claim.detail["data_limited_why"].startswith("Kaplan's L(N) holds")  # what the page says under their names
     [row] = experiments.results_so_far()
     assert "2 run(s) data-limited" in row["notes"] and "without them: agrees" in row["notes"]
     shallow = [(s, n, 9 * n ** -(0.02 + 0.001 * s)) for s in range(2) for n in (1e4, 1e5, 1e6)]

@@ -351,6 +351,27 @@ def test_a_scaling_experiment_feeds_the_scaling_law_page(lab_env: Path) -> None:
     assert "0.08" in text, text[:2000]  # the fitted exponent
 
 
+def test_the_runs_of_a_preset_that_charts_sizes_become_points_each_with_the_budget_its_arm_names(lab_env: Path) -> None:
+    """IsoFLOP's arms name their compute budget (c0.5-h32): each point carries it; a preset that compares arms at one
+    size (Lion) gives no size chart at all, and neither do fewer than two finished points."""
+    from dataclasses import asdict
+
+    from analysis.results_db import runs
+
+    planned = lab.plan_runs("isoflop", replace(TINY, steps=20), "iso", widths=(16, 32, 64))
+    for i, p in enumerate(planned):
+        rid = runs.create_run(p.name, p.config.objective, {**asdict(p.config), "preset": "isoflop", "arm": p.arm}, group="iso")
+        runs.finish_run(rid, "finished", evaluation={"held_out_loss": 7.0 - 0.1 * i}, tokens=p.config.steps * 8 * 32, seconds=1.0)
+    charted = lab.scaling_runs(runs.list_runs(group="iso"))
+    assert charted is not None and len(charted.table) == len(planned) == 9
+    assert sorted(set(charted.budgets)) == ["c0.5", "c1", "c2"]
+    assert dict(zip(charted.table["run"], charted.budgets, strict=True))["iso-c2-h64"] == "c2"
+    for p in lab.plan_runs("lion", replace(TINY, steps=20), "li"):
+        rid = runs.create_run(p.name, p.config.objective, {**asdict(p.config), "preset": "lion", "arm": p.arm}, group="li")
+        runs.finish_run(rid, "finished", evaluation={"held_out_loss": 7.0}, tokens=20 * 8 * 32, seconds=1.0)
+    assert lab.scaling_runs(runs.list_runs(group="li")) is None
+
+
 def test_the_forms_bounds_lie_within_the_librarys_and_a_run_at_each_corner_is_valid() -> None:
     """The page's bounds are the use case's (lab.FORM_LIMITS, finetuning.FORM_LIMITS), never wider than the library's
     own, and a request at the form's largest shape still validates (a corner the form offers is one the library takes)."""
