@@ -954,11 +954,11 @@ def test_the_sidebar_lends_the_page_slot_while_it_asks_the_backend(tmp_path: Pat
     import contextlib
 
     from services import models
-    from services.executor import Executor
+    from services.executor import Backend
 
     use_backend(monkeypatch, f"http://127.0.0.1:{free_port()}", tmp_path / "empty")
     lent: list[bool] = []
-    real = Executor.status
+    real = Backend.status
 
     @contextlib.contextmanager
     def lending(take_back: bool = True, cancelled: Any = None) -> Iterator[None]:
@@ -966,12 +966,12 @@ def test_the_sidebar_lends_the_page_slot_while_it_asks_the_backend(tmp_path: Pat
         yield
         lent.append(False)
 
-    def status(self: Executor) -> Any:
+    def status(self: Backend) -> Any:
         assert lent and lent[-1], "the backend was asked while the page held its slot"
         return real(self)
 
     monkeypatch.setattr(models, "page_slot_lent", lending)
-    monkeypatch.setattr(Executor, "status", status)
+    monkeypatch.setattr(Backend, "status", status)
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(ENTRY, default_timeout=60).run()  # Home: drawn whole, its sidebar too

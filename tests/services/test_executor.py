@@ -21,7 +21,7 @@ def test_the_route_comes_from_the_settings(monkeypatch: pytest.MonkeyPatch) -> N
     assert _route(monkeypatch, model_process="0").kind == ex.IN_PROCESS
     assert _route(monkeypatch, backend="http://127.0.0.1:9", model_process="0").kind == ex.BACKEND  # the backend wins
     assert _route(monkeypatch, model_process="maybe").kind == ex.IN_PROCESS  # unreadable: here (the page says why)
-    assert ex.Executor(ex.BACKEND).remote and ex.Executor(ex.MODEL_PROCESS).remote and not ex.Executor(ex.IN_PROCESS).remote
+    assert ex.EXECUTORS[ex.BACKEND]().remote and ex.EXECUTORS[ex.MODEL_PROCESS]().remote and not ex.EXECUTORS[ex.IN_PROCESS]().remote
 
 
 def test_only_the_allowed_model_functions_leave_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,11 +34,11 @@ def test_only_the_allowed_model_functions_leave_this_process(monkeypatch: pytest
         return x + 1
 
     for kind in (ex.BACKEND, ex.MODEL_PROCESS):
-        route = ex.Executor(kind)
+        route = ex.EXECUTORS[kind]()
         assert route.routes(routed) and not route.routes(here)
         assert route.call(here, 1) == 2  # not routed: it runs here under every route, nothing is asked of the others
-    assert not ex.Executor(ex.IN_PROCESS).routes(routed)
-    assert ex.Executor(ex.MODEL_PROCESS).on_model_folder(here, 41) == 42  # the model process shares this folder
+    assert not ex.EXECUTORS[ex.IN_PROCESS]().routes(routed)
+    assert ex.EXECUTORS[ex.MODEL_PROCESS]().on_model_folder(here, 41) == 42  # the model process shares this folder
 
 
 def test_in_this_process_the_cache_is_this_processes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,3 +65,19 @@ def test_a_backend_that_does_not_answer_says_so_from_every_route_call(monkeypatc
         route.cache_info()
     route.free()  # a backend's cache is not a page's to free: nothing is asked
     assert not client.default().wait_ready(0.3, every=0.1)
+
+
+def test_each_route_is_its_own_implementation_of_one_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three classes, one protocol: each implements what differs (the remote call, the cache, the status) itself, so no
+    method asks which route it is; equal by kind, and the settings choose the class."""
+    import inspect
+
+    assert set(ex.EXECUTORS) == {ex.IN_PROCESS, ex.MODEL_PROCESS, ex.BACKEND}
+    for kind, cls in ex.EXECUTORS.items():
+        assert issubclass(cls, ex.Executor) and cls.kind == kind and cls() == cls(), kind
+        assert all(name in vars(cls) for name in ("cache_info", "status")), kind  # its own, not a switch in the base
+        for name, member in inspect.getmembers(cls, inspect.isfunction):
+            assert ".kind ==" not in inspect.getsource(member) and ".kind !=" not in inspect.getsource(member), (kind, name)
+    assert ex.InProcess() != ex.ModelProcess() and len({ex.Backend(), ex.Backend()}) == 1
+    assert ex.EXECUTORS[ex.MODEL_PROCESS]._remote_call is not ex.EXECUTORS[ex.BACKEND]._remote_call
+    assert type(_route(monkeypatch, backend="http://127.0.0.1:9")) is ex.Backend
