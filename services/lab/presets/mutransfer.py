@@ -44,12 +44,11 @@ def _cells(finished: list[dict[str, Any]], value: Any) -> list[tuple[str, int, i
     under both parametrisations: there μP is SP, and :func:`runs` trains that model once."""
     out = []
     for r in finished:
-        cfg = r["config"] or {}
-        p, width, rate = cfg.get("parametrisation", "sp"), int(cfg.get("hidden", 0)), float(cfg.get("lr", 0))
+        cfg = TrainConfig.from_stored(r["config"] or {})
         v = value(r)
-        out.append((p, int(r["replicate"]), width, rate, v))
-        if p == "sp" and width == int(cfg.get("mup_base_width", 0)):
-            out.append(("mup", int(r["replicate"]), width, rate, v))
+        out.append((cfg.parametrisation, int(r["replicate"]), cfg.hidden, cfg.lr, v))
+        if cfg.parametrisation == "sp" and cfg.hidden == cfg.mup_base_width:
+            out.append(("mup", int(r["replicate"]), cfg.hidden, cfg.lr, v))
     return out
 
 
