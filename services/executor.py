@@ -42,24 +42,17 @@ MODEL_PROCESS = "model process"
 BACKEND = "model backend"
 
 
+@dataclass(frozen=True)
 class Executor:
     """Where the pages' model calls run: one protocol (call, the folder's questions, cache, status, warm-up, free,
     launch, warm), three implementations (:class:`InProcess`, :class:`ModelProcess`, :class:`Backend`), one chosen
     from the settings by :func:`executor`. ``kind`` names it (:data:`IN_PROCESS`, :data:`MODEL_PROCESS`,
-    :data:`BACKEND`): what the pages say and how they wait; two executors of one kind are equal."""
+    :data:`BACKEND`): what the pages say and how they wait; two executors of one class are equal (a dataclass of no
+    fields)."""
 
     kind: ClassVar[str]
     #: Whether routed calls are answered by another process (a page needs no interpreter while it waits).
     remote: ClassVar[bool] = True
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self)
-
-    def __hash__(self) -> int:
-        return hash(self.kind)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
 
     def routes(self, fn: Any) -> bool:
         """Whether ``fn`` runs away from this process: a remote route and one of :data:`services.routing.ROUTED`."""
@@ -229,9 +222,7 @@ class Backend(Executor):
         return backend.default().call(fn, *args)
 
     def on_model_folder(self, fn: Any, *args: Any) -> Any:
-        from services.backend import client as backend
-
-        return backend.default().call(fn, *args)
+        return self._remote_call(fn, *args, on_restart=None)
 
     def cache_info(self) -> Any:
         from models.cache import CacheEntry, CacheInfo

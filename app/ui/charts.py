@@ -120,6 +120,6 @@ def download(where: Any, label: str, data: Any, file_name: str, mime: str, **kw:
     Every download of the app goes through here so that each is ``on_click="ignore"``: a click fetches the file and does
     not rerun the page. With the default (a rerun), the click's rerun ends by dropping the deferred function the click
     asked for (Streamlit forgets the functions of the run before) and, on a loaded machine, the rerun can win that race:
-    no file came (CI, 2026-11-29: "Table (CSV)" gave nothing in 90 s). Nothing on a page needs a rerun after a download.
+    no file comes. Nothing on a page needs a rerun after a download.
     """
     where.download_button(label, data, file_name, mime, on_click="ignore", icon=":material/download:", **kw)
