@@ -38,11 +38,32 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{parallel.MACHINE}: needs the whole machine (a container build, replicas, a "
                                        "classroom-sized load, a time measured against the machine): runs with no other test "
                                        "beside it (tests/helpers/parallel.py)")
+    config.addinivalue_line("markers", f"{parallel.EARLY}: its slow part starts at collection (the container build, "
+                                       "tests/helpers/container.py); handed out later in the run (tests/helpers/parallel.py)")
     apptest.install()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     parallel.order(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under xdist, the container build starts now if the run has its test (after -m and -k chose): the build mostly
+    waits on downloads, so the other tests use the cores meanwhile (tests/helpers/container.py)."""
+    from tests.helpers import container
+
+    where = parallel._lock_dir()
+    if where is not None and any(i.get_closest_marker(parallel.EARLY) for i in session.items):
+        container.start_early(where / "container")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In the xdist controller, once every worker is done: stop a container build nobody took, remove its image."""
+    from tests.helpers import container
+
+    run = getattr(session.config.option, "testrunuid", None)
+    if run and not os.environ.get("PYTEST_XDIST_WORKER"):
+        container.clean_early(parallel.run_dir(run) / "container")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, container
+from tests.helpers import ROOT, container, parallel
 from tests.helpers.servers import CHROMIUM, CHROMIUM_ARGS, SHOTS, free_port, open_page
 
 
@@ -37,12 +37,16 @@ def _add_result(page, model: str, value: str, source: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.early_start
 def test_the_image_builds_starts_healthy_and_keeps_results_on_persistent_storage(tmp_path: Path) -> None:
-    """Not a ``machine`` test: its four minutes are mostly pip and apt downloading inside the build (a quarter of one
-    core, measured with the suite beside it), and its waits (180 s for the app to answer) leave room for a busy core."""
+    """Not a ``machine`` test: its build is mostly pip and apt downloading (a quarter of one core, measured with the
+    suite beside it), and its waits (180 s for the app to answer) leave room for a busy core. Under xdist the build
+    started at collection (conftest.pytest_collection_finish) and is taken here; under ``-n 0`` it is made here."""
     from playwright.sync_api import sync_playwright
 
-    built = container.build()
+    where = parallel._lock_dir()
+    early = where is not None and (where / "container" / "pid").is_file()
+    built = container.take_early(where / "container") if early else container.build()
     print(f"\nimage {built.image}: built in {built.seconds:.0f} s, {built.size_bytes / 1e9:.2f} GB")
     data = tmp_path / "persistent"
     data.mkdir()

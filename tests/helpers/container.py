@@ -21,17 +21,19 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tests.helpers import ROOT
 
 BASE_IMAGE = "localhost/bfe-test-base"
+TAG = "localhost/bfe:test"
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
@@ -103,7 +105,7 @@ def base_tree(folder: Path) -> Path:
     return tar
 
 
-def build(tag: str = "localhost/bfe:test") -> Build:
+def build(tag: str = TAG) -> Build:
     """Build the Dockerfile (CPU flavour) on a Debian base (:func:`base_tree`); returns the image, build time and size."""
     check_tools()
     t0 = time.monotonic()
@@ -231,3 +233,76 @@ def start(image: str, root: Path, port: int, env: dict[str, str] | None = None, 
                 break
             except subprocess.TimeoutExpired:
                 continue
+
+
+# The build started at collection. The build is mostly waiting on the downloads of apt and pip inside it (about a
+# quarter of one core), so the suite starts it in a process of its own when it collects the container test
+# (conftest.pytest_collection_finish) and the test takes the image later: the other tests use the cores meanwhile,
+# instead of one pytest worker waiting five to ten minutes. Under ``-n 0`` the test builds the image itself.
+
+def start_early(where: Path, argv: list[str] | None = None) -> bool:
+    """Start :func:`build` in a process of its own, once per test run (``where``: a folder the run's workers share),
+    and return at once; :func:`take_early` waits for it, :func:`clean_early` removes what nobody took. Returns
+    whether this call started it (every worker collects the test; the first one starts the build). ``argv``: another
+    command in its place, which writes ``build.json`` into ``where`` (the tests of this mechanism)."""
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(where / "started", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    with open(where / "build.log", "wb") as log:
+        proc = subprocess.Popen(argv or [sys.executable, "-m", "tests.helpers.container", str(where)], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    (where / "pid").write_text(str(proc.pid))
+    return True
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a finished child its parent has not reaped yet is a zombie: not running)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def take_early(where: Path, timeout: float = 2400) -> Build:
+    """The image :func:`start_early` built, once it is built (the caller now owns it and removes it)."""
+    (where / "taken").touch()
+    pid, deadline = int((where / "pid").read_text()), time.monotonic() + timeout
+    while not (where / "build.json").is_file():
+        if not _alive(pid) and not (where / "build.json").is_file():
+            raise RuntimeError(f"the build started at collection failed:\n{(where / 'build.log').read_text()[-4000:]}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the build started at collection took over {timeout:.0f} s:\n{(where / 'build.log').read_text()[-3000:]}")
+        time.sleep(2)
+    return Build(**json.loads((where / "build.json").read_text()))
+
+
+def clean_early(where: Path, images: tuple[str, ...] = (TAG, BASE_IMAGE)) -> None:
+    """At the end of a run: stop a build still running and remove the ``images`` nobody took (a run stopped early,
+    ``-x``), and the layers a stopped build leaves dangling."""
+    if not (where / "pid").is_file() or (where / "taken").is_file():
+        return
+    pid = int((where / "pid").read_text())
+    if _alive(pid):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with suppress(ProcessLookupError):
+                os.killpg(pid, sig)
+            for _ in range(20):
+                if not _alive(pid):
+                    break
+                time.sleep(0.5)
+    if images:
+        subprocess.run(["podman", "rmi", "-f", *images], capture_output=True)
+        subprocess.run(["podman", "image", "prune", "-f"], capture_output=True)
+
+
+def _build_to(where: Path) -> None:
+    built = build()
+    partial = where / "build.json.partial"
+    partial.write_text(json.dumps(asdict(built)))
+    partial.replace(where / "build.json")  # whole or absent: the test reads it only once it is there
+
+
+if __name__ == "__main__":  # the process start_early starts
+    _build_to(Path(sys.argv[1]))

@@ -32,11 +32,16 @@ MACHINE = "machine"
 SUMMARY_KEY = "bfe-summary"
 
 
+def run_dir(run: str) -> Path:
+    """The folder the workers and the controller of test run ``run`` (xdist's testrunuid) share."""
+    return Path(tempfile.gettempdir()) / f"bfe-tests-{run}"
+
+
 def _lock_dir() -> Path | None:
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if not run or not os.environ.get("PYTEST_XDIST_WORKER"):
         return None
-    return Path(tempfile.gettempdir()) / f"bfe-tests-{run}"
+    return run_dir(run)
 
 
 def _take(path: Path, how: int) -> int:
@@ -68,6 +73,10 @@ def hold(exclusive: bool) -> Iterator[None]:
 #: as :data:`UNLISTED`. Only an order: a stale or missing entry costs balance, never a result.
 WEIGHTS = Path(__file__).resolve().parents[1] / "durations.json"
 UNLISTED = 0.5
+#: The marker of a test whose slow part started at collection (the container build: tests/helpers/container.py):
+#: it is handed out once about this share of the run's weight has been, so that its part has had time to finish.
+EARLY = "early_start"
+EARLY_AFTER = 0.4
 
 
 def _unit(item: Any) -> str:
@@ -85,9 +94,9 @@ def _unit(item: Any) -> str:
 def order(items: list[Any]) -> None:
     """Order ``items`` for the workers in place: the ``machine`` tests first (they run alone, so at the start, before
     any long test they would wait for), then the rest longest first, a unit (:func:`_unit`) at a time and its tests in
-    their collected order. Handed out one unit at a time (:class:`Units`), longest first is the classic rule that keeps
-    the last worker from finishing long after the first. In a worker, the units are also written down for the
-    controller's scheduler."""
+    their collected order; an :data:`EARLY` test once :data:`EARLY_AFTER` of the weight is handed out. Handed out one
+    unit at a time (:class:`Units`), longest first is the classic rule that keeps the last worker from finishing long
+    after the first. In a worker, the units are also written down for the controller's scheduler."""
     weights: dict[str, float] = json.loads(WEIGHTS.read_text()) if WEIGHTS.is_file() else {}
     units: dict[str, list[Any]] = {}
     for item in items:
@@ -97,7 +106,18 @@ def order(items: list[Any]) -> None:
         machine = any(i.get_closest_marker(MACHINE) for i in members)
         return (0 if machine else 1, -sum(weights.get(i.nodeid, UNLISTED) for i in members))
 
-    items[:] = [i for members in sorted(units.values(), key=key) for i in members]
+    ordered = sorted(units.values(), key=key)
+    early = [m for m in ordered if any(i.get_closest_marker(EARLY) for i in m)]
+    if early:  # after EARLY_AFTER of the weight of the rest, in their place longest first
+        rest = [m for m in ordered if m not in early]
+        total, done, at = sum(weights.get(i.nodeid, UNLISTED) for m in rest for i in m), 0.0, len(rest)
+        for k, members in enumerate(rest):
+            if done >= EARLY_AFTER * total:
+                at = k
+                break
+            done += sum(weights.get(i.nodeid, UNLISTED) for i in members)
+        ordered = rest[:at] + early + rest[at:]
+    items[:] = [i for members in ordered for i in members]
     where = _lock_dir()
     if where is not None:  # every worker collects the same items: each writes the same map, whole or not at all
         where.mkdir(exist_ok=True)
