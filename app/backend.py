@@ -27,13 +27,13 @@ from services.backend.handlers import (
     MAX_BATCH,
     MAX_REQUEST_CHARS,
     TOKEN_ENV,
-    TOKEN_HEADER,
     Answer,
     attention_batch,
     call,
     info,
     preload,
 )
+from services.backend.wire import TOKEN_HEADER
 
 
 class TokenCheck:

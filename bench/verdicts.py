@@ -84,7 +84,7 @@ def print_report(group: str, header: str = "") -> None:
         print(f"  {arm:>16}: {a.runs} runs, {a.flops:.2e} FLOPs, pre-training {a.pretrain_seconds:.0f} s, "
               f"downstream {a.downstream_seconds:.0f} s")
     for c in rep.claims:
-        print(f"  [{c.label or None}] {c.claim['statement']}")
+        print(f"  [{c.label or None}] {c.claim.statement}")
         for arm, pts in c.detail.get("scores", {}).items():
             print(f"      {arm:>16}: " + ", ".join(f"{v:.3f}" for _, v in pts))
         for name, pts in c.detail.get("controls", {}).items():
@@ -109,13 +109,13 @@ def seeds_only(entry: experiments.ClaimEntry) -> str:
     from analysis import verdicts
 
     scores, spec = entry.detail.get("scores") or {}, entry.claim
-    a, b = dict(scores.get(spec.get("a"), [])), dict(scores.get(spec.get("b"), []))
-    if entry.measure in ("scaling", "isoflop") or len(a) < 2 or len(b) < 2:
+    a, b = dict(scores.get(spec.a, [])), dict(scores.get(spec.b, []))
+    if entry.figure == "trend" or len(a) < 2 or len(b) < 2:
         return ""
     common = sorted(set(a) & set(b))
     paired = len(common) == len(a) == len(b)
     sign = -1.0 if entry.measure in claim_entries.LOWER_IS_BETTER else 1.0  # decided on negated losses, as the report
-    v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], spec["op"], spec["margin"],
+    v = verdicts.verdict([sign * a[k] for k in sorted(a)], [sign * b[k] for k in sorted(b)], spec.op, spec.margin or 0.0,
                          paired=paired)
     return f"{v.label}, {v.effect:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from analysis.architectures import ARCHITECTURES
 from core.errors import AttentionUnavailable, ExplorerError, InvalidText, check_text_length
+from models.loader import ModelRef
 
 PUNCTUATION = frozenset(".,;:!?-—–()[]{}\"'`…/")
 WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -175,7 +176,7 @@ def _forward_attention(lm: Any, enc: dict[str, Any], t: int) -> np.ndarray:
     return torch.stack([a[0] for a in att]).float().cpu().numpy()
 
 
-def extract_attention(model: Any, text: str, text_pair: str | None = None, max_tokens: int | None = None) -> AttentionResult:
+def extract_attention(model: ModelRef, text: str, text_pair: str | None = None, max_tokens: int | None = None) -> AttentionResult:
     """Attention of ``model`` (a catalog id, or a ``LoadedModel`` loaded with ``attentions=True``) on ``text``.
 
     ``text_pair`` makes a sentence pair (segments A and B). Input past the model's limit (or
@@ -201,7 +202,7 @@ BATCH_ATTENTION_BYTES = 512 * 2**20
 BATCH_TOKENS = 8192
 
 
-def extract_attention_batch(model: Any, items: list[tuple[str, str | None, int | None]]) -> list[AttentionResult | Exception]:
+def extract_attention_batch(model: ModelRef, items: list[tuple[str, str | None, int | None]]) -> list[AttentionResult | Exception]:
     """:func:`extract_attention` for several ``(text, text_pair, max_tokens)`` at once, in padded forward passes.
 
     Each result equals what :func:`extract_attention` returns for that item alone (the padding is masked out of every

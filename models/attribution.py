@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import InvalidText, UnsupportedTask
+from models.loader import ModelRef
 
 MAX_STEPS = 200
 MAX_TOKENS = 256
@@ -91,13 +92,13 @@ def _run(lm: Any, enc: dict[str, Any], f: Callable[..., Any], output: str, steps
         gxi.sum(-1)[0].detach().float().cpu().numpy(), float(delta[0]), fx, fb, steps)
 
 
-def _load(model: Any, task: str) -> Any:
+def _load(model: ModelRef, task: str) -> Any:
     from models.loader import as_loaded
 
     return as_loaded(model, task=task)
 
 
-def fill_mask(model: Any, text: str, candidate: str | None = None, mask: int = 0, steps: int = 50) -> Attribution:
+def fill_mask(model: ModelRef, text: str, candidate: str | None = None, mask: int = 0, steps: int = 50) -> Attribution:
     """Attribute the probability of ``candidate`` (default: the top prediction) at the ``mask``-th [MASK] of ``text``."""
     import torch
 
@@ -130,7 +131,7 @@ def fill_mask(model: Any, text: str, candidate: str | None = None, mask: int = 0
     return _run(lm, enc, f, f"P({word!r} at mask {mask + 1})", steps)
 
 
-def sentence_relation(model: Any, a: str, b: str, steps: int = 50) -> Attribution:
+def sentence_relation(model: ModelRef, a: str, b: str, steps: int = 50) -> Attribution:
     """Attribute NSP's P(B follows A) (BERT) or SOP's P(in order) (ALBERT) to the tokens of both sentences."""
     import torch
 
@@ -151,7 +152,7 @@ def sentence_relation(model: Any, a: str, b: str, steps: int = 50) -> Attributio
     return _run(lm, enc, f, "P(B follows A)" if mt == "bert" else "P(A, B in order)", steps, (types,))
 
 
-def replaced_token(model: Any, text: str, position: int, steps: int = 50) -> Attribution:
+def replaced_token(model: ModelRef, text: str, position: int, steps: int = 50) -> Attribution:
     """Attribute ELECTRA's discriminator score 'token ``position`` was replaced' (a sigmoid) to the input tokens."""
     import torch
 
@@ -170,7 +171,7 @@ def replaced_token(model: Any, text: str, position: int, steps: int = 50) -> Att
     return _run(lm, enc, f, f"P(token {position} replaced)", steps)
 
 
-def similarity(model: Any, a: str, b: str, steps: int = 50) -> Attribution:
+def similarity(model: ModelRef, a: str, b: str, steps: int = 50) -> Attribution:
     """Attribute the cosine similarity of two sentences' mean-pooled vectors to the tokens of sentence A
     (B's vector is fixed): which words of A make it close to B. Works on any encoder, e.g. the bundled MiniLM."""
     import torch

@@ -87,12 +87,12 @@ def register() -> None:
     AttentionMaskInterface.register(IMPLEMENTATION, eager_mask)
 
 
-def supports(model: Any) -> bool:
+def supports(model: torch.nn.Module) -> bool:
     """Whether ``model`` can write its attention into a capture buffer."""
     return getattr(model.config, "model_type", None) in CAPTURE_TYPES and getattr(model, "_supports_attention_backend", False)
 
 
-def enable(model: Any) -> bool:
+def enable(model: torch.nn.Module) -> bool:
     """Switch a loaded eager model to the capturing implementation when it supports it; True if so."""
     if not supports(model):
         return False

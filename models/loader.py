@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from core import registry
 from core.errors import (
@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HUB_ANSWER_TIMEOUT_S", "HUB_FAILURE_TTL_S", "MAX_CONFIG_BYTES", "PROBE_TIMEOUT_S", "SUPPORTED_MODEL_TYPES", "TASK_CLASSES",
-    "UNLIMITED_CAP", "Availability", "CacheEntry", "CacheInfo", "CacheKey", "LoadedModel", "ModelCache", "Preflight", "Source",
+    "UNLIMITED_CAP", "Availability", "CacheEntry", "CacheInfo", "CacheKey", "LoadedModel", "ModelCache", "ModelRef", "Preflight", "Source",
     "availability", "can_locate", "catalog_availability", "check_checkpoint", "default_cache", "display_name", "how_to_get", "hub_failed_recently", "is_online",
     "load", "local_folder", "locate", "preflight", "read_config", "validate_model_id",
 ]
@@ -103,7 +103,7 @@ class LoadedModel:
 
     model_id: str
     task: str
-    model: Any
+    model: torch.nn.Module
     tokenizer: Any
     device: torch.device
     dtype: torch.dtype
@@ -169,7 +169,12 @@ def load(model_id: str, task: str = "base", *, attentions: bool = False, device:
         key, lambda: _load_uncached(mid, task, card, dev, attn, allow_untrained_head))
 
 
-def as_loaded(model: str | LoadedModel, task: str = "base", *, attentions: bool = False) -> LoadedModel:
+#: What the library's model functions take: a model id (a catalog id, a folder of ``BFE_MODEL_DIR``, ``trained/<run>``,
+#: a Hub id) or a model already loaded (:func:`as_loaded` turns either into a :class:`LoadedModel`).
+ModelRef: TypeAlias = str | LoadedModel
+
+
+def as_loaded(model: ModelRef, task: str = "base", *, attentions: bool = False) -> LoadedModel:
     """``model`` itself when it is loaded already, else :func:`load` of it (the library's functions take either a
     model id or a loaded model: a test, a bench or a second call passes the model it holds). Raises as :func:`load`."""
     return model if isinstance(model, LoadedModel) else load(model, task, attentions=attentions)
@@ -251,7 +256,7 @@ def _load_uncached(mid: str, task: str, card: ModelCard | None, dev: torch.devic
                        time.perf_counter() - start, card, missing)
 
 
-def _check_attentions(model: Any, tokenizer: Any, dev: torch.device, mid: str) -> None:
+def _check_attentions(model: torch.nn.Module, tokenizer: Any, dev: torch.device, mid: str) -> None:
     """Run two words through the model and raise unless one (B, heads, T, T) map per layer comes out."""
     import torch
 

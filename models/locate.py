@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -285,16 +286,23 @@ def locate(model_id: str, *, settings: Settings | None = None, network: bool = T
     raise ModelUnavailable(f"{name} is not on this machine and the Hugging Face Hub cannot be reached.", get)
 
 
+class ModelStatus(StrEnum):
+    """Whether a catalog model can be loaded now: its weights are on this machine (``ready``), it needs the Hub
+    (``download``), its local folder cannot be loaded (``broken``), or no checkpoint exists (``catalog-only``). The
+    value is what a page, the API and the backend's answer carry."""
+
+    READY = "ready"
+    DOWNLOAD = "download"
+    BROKEN = "broken"
+    CATALOG_ONLY = "catalog-only"
+
+
 @dataclass(frozen=True)
 class Availability:
-    """Whether a catalog model can be loaded now, without touching the network.
-
-    ``status`` is ``ready`` (weights on this machine), ``download`` (needs the Hub), ``broken``
-    (a local folder that cannot be loaded) or ``catalog-only``.
-    """
+    """Whether a catalog model can be loaded now, without touching the network (:class:`ModelStatus`)."""
 
     model_id: str
-    status: str
+    status: ModelStatus
     source: Source | None
     message: str
 
@@ -303,13 +311,13 @@ def availability(card: ModelCard, settings: Settings | None = None) -> Availabil
     """The :class:`Availability` of one catalog model (fast: file checks only)."""
     settings = settings or get_settings()
     if not card.loadable:
-        return Availability(card.id, "catalog-only", None, "No checkpoint that transformers 5 can load.")
+        return Availability(card.id, ModelStatus.CATALOG_ONLY, None, "No checkpoint that transformers 5 can load.")
     try:
         source = locate(card.id, settings=settings, network=False)
     except (InvalidCheckpoint, InvalidModelId) as err:
-        return Availability(card.id, "broken", None, str(err))
+        return Availability(card.id, ModelStatus.BROKEN, None, str(err))
     except ModelUnavailable:
-        return Availability(card.id, "download", None,
+        return Availability(card.id, ModelStatus.DOWNLOAD, None,
                             f"Downloads from the Hub on first use (needs internet); for offline use run "
                             f"`python -m models.fetch {card.id}` on a connected machine and copy the folder.")
-    return Availability(card.id, "ready", source, f"On this machine: {source.describe()}.")
+    return Availability(card.id, ModelStatus.READY, source, f"On this machine: {source.describe()}.")

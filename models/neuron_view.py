@@ -11,6 +11,7 @@ import numpy as np
 from analysis.architectures import ARCHITECTURES, PLAIN
 from core.errors import AttentionUnavailable
 from models.attention import clean_text, readable
+from models.loader import ModelRef
 
 #: Architectures whose attention is plain scaled dot-product softmax(q·kᵀ/√d + mask), so the query and key
 #: vectors explain the weights. The others add terms q·k does not show: DeBERTa (content-to-position and
@@ -70,7 +71,7 @@ def _projection_modules(net: Any, layer: int) -> tuple[Any, Any, int]:
                                "Pick a BERT, RoBERTa, XLM-R, ELECTRA, ALBERT, DistilBERT or GPT-2 model.")
 
 
-def query_key(model: Any, text: str, layer: int, head: int) -> QueryKey:
+def query_key(model: ModelRef, text: str, layer: int, head: int) -> QueryKey:
     """The query and key vectors of one head, their scaled scores, read with forward hooks on the model's
     own projections (so they are the numbers the model used). ``probabilities`` reproduces the head's attention.
 

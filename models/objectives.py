@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import InvalidText, MaskMissing, UnsupportedTask, check_text_length
+from models.loader import ModelRef
 
 USER_MASK = "[MASK]"
 MAX_MASKS = 8
@@ -33,7 +34,7 @@ class Prediction:
     step: int = 0  # sequential mode: the step at which this mask was filled (1 = first)
 
 
-def _load(model: Any, task: str):
+def _load(model: ModelRef, task: str):
     from models.loader import as_loaded
 
     return as_loaded(model, task=task)
@@ -121,7 +122,7 @@ def _predictions(lm: Any, ids, logits, positions: list[int], top_k: int, single:
     return out
 
 
-def fill_mask(model: Any, text: str, top_k: int = 5, mode: str = "independent") -> list[list[Prediction]]:
+def fill_mask(model: ModelRef, text: str, top_k: int = 5, mode: str = "independent") -> list[list[Prediction]]:
     """Top-``top_k`` predictions for each ``[MASK]`` in ``text``, one list per mask (left to right).
 
     ``independent``: one forward pass, every mask predicted on its own (BERT's assumption).
@@ -159,7 +160,7 @@ def fill_mask(model: Any, text: str, top_k: int = 5, mode: str = "independent") 
 ACTIONS = ("kept", "mask", "random", "same")  # not chosen; chosen → [MASK] (80%); → random token (10%); → unchanged (10%)
 
 
-def word_tokens(model: Any, text: str, vocab_size: int = 2000) -> tuple[list[str], list[int | None], list[str]]:
+def word_tokens(model: ModelRef, text: str, vocab_size: int = 2000) -> tuple[list[str], list[int | None], list[str]]:
     """``text`` through ``model``'s tokenizer (a masked LM): its tokens, each token's word index (None for special
     tokens), and the alphabetic entries among the first ``vocab_size`` of the vocabulary (the masking recipe's
     random replacements). A model id in, plain lists out: the pages call it in the model process."""
@@ -228,7 +229,7 @@ class PseudoLikelihood:
     pppl: float  # exp(−pll / n)
 
 
-def pseudo_log_likelihood(model: Any, text: str, batched: bool = True) -> PseudoLikelihood:
+def pseudo_log_likelihood(model: ModelRef, text: str, batched: bool = True) -> PseudoLikelihood:
     """Salazar et al. 2020: mask each token in turn and add log p(token | rest); all masked copies in
     one batched forward pass (``batched=False``: one pass per token, for checking)."""
     import torch
@@ -261,7 +262,7 @@ def pseudo_log_likelihood(model: Any, text: str, batched: bool = True) -> Pseudo
 # ------------------------------------------------------------------------------------ NSP / SOP
 
 
-def sentence_relation(model: Any, a: str, b: str) -> dict[str, float]:
+def sentence_relation(model: ModelRef, a: str, b: str) -> dict[str, float]:
     """P(B follows A) from BERT's NSP head or ALBERT's SOP head, for (A, B) and swapped (B, A)."""
     import torch
 
@@ -357,7 +358,7 @@ class Generation:
     seconds: float
 
 
-def generate(model: Any, prompt: str, max_new_tokens: int = 20, sample: bool = False, temperature: float = 1.0,
+def generate(model: ModelRef, prompt: str, max_new_tokens: int = 20, sample: bool = False, temperature: float = 1.0,
              top_k: int = 50, top_p: float = 1.0, seed: int = 0) -> Generation:
     """GPT-2 continues ``prompt``: greedy, or sampling with temperature, top-k, top-p and a seed."""
     import torch
@@ -387,7 +388,7 @@ def generate(model: Any, prompt: str, max_new_tokens: int = 20, sample: bool = F
     return Generation(tok.decode(out[0], skip_special_tokens=True), new, secs)
 
 
-def bert_generate(model: Any, prompt: str, max_new_tokens: int = 10) -> Generation:
+def bert_generate(model: ModelRef, prompt: str, max_new_tokens: int = 10) -> Generation:
     """BERT 'generating': append [MASK], fill it with the best token, repeat. It was never trained for this."""
     lm = _load(model, "masked-lm")
     if not (prompt or "").strip():

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import InvalidOrder, InvalidText, check_text_length
+from models.loader import ModelRef
 
 MAX_TOKENS = 128  # the page's limit: masks are T × T and predictions run T passes in the self-check
 
@@ -224,7 +225,7 @@ def tokens_for(model_id: str, text: str) -> tuple[list[int], list[str]]:
     return xlnet_tokens(_lm(model_id).tokenizer, text)
 
 
-def _lm(model: Any):
+def _lm(model: ModelRef):
     from models.loader import as_loaded
 
     return as_loaded(model, task="xlnet-lm")
@@ -241,7 +242,7 @@ def _forward(lm: Any, ids: list[int], inputs: PermutationInputs) -> np.ndarray:
     return torch.log_softmax(out.logits[0].float(), dim=-1).cpu().numpy()
 
 
-def predict_last_k(model: Any, text: str, order: Sequence[int], k: int, top_k: int = 5) -> list[TokenPrediction]:
+def predict_last_k(model: ModelRef, text: str, order: Sequence[int], k: int, top_k: int = 5) -> list[TokenPrediction]:
     """Predictions for the last ``k`` positions of ``order`` (XLNet's partial prediction), best ``top_k`` each."""
     lm = _lm(model)
     ids, toks = xlnet_tokens(lm.tokenizer, text)
@@ -256,7 +257,7 @@ def predict_last_k(model: Any, text: str, order: Sequence[int], k: int, top_k: i
     return out
 
 
-def target_distribution(model: Any, ids: list[int], order: Sequence[int], target: int) -> np.ndarray:
+def target_distribution(model: ModelRef, ids: list[int], order: Sequence[int], target: int) -> np.ndarray:
     """The probability distribution (V,) at ``target`` under ``order``, all positions after it in the order predicted."""
     lm = _lm(model)
     n = len(ids) - 2
@@ -275,7 +276,7 @@ class SelfCheck:
     change_earlier: float | None
 
 
-def self_check(model: Any, text: str, order: Sequence[int], target: int, replacement: str = "the") -> SelfCheck:
+def self_check(model: ModelRef, text: str, order: Sequence[int], target: int, replacement: str = "the") -> SelfCheck:
     """Replace a token that comes later in the order than ``target`` and one that comes earlier; how much
     does the prediction at ``target`` move? (Later: not at all. Earlier: it should.)"""
     lm = _lm(model)
@@ -363,7 +364,7 @@ class SegmentAttention:
     weights: np.ndarray  # (layers, heads, q, memory + q)
 
 
-def segment_recurrence(model: Any, text: str, segment_length: int = 8, memory_length: int = 8) -> list[SegmentAttention]:
+def segment_recurrence(model: ModelRef, text: str, segment_length: int = 8, memory_length: int = 8) -> list[SegmentAttention]:
     """Run ``text`` through XLNet in segments of ``segment_length`` tokens, remembering up to
     ``memory_length`` previous hidden states (Transformer-XL's recurrence, XLNet's ``mems``), and
     return the attention each segment pays into memory. ``memory_length = 0`` is the vanilla model

@@ -35,6 +35,7 @@ import numpy as np
 
 from analysis.representations import LayerContextuality, cka_matrix, contextuality, pool_by_word
 from core.errors import InvalidData, InvalidText
+from models.loader import ModelRef
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpus" / "wordnet_e
 SENSES = CORPUS.parent / "senses.csv"
 #: Sentences of the corpus the index holds (about 8.5 tokens each besides [CLS] and [SEP]: ~51,000 vectors for MiniLM).
 CORPUS_SENTENCES = 6_000
-MAX_TEXTS = 256
+#: Texts one call of hidden_states takes at most (the use cases bound theirs lower: services.representations.MAX_TEXTS).
+MAX_BATCH_TEXTS = 256
 MAX_TOTAL_TOKENS = 20_000
 BATCH = 64
 
@@ -129,21 +131,21 @@ def _forward_hidden(lm: Any, encs: list[dict[str, Any]]) -> list[np.ndarray]:
     return out
 
 
-def hidden_states(model: Any, texts: list[str]) -> Representations:
+def hidden_states(model: ModelRef, texts: list[str]) -> Representations:
     """The hidden states of every layer (embedding output first) for each text, float32 (L + 1, T, H).
 
     Equal to transformers' ``output_hidden_states`` of each text alone within 1e-5 (padding is masked).
 
     Raises:
-        InvalidText: no text, an empty text, more than :data:`MAX_TEXTS` texts or :data:`MAX_TOTAL_TOKENS` tokens.
+        InvalidText: no text, an empty text, more than :data:`MAX_BATCH_TEXTS` texts or :data:`MAX_TOTAL_TOKENS` tokens.
     """
     from models.attention import _word_index, _word_spans, clean_text, readable
     from models.loader import as_loaded
 
     if not texts:
         raise InvalidText("There is no text.", "Type a sentence, or pick the demo set.")
-    if len(texts) > MAX_TEXTS:
-        raise InvalidText(f"{len(texts)} texts are more than {MAX_TEXTS}.", "Use fewer sentences.")
+    if len(texts) > MAX_BATCH_TEXTS:
+        raise InvalidText(f"{len(texts)} texts are more than {MAX_BATCH_TEXTS}.", "Use fewer sentences.")
     cleaned = [clean_text(t, f"text {i + 1}")[0] for i, t in enumerate(texts)]
     lm = as_loaded(model)
     encs, notes = _encode(lm, cleaned)
@@ -286,7 +288,7 @@ _loaded: dict[Path, CorpusIndex] = {}
 MAX_LOADED = 2
 
 
-def corpus_index(model: Any, layer: int, limit: int | None = None) -> CorpusIndex:
+def corpus_index(model: ModelRef, layer: int, limit: int | None = None) -> CorpusIndex:
     """The index of ``limit`` corpus sentences at ``layer``: from the disk cache, or built (one pass) and saved."""
     from models.attention import readable
     from models.loader import as_loaded
@@ -359,7 +361,7 @@ def _save(path: Path, index: CorpusIndex) -> None:
                 os.unlink(tmp)
 
 
-def nearest_contexts(model: Any, text: str, position: int, k: int = 10, layer: int = -1,
+def nearest_contexts(model: ModelRef, text: str, position: int, k: int = 10, layer: int = -1,
                      limit: int | None = None) -> list[Neighbour]:
     """exBERT's search: the ``k`` corpus tokens whose vectors at ``layer`` are nearest (cosine) to token
     ``position`` of ``text``, with their sentences. ``layer`` -1 is the last; ``limit``: corpus sentences

@@ -53,6 +53,9 @@ class Executor:
     kind: ClassVar[str]
     #: Whether routed calls are answered by another process (a page needs no interpreter while it waits).
     remote: ClassVar[bool] = True
+    #: Whether the models, their folder and their cache are on another machine (a model backend): what the pages say
+    #: about where models are, and whether asking about them is a wait on the network.
+    elsewhere: ClassVar[bool] = False
 
     def routes(self, fn: Any) -> bool:
         """Whether ``fn`` runs away from this process: a remote route and one of :data:`services.routing.ROUTED`."""
@@ -215,6 +218,7 @@ class Backend(Executor):
     """On a model backend (:mod:`services.backend`; ``BFE_BACKEND`` set): its models serve every front end."""
 
     kind = BACKEND
+    elsewhere = True
 
     def _remote_call(self, fn: Any, *args: Any, on_restart: Callable[[int | None], Any] | None) -> Any:
         from services.backend import client as backend

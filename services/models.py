@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ExplorerError, InvalidModelId
 from models.cache import CacheEntry, CacheInfo
 from models.gate import CallCancelled
+from models.locate import ModelStatus
 from models.warmup import WarmupState
 from services.calls import Call, direct
 
 if TYPE_CHECKING:
     from models.gate import ModelGate, Slots
 
-__all__ = ["CacheEntry", "CacheInfo", "CallCancelled", "WarmupState", "availability", "default_gate", "device_label", "download",
+__all__ = ["CacheEntry", "CacheInfo", "CallCancelled", "ModelStatus", "WarmupState", "availability", "default_gate", "device_label", "download",
            "inspect", "load", "on_backend", "page_slot_lent", "page_slots", "ready", "steps", "valid_id"]
 
 
@@ -65,7 +66,7 @@ def availability() -> dict[str, tuple[str, str]]:
     except BackendError as err:
         from core import registry
 
-        return {c.id: ("catalog-only" if not c.loadable else "download", f"Model backend: {err.message}")
+        return {c.id: (ModelStatus.CATALOG_ONLY if not c.loadable else ModelStatus.DOWNLOAD, f"Model backend: {err.message}")
                 for c in registry.all_models()}
 
 
@@ -78,7 +79,7 @@ def ready(model_id: str, known: dict[str, tuple[str, str]] | None = None) -> boo
     known = availability() if known is None else known
     if on_backend():  # the backend's disk and network decide; its own errors say why when it is used
         if model_id in known:
-            return known[model_id][0] in ("ready", "download")
+            return known[model_id][0] in (ModelStatus.READY, ModelStatus.DOWNLOAD)
         from models.loader import can_locate
 
         try:
@@ -92,7 +93,7 @@ def ready(model_id: str, known: dict[str, tuple[str, str]] | None = None) -> boo
         except ExplorerError:
             return "/" in model_id and is_online()
     status = known[model_id][0]
-    return is_online() if status == "download" else status == "ready"
+    return is_online() if status == ModelStatus.DOWNLOAD else status == ModelStatus.READY
 
 
 def valid_id(value: Any) -> bool:
@@ -107,9 +108,9 @@ def valid_id(value: Any) -> bool:
 
 def on_backend() -> bool:
     """Whether the models run on a model backend (``BFE_BACKEND``) rather than on this machine (:mod:`services.executor`)."""
-    from services.executor import BACKEND, executor
+    from services.executor import executor
 
-    return executor().kind == BACKEND
+    return executor().elsewhere
 
 
 def device_label() -> str:

@@ -9,11 +9,11 @@ from dataclasses import asdict
 from typing import Any
 
 from core.errors import MAX_LINE_CHARS, MAX_TEXT_CHARS
-from models.interventions import MAX_ITEMS, MAX_SEEDS, MAX_STEPS, MAX_TEXTS, TARGETS, parse_heads
+from models.interventions import MAX_ITEMS, MAX_SEEDS, MAX_SENTENCES, MAX_STEPS, TARGETS, parse_heads
 from services import requests as req
 from services.calls import Call, direct
 
-__all__ = ["ABLATION_MODES", "BOUNDS", "MAX_HEADS_CHARS", "MAX_ITEMS", "MAX_LINE_CHARS", "MAX_SEEDS", "MAX_STEPS", "MAX_TEXTS", "MAX_WORD_CHARS",
+__all__ = ["ABLATION_MODES", "BOUNDS", "MAX_HEADS_CHARS", "MAX_ITEMS", "MAX_LINE_CHARS", "MAX_SEEDS", "MAX_SENTENCES", "MAX_STEPS", "MAX_WORD_CHARS",
            "TARGETS", "TASKS", "ablate", "head_importance", "importance_json", "lens", "needs_texts", "patch"]
 ABLATION_MODES = ("zero", "mean")
 TASKS = ("supersense", "wic")
@@ -53,7 +53,7 @@ def _request(model: str, texts: Any, mode: str, target: str, task: str, items: i
 
     mid, target = req.model_id(model), req.choice("target", target, TARGETS)
     task = "" if task in ("", None) else req.choice("task", task, BUILT_IN)
-    lines = req.texts(texts, MAX_TEXTS, MAX_LINE_CHARS, example="The cat sat on the mat.") if needs_texts(target, mid) else []
+    lines = req.texts(texts, MAX_SENTENCES, MAX_LINE_CHARS, example="The cat sat on the mat.") if needs_texts(target, mid) else []
     return mid, lines, req.choice("mode", mode, ABLATION_MODES), target, task, req.bounded("items", items, BOUNDS)
 
 

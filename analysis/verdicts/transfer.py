@@ -38,7 +38,8 @@ from scipy import stats
 from analysis.verdicts.labels import AGREES, CANNOT_TELL, DISAGREES, MIN_SEEDS, NO_VERDICT
 from core.errors import InvalidData
 
-PARAMETRISATIONS = ("sp", "mup")
+#: The two parametrisations the verdict compares (models.pretrain.config.PARAMETRISATIONS says what each is).
+COMPARED = ("sp", "mup")
 #: The widest width over the narrowest before any verdict (module docstring).
 MIN_SPAN = 8
 #: The smallest δ, in nats: two held-out losses closer than this are a tie whatever the seeds say.
@@ -108,7 +109,7 @@ def _noise(grid: dict[tuple[str, int], dict[int, dict[float, float]]], seeds: li
     the cell's mean and the seed's own level under that parametrisation and width (seeds hold out different text)."""
     residuals: list[float] = []
     df = 0
-    for p in PARAMETRISATIONS:
+    for p in COMPARED:
         widths = set.intersection(*[set(grid[p, s]) for s in seeds]) if seeds else set()
         for w in widths:
             rates = sorted(set.intersection(*[set(grid[p, s][w]) for s in seeds]))
@@ -134,7 +135,7 @@ def transfer_verdict(points: Sequence[Sequence[Any]], gains: Sequence[Sequence[A
     """
     grid: dict[tuple[str, int], dict[int, dict[float, float]]] = {}
     for p in points:
-        if len(p) != 5 or p[0] not in PARAMETRISATIONS:
+        if len(p) != 5 or p[0] not in COMPARED:
             raise InvalidData(f"Each point must be (sp|mup, seed, width, rate, loss), not {p!r}.")
         try:
             seed, width, rate = int(p[1]), int(p[2]), float(p[3])
@@ -150,13 +151,13 @@ def transfer_verdict(points: Sequence[Sequence[Any]], gains: Sequence[Sequence[A
     lo, hi = widths[0], widths[-1]
     full = len(widths) * len(rates)
     seeds = {p: sorted(s for (q, s), g in grid.items() if q == p and sum(len(v) for v in g.values()) == full)
-             for p in PARAMETRISATIONS}
+             for p in COMPARED}
     both = sorted(set(seeds["sp"]) & set(seeds["mup"]))
-    seed_shifts = {p: [_best(grid[p, s][hi], rates) - _best(grid[p, s][lo], rates) for s in both] for p in PARAMETRISATIONS}
+    seed_shifts = {p: [_best(grid[p, s][hi], rates) - _best(grid[p, s][lo], rates) for s in both] for p in COMPARED}
     best: dict[str, dict[int, float]] = {}
     shift: dict[str, int] = {}
     mean: dict[str, dict[int, dict[float, float]]] = {}
-    for p in PARAMETRISATIONS:
+    for p in COMPARED:
         mean[p] = {w: {r: _mean([grid[p, s][w][r] for s in both]) for r in rates} for w in widths} if both else {}
         idx = {w: _best(mean[p][w], rates) for w in mean[p]}
         best[p] = {w: rates[i] for w, i in idx.items()}
@@ -175,7 +176,7 @@ def transfer_verdict(points: Sequence[Sequence[Any]], gains: Sequence[Sequence[A
     sets: dict[str, dict[int, list[int]]] = {}
     interval: dict[str, list[float]] = {}
     edges: list[str] = []
-    for p in PARAMETRISATIONS:
+    for p in COMPARED:
         sets[p] = {}
         for w in (lo, hi):
             low = min(mean[p][w].values())
@@ -222,7 +223,7 @@ def _gains(gains: Sequence[Sequence[Any]], seeds: list[int], mean: dict[str, dic
     """Per parametrisation and compared width: the least, over seeds, of the best rate's run's gain over the counts."""
     by = {(str(p), int(s), int(w), float(r)): g for p, s, w, r, g in gains}
     out: dict[str, dict[int, float]] = {}
-    for p in PARAMETRISATIONS:
+    for p in COMPARED:
         out[p] = {}
         for w in widths:
             r = rates[_best(mean[p][w], rates)]

@@ -288,7 +288,7 @@ def pruning_inputs(model) -> None:
 
     from services import parts
 
-    inputs = [model, gr.Textbox(RANKED_TEXTS, lines=6, label=f"Sentences, one per line (4–{parts.MAX_TEXTS}; heads ranked on "
+    inputs = [model, gr.Textbox(RANKED_TEXTS, lines=6, label=f"Sentences, one per line (4–{parts.MAX_SENTENCES}; heads ranked on "
                                                                "lines 1, 3, 5, …, scored on 2, 4, 6, …)"),
               _number(6, parts.BOUNDS["steps"], "Pruning steps"), _number(3, parts.BOUNDS["seeds"], "Random orders"),
               gr.Radio(list(parts.ABLATION_MODES), value="zero", label="A removed head outputs"),

@@ -15,7 +15,7 @@ Code that replaces one of these names (a test's monkeypatch) patches the module 
 read it from there, not from this package.
 """
 
-from app.ui.caches import AVAILABILITY_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint
+from app.ui.caches import AVAILABILITY_ICONS, STATUS_LABELS, catalog_availability, device_label, inspect_checkpoint, ready_here
 from app.ui.calls import (
     await_warmup,
     free_model_memory,
@@ -87,6 +87,7 @@ __all__ = [
     "presentation_mode",
     "presenting",
     "question_context",
+    "ready_here",
     "restart_notice",
     "restore_url_state",
     "reveal_chart",

@@ -11,24 +11,31 @@ from typing import Any
 
 import streamlit as st
 
+from services.models import ModelStatus
+
 # Material icons ship with Streamlit, so they render offline and in any browser font setup.
-AVAILABILITY_ICONS = {"ready": ":material/check_circle:", "download": ":material/cloud_download:",
-                "broken": ":material/warning:", "catalog-only": ":material/menu_book:"}
+AVAILABILITY_ICONS = {ModelStatus.READY: ":material/check_circle:", ModelStatus.DOWNLOAD: ":material/cloud_download:",
+                      ModelStatus.BROKEN: ":material/warning:", ModelStatus.CATALOG_ONLY: ":material/menu_book:"}
 
 STATUS_LABELS = {
-    "ready": "ready",
-    "download": "downloads on first use",
-    "broken": "local copy is broken",
-    "catalog-only": "catalog only (no weights)",
+    ModelStatus.READY: "ready",
+    ModelStatus.DOWNLOAD: "downloads on first use",
+    ModelStatus.BROKEN: "local copy is broken",
+    ModelStatus.CATALOG_ONLY: "catalog only (no weights)",
 }
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def catalog_availability() -> dict[str, tuple[str, str]]:
+def catalog_availability() -> dict[str, tuple[ModelStatus, str]]:
     """catalog id -> (status, message), re-checked every 30 s (file checks only, no network)."""
     from services import models
 
     return models.availability()
+
+
+def ready_here(model_id: str) -> bool:
+    """Whether a catalog model's weights are on this machine (or on the model backend): no download needed."""
+    return catalog_availability().get(model_id, ("",))[0] == ModelStatus.READY
 
 
 @st.cache_data(ttl=300, show_spinner=False)

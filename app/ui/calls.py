@@ -178,9 +178,9 @@ def await_backend() -> bool:
     import time
 
     from services.backend import client as backend
-    from services.executor import BACKEND, executor
+    from services.executor import executor
 
-    if executor().kind != BACKEND:
+    if not executor().elsewhere:
         return True
     remote = backend.default()
     try:

@@ -8,6 +8,7 @@ from typing import Any
 import streamlit as st
 
 from app.ui.caches import AVAILABILITY_ICONS, catalog_availability, device_label
+from services.models import ModelStatus
 
 #: The key of the container that holds a page's main result (:func:`main_result`); presentation mode puts it beside
 #: the inputs, within one screen.
@@ -94,10 +95,10 @@ def presentation_mode() -> bool:
 def sidebar_status() -> None:
     """Compute device, which catalog models are available now, and what the model cache holds."""
     from app.ui.calls import slot_lent
-    from services.executor import BACKEND, executor
+    from services.executor import executor
 
     route = executor()
-    on_backend = route.kind == BACKEND
+    on_backend = route.elsewhere
     # With a model backend, all three ask it (each cached a while): a wait on another machine, so the page's slot goes
     # to the next page run meanwhile, and a backend that does not answer stops no one else.
     with slot_lent() if on_backend else nullcontext():
@@ -107,8 +108,8 @@ def sidebar_status() -> None:
     sb = st.sidebar
     sb.markdown("**Compute**")
     sb.caption(device)
-    ready = [m for m, (s, _) in avail.items() if s == "ready"]
-    loadable = [m for m, (s, _) in avail.items() if s != "catalog-only"]
+    ready = [m for m, (s, _) in avail.items() if s == ModelStatus.READY]
+    loadable = [m for m, (s, _) in avail.items() if s != ModelStatus.CATALOG_ONLY]
     sb.markdown("**Models**")
     where = "the model backend" if on_backend else "this machine"
     sb.caption(f"{len(ready)} of {len(loadable)} downloadable models are on {where}.")

@@ -39,7 +39,7 @@ chosen = f1.multiselect("Objective", list(OBJECTIVES), default=list(OBJECTIVES),
 only_ready = f2.toggle("Only models ready here", key="home_only_ready")
 
 cards = [c for c in registry.all_models()
-         if c.objective in chosen and (not only_ready or avail[c.id][0] == "ready")]
+         if c.objective in chosen and (not only_ready or ui.ready_here(c.id))]
 if not cards:
     st.info("No model matches these filters. Pick another objective, or turn off 'Only models ready here'.")
     st.stop()

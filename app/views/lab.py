@@ -24,7 +24,7 @@ DEFAULTS = {"lb_preset": "albert", "lb_objective": FORM.objective, "lb_masking":
 ALLOWED = {"lb_preset": list(lab.PRESETS), "lb_objective": list(lab.SINGLE_RUN_OBJECTIVES), "lb_masking": ["static", "dynamic"],
            **{key: lab.FORM_LIMITS[name] for key, name in FIELDS.items()}, "lb_seeds": lab.FORM_LIMITS["seeds"],
            "lb_vocab": list(lab.VOCABS), "lb_corpus": ["wordnet", "upload"], "lb_name": lambda v: v == "" or bool(lab.NAME.match(v)),
-           "lb_show": lambda v: len(v) <= 100, "lb_budget": ["classroom", "thorough", "gpu", "custom"]}
+           "lb_show": lambda v: len(v) <= 100, "lb_budget": [*lab.BUDGET_NAMES, lab.CUSTOM]}
 Label = experiments.Label
 VERDICT_BOXES = {Label.AGREES: st.success, Label.AGREES_ON_DIRECTION: st.warning, Label.CANNOT_TELL: st.warning,
                  Label.DISAGREES: st.error, Label.NO_VERDICT: st.info}
@@ -114,7 +114,7 @@ def preset_inputs() -> str:
     preset = lab.PRESETS[state["lb_preset"]]
     if preset.finding:
         c[1].markdown(f"**The paper found:** {preset.finding}  \n:gray[Source: {preset.paper}]")
-    single = state["lb_preset"] == "single"
+    single = preset.single_run
     c = st.columns([3, 2, 3, 3] if single else [1, 1])  # a preset sets objective and masking: no empty first column
     if single:
         c[0].selectbox("Objective", list(lab.SINGLE_RUN_OBJECTIVES), key="lb_objective", format_func=lab.OBJECTIVES.get,
@@ -195,7 +195,7 @@ def run_inputs(corpus: str, fixed: bool) -> lab.LabRequest:
 def seeds_warning(frame: pd.DataFrame, seeds: int) -> None:
     """Seeds that earlier experiments of this preset used, with a button that moves past them."""
     reused = sorted(experiments.seeds_taken(state["lb_preset"], frame) & set(range(state["lb_seed"], state["lb_seed"] + seeds)))
-    if not reused or state["lb_preset"] == "single":
+    if not reused or lab.PRESETS[state["lb_preset"]].single_run:
         return
     fresh = experiments.fresh_seed(state["lb_preset"], frame)
     c = st.columns([5, 2], vertical_alignment="center")
@@ -324,30 +324,30 @@ watch()
 def claim_view(i: int, c: experiments.ClaimEntry, group: str) -> bool:
     """One claim of a preset: the paper's statement and source, its verdict, and the chart of its measure; False while
     a class is predicting the verdict (hidden until the teacher reveals it)."""
-    claim, v = c.claim, c.verdict
+    claim, label = c.claim, c.verdict_label
     role = "Primary measure" if c.primary else "Exploratory"
-    st.markdown(f"##### {role}: {c.label or claim['measure']}\n**The paper:** {claim['statement']}  \n"
-                f":gray[Source: {claim['source']}]")
+    st.markdown(f"##### {role}: {c.label or claim.measure}\n**The paper:** {claim.statement}  \n"
+                f":gray[Source: {claim.source}]")
     asked = ui.Ask()
-    if v and c.primary:  # a class predicts the verdict before it is shown
-        asked = ui.ask_the_class("choice", ui.question_context("lab", group, i, claim["statement"]),
-                                 f"Will the lab's runs agree with the paper? {claim['statement']}", CLASS_CHOICES, key=f"lb_q_{i}")
+    if c.verdict and c.primary:  # a class predicts the verdict before it is shown
+        asked = ui.ask_the_class("choice", ui.question_context("lab", group, i, claim.statement),
+                                 f"Will the lab's runs agree with the paper? {claim.statement}", CLASS_CHOICES, key=f"lb_q_{i}")
     if asked.revealed:
-        said = CLASS_ANSWER.get(v["label"], "cannot tell")
+        said = CLASS_ANSWER.get(label, "cannot tell")
         ui.reveal_chart(asked.revealed, {ch: float(ch == said) for ch in CLASS_CHOICES}, key=f"lb_q_{i}",
                         model_label="the lab's verdict", value_label="verdict",
-                        sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
+                        sources=(claim.source, f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
     if asked.hide:
         return False
-    if v:
-        VERDICT_BOXES.get(v["label"], st.info)(c.sentence, icon=VERDICT_ICONS.get(v["label"]))
+    if c.verdict:
+        VERDICT_BOXES.get(label, st.info)(c.sentence, icon=VERDICT_ICONS.get(label))
     elif c.why_none:
         st.caption(f"No verdict yet: {c.why_none}.")
     drawn = claim_figure(c)
     if drawn:
         fig, how = drawn
-        ui.chart(fig, f"lb_verdict_{i}", title=f"{claim['statement']} ({group})", caption=(c.sentence or "No verdict yet.") + how,
-                 sources=(claim["source"], f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
+        ui.chart(fig, f"lb_verdict_{i}", title=f"{claim.statement} ({group})", caption=(c.sentence or "No verdict yet.") + how,
+                 sources=(claim.source, f"Measured on this server: BERT Family Explorer pre-training lab, experiment {group}"))
     return True
 
 
@@ -397,7 +397,7 @@ def verdict_view(group: str) -> None:
     if not rep.claims:
         return
     st.subheader("Verdict", anchor="verdict")
-    budget = rep.budget or "custom"
+    budget = rep.budget or lab.CUSTOM
     st.markdown(f"**{rep.title or rep.preset}** · budget: {budget} · {rep.seeds or '?'} seed(s) per arm")
     if rep.note:
         st.warning(rep.note, icon=":material/delete:")

@@ -11,11 +11,11 @@ from app import ui
 from core import registry
 from core.errors import ExplorerError
 from core.settings import SETTINGS, get_settings, shown
-from services.executor import BACKEND, executor
+from services.executor import executor
 
 st.title("Models & availability")
 settings = get_settings()
-on_backend = executor().kind == BACKEND  # where the models run: the one route every page uses
+on_backend = executor().elsewhere  # where the models run: the one route every page uses
 avail = ui.catalog_availability()
 
 rows = [{

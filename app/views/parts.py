@@ -18,7 +18,7 @@ SENTENCES = ("The bank raised its rates.\nWe walked along the river bank.\nThe b
              "She plays the guitar on stage.\nThe cat sat on the mat.\nA dog ran in the park.")
 # The default is a masked LM this machine has: a catalog one, else the newest trained in the lab (offline, those may be
 # the only ones), else the first of the catalog (it downloads where the Hub is reachable).
-FIRST = next((m for m in MLM if ui.catalog_availability().get(m, ("",))[0] == "ready"), None) \
+FIRST = next((m for m in MLM if ui.ready_here(m)), None) \
     or next(iter(ui.trained_here("masked-lm")), None) or (MLM[0] if MLM else ui.OTHER)
 DEFAULTS = {"wp_model": FIRST, "wp_model_other": "", "wp_view": VIEWS[0],
             "wp_text": "The cat sat on the [MASK] because it was tired.", "wp_k": 5, "wp_texts": SENTENCES, "wp_steps": 6,
@@ -36,7 +36,7 @@ ALLOWED = {"wp_model": ui.picker_values(MLM), "wp_model_other": ui.valid_model_i
            "wp_enc_other": ui.valid_model_id, "wp_unit": ["layer", "head"],
            "wp_remove": lambda v: isinstance(v, str) and len(v) <= parts.MAX_HEADS_CHARS,
            **{key: parts.BOUNDS[name] for key, name in NUMBERS.items()}}
-LINES = min(parts.MAX_TEXTS * (parts.MAX_LINE_CHARS + 1), ui.MAX_LINK_TEXT_CHARS)  # the sentences' box: its lines, in a link
+LINES = min(parts.MAX_SENTENCES * (parts.MAX_LINE_CHARS + 1), ui.MAX_LINK_TEXT_CHARS)  # the sentences' box: its lines, in a link
 ALLOWED["wp_texts"] = ALLOWED["wp_labelled"] = lambda v: len(v) <= LINES
 
 
@@ -65,7 +65,7 @@ else:
                             help="A model with a masked-LM head: a catalog model on this machine, one trained in the "
                                  "Pre-training lab, or another checkpoint.")
     model = ui.step_picker(model, "wp_step")
-if target == "masked-lm" and FIRST not in ui.trained_here("masked-lm") and ui.catalog_availability().get(FIRST, ("",))[0] != "ready":
+if target == "masked-lm" and FIRST not in ui.trained_here("masked-lm") and not ui.ready_here(FIRST):
     st.caption("No masked-LM model is on this machine yet. Offline, train one in the **Pre-training lab** (a few minutes; "
                "it appears in this picker), or fetch one where the Hub is reachable.")
 if model is None:
@@ -112,11 +112,11 @@ def pruning_inputs() -> str:
         ui.bounded_number(c[2], "Test items", "wp_items", ALLOWED["wp_items"], step=8, help="Half rank the heads, half score the curve.")
     texts = ""
     if target == "masked-lm":
-        st.text_area(f"Sentences, one per line (4 to {parts.MAX_TEXTS}): the heads are ranked on lines 1, 3, 5, … and scored on "
+        st.text_area(f"Sentences, one per line (4 to {parts.MAX_SENTENCES}): the heads are ranked on lines 1, 3, 5, … and scored on "
                      "2, 4, 6, …", key="wp_texts", height=150, max_chars=LINES)
         texts = state["wp_texts"]
     elif parts.needs_texts(target, model):
-        st.text_area(f"Labelled sentences, one `label | sentence` per line (4 to {parts.MAX_TEXTS}; the labels are the model's)",
+        st.text_area(f"Labelled sentences, one `label | sentence` per line (4 to {parts.MAX_SENTENCES}; the labels are the model's)",
                      key="wp_labelled", height=150, max_chars=LINES)
         texts = state["wp_labelled"]
     c = st.columns(3)

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.tasks import Task
 from models.finetune.config import FineTuneResult
 from models.finetune.data import collate
 from models.finetune.model import encoder_of
 
+if TYPE_CHECKING:
+    import torch
+
 #: test sentences whose tokens the before/after CKA compares (bounded: CKA is O(tokens × hidden²))
 CKA_SENTENCES = 200
 
 
-def _layer_modules(model: Any) -> list[tuple[str, list[Any]]]:
+def _layer_modules(model: torch.nn.Module) -> list[tuple[str, list[Any]]]:
     """(name, parameters) per layer: the embeddings, each transformer layer (the ModuleList as long as the model's
     layer count), then the task head (everything outside the pre-trained body)."""
     import torch
@@ -33,12 +36,12 @@ def _layer_modules(model: Any) -> list[tuple[str, list[Any]]]:
     return out
 
 
-def weight_snapshot(model: Any) -> list[tuple[str, list[Any]]]:
+def weight_snapshot(model: torch.nn.Module) -> list[tuple[str, list[Any]]]:
     """A copy of every layer's tensors (for :func:`weight_change`)."""
     return [(name, [p.detach().clone() for p in ps]) for name, ps in _layer_modules(model)]
 
 
-def weight_change(model: Any, before: list[tuple[str, list[Any]]]) -> list[tuple[str, float]]:
+def weight_change(model: torch.nn.Module, before: list[tuple[str, list[Any]]]) -> list[tuple[str, float]]:
     """(layer, ‖W_after − W_before‖ / ‖W_before‖) over each layer's tensors together (Frobenius norms)."""
     out = []
     for (name, now), (_, then) in zip(_layer_modules(model), before, strict=True):
@@ -51,7 +54,7 @@ def weight_change(model: Any, before: list[tuple[str, list[Any]]]) -> list[tuple
     return out
 
 
-def hidden_states(model: Any, enc: dict[str, Any], idx: Sequence[int], pad_id: int, batch: int = 32) -> list[Any]:
+def hidden_states(model: torch.nn.Module, enc: dict[str, Any], idx: Sequence[int], pad_id: int, batch: int = 32) -> list[Any]:
     """Per layer (embeddings first), the vectors of every real token of the examples ``idx``: (tokens, hidden)
     float32 numpy arrays, in the same order for any model over the same input."""
     import numpy as np
@@ -73,7 +76,7 @@ def hidden_states(model: Any, enc: dict[str, Any], idx: Sequence[int], pad_id: i
     return [np.concatenate(chunks) for chunks in per_layer]
 
 
-def predict(model: Any, enc: dict[str, Any], pad_id: int, token_task: bool, batch: int = 64) -> list[int]:
+def predict(model: torch.nn.Module, enc: dict[str, Any], pad_id: int, token_task: bool, batch: int = 64) -> list[int]:
     """The predicted label of every example of an :func:`~models.finetune.data.encode`d split (at the marked word
     for a token task)."""
     import torch
@@ -113,7 +116,7 @@ def score(result: FineTuneResult, task: Task, pred: Any, seed: int) -> None:
                                                   clusters=clusters)
 
 
-def layer_change(model: Any, before_states: list[Any], before_weights: list[tuple[str, list[Any]]], enc: dict[str, Any],
+def layer_change(model: torch.nn.Module, before_states: list[Any], before_weights: list[tuple[str, list[Any]]], enc: dict[str, Any],
                  idx: Sequence[int], pad_id: int) -> list[dict[str, Any]]:
     """Per layer (embeddings, each layer, then the head): ``{layer, weight_change, cka}``, the relative weight change
     since ``before_weights`` (:func:`weight_snapshot`) and the linear CKA between ``before_states``

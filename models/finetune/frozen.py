@@ -3,12 +3,15 @@ marked word, the pair of marked words, or the mean of a text's tokens."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.tasks import Task
 from models.finetune.config import FineTuneConfig, FineTuneResult
 from models.finetune.data import Encoded, collate
 from models.finetune.model import encoder_of
+
+if TYPE_CHECKING:
+    import torch
 
 
 def pair_features(u: Any, v: Any) -> Any:
@@ -28,7 +31,7 @@ def pair_words(enc: dict[str, Any]) -> bool:
     return "word_index_b" in enc and all(enc["word_index"][i] >= 0 and enc["word_index_b"][i] >= 0 for i in range(n))
 
 
-def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_task: bool, batch: int = 64,
+def features(model: torch.nn.Module, enc: dict[str, Any], layer: str, pad_id: int, token_task: bool, batch: int = 64,
              pairs: bool | None = None) -> Any:
     """Frozen features, one row per example, at the chosen layer(s): the marked word's first sub-token (a token
     task); for a pair, :func:`pair_features` of the two marked words' vectors (WiC) or, where the texts mark no word,
@@ -67,7 +70,7 @@ def features(model: Any, enc: dict[str, Any], layer: str, pad_id: int, token_tas
     return np.concatenate(rows)
 
 
-def read_out(config: FineTuneConfig, model: Any, task: Task, enc: Encoded, result: FineTuneResult) -> Any:
+def read_out(config: FineTuneConfig, model: torch.nn.Module, task: Task, enc: Encoded, result: FineTuneResult) -> Any:
     """The frozen mode: fit scikit-learn's logistic regression (on standardised features) to the training split's
     :func:`features` at ``config.layer``, score the validation split, and return the test split's predictions (a
     numpy array). Fills ``result``'s trainable parameters (the classifier's weights and biases), tokens read, and

@@ -8,7 +8,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.tasks import Task
 from core.errors import InvalidData
@@ -18,6 +18,9 @@ from models.finetune.evaluate import CKA_SENTENCES, hidden_states, layer_change,
 from models.finetune.frozen import read_out
 from models.finetune.model import build, encoder_of
 from models.finetune.save import save_run
+
+if TYPE_CHECKING:
+    import torch
 
 
 def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], None] | None = None,
@@ -61,7 +64,7 @@ def finetune(config: FineTuneConfig, on_progress: Callable[[int, float, float], 
     return result
 
 
-def train_all_weights(config: FineTuneConfig, model: Any, task: Task, enc: Encoded, result: FineTuneResult, start: float,
+def train_all_weights(config: FineTuneConfig, model: torch.nn.Module, task: Task, enc: Encoded, result: FineTuneResult, start: float,
                       on_progress: Callable[[int, float, float], None] | None = None,
                       on_epoch: Callable[[dict[str, float]], None] | None = None,
                       should_stop: Callable[[], bool] | None = None) -> tuple[Any, Any]:

@@ -3,10 +3,13 @@ initialised, through the loader's checks."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.tasks import Task
 from models.finetune.config import FineTuneConfig
+
+if TYPE_CHECKING:
+    import torch
 
 
 def source_folder(model_id: str) -> tuple[str, bool]:
@@ -46,6 +49,6 @@ def build(config: FineTuneConfig, task: Task) -> tuple[Any, Any]:
     return model, tok
 
 
-def encoder_of(model: Any) -> Any:
+def encoder_of(model: torch.nn.Module) -> Any:
     """The pre-trained body under a classification head (``model.bert``, ``model.roberta`` ...)."""
     return getattr(model, model.base_model_prefix, model)

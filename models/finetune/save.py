@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.finetune.config import FineTuneConfig, FineTuneResult
 
+if TYPE_CHECKING:
+    import torch
 
-def save_run(config: FineTuneConfig, model: Any, tok: Any, result: FineTuneResult) -> str:
+
+def save_run(config: FineTuneConfig, model: torch.nn.Module, tok: Any, result: FineTuneResult) -> str:
     """Save the fine-tuned model with its tokenizer under ``BFE_MODEL_DIR/trained/<run>`` (atomically, as the
     pre-training lab saves), with the run's config and scores in ``bfe_run.json``; returns ``trained/<run>``.
 

@@ -55,7 +55,7 @@ from models.interventions.targets import (
     BATCH,
     MASK_RATE,
     MAX_ITEMS,
-    MAX_TEXTS,
+    MAX_SENTENCES,
     PROBE_TRAIN,
     TARGETS,
     Chunk,
@@ -71,8 +71,8 @@ from models.interventions.targets import (
     parse_labelled,
 )
 
-__all__ = ["BATCH", "MASK_RATE", "MAX_ITEMS", "MAX_PATCH_PASSES", "MAX_PRUNING_PASSES", "MAX_SEEDS", "MAX_STEPS",
-           "MAX_TEXTS", "PROBE_TRAIN", "PRUNING_CLAIM", "TARGETS", "Ablation", "Chunk", "ClassifierTarget", "HeadMask",
+__all__ = ["BATCH", "MASK_RATE", "MAX_ITEMS", "MAX_PATCH_PASSES", "MAX_PRUNING_PASSES", "MAX_SEEDS", "MAX_SENTENCES",
+           "MAX_STEPS", "PROBE_TRAIN", "PRUNING_CLAIM", "TARGETS", "Ablation", "Chunk", "ClassifierTarget", "HeadMask",
            "Importance", "LensRow", "LogitLens", "MaskedBatch", "MaskedLMTarget", "Patching", "ProbeTarget",
            "PruningCurve", "Target", "ablate_heads", "activation_patching", "check_heads", "head_importance",
            "head_means", "head_projections", "head_shape", "importance_of", "layer_modules", "logit_lens", "make_target",

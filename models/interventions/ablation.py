@@ -10,6 +10,7 @@ from typing import Any
 from core.errors import InvalidConfig
 from models.interventions.heads import head_means, head_shape
 from models.interventions.targets import _merged_inputs, _summed, make_target
+from models.loader import ModelRef
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def parse_heads(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def ablate_heads(model: Any, heads: Sequence[Sequence[int]], texts: Sequence[str] = (), mode: str = "zero",
+def ablate_heads(model: ModelRef, heads: Sequence[Sequence[int]], texts: Sequence[str] = (), mode: str = "zero",
                  target: str = "masked-lm", task: str = "", items: int = 128, seed: int = 0) -> Ablation:
     """Remove ``heads`` ((layer, head) pairs, from 0) — their outputs zeroed, or replaced by their mean output over the
     scored items (``mode="mean"``) — and score ``target`` (:func:`make_target`) with and without them.

@@ -10,6 +10,7 @@ from typing import Any
 
 from models.interventions.heads import HeadMask, head_shape
 from models.interventions.targets import Chunk, Target, make_target
+from models.loader import ModelRef
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,14 @@ def importance_of(target: Target, chunks: list[Chunk]) -> Importance:
                       target.kind, target.measure, (signed / count).cpu().numpy())
 
 
-def head_importance(model: Any, texts: Sequence[str] = (), seed: int = 0, target: str = "masked-lm", task: str = "",
+def head_importance(model: ModelRef, texts: Sequence[str] = (), seed: int = 0, target: str = "masked-lm", task: str = "",
                     items: int = 128) -> Importance:
     """Michel et al.'s importance of every head for ``target``'s loss (:func:`make_target`; the masked-LM loss on
     ``texts`` by default): |∂L/∂ξ_h| summed over batches (one backward pass each), normalised per layer by its L2
     norm.
 
     Raises:
-        InvalidText: fewer than 2 or more than :data:`MAX_TEXTS` texts, a text too long.
+        InvalidText: fewer than 2 or more than :data:`MAX_SENTENCES` texts, a text too long.
         InvalidConfig: an unknown target or task.
         UnsupportedTask: a model without the head the target needs.
         UnsupportedArchitecture: see :func:`head_projections`.

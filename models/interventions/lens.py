@@ -8,6 +8,7 @@ from typing import Any
 
 from core.errors import InvalidText, UnsupportedTask
 from models.interventions.targets import _masked_lm
+from models.loader import ModelRef
 
 
 def mlm_head(net: Any) -> Any:
@@ -47,7 +48,7 @@ class LogitLens:
     answers: list[str]  # per mask, the last layer's top token
 
 
-def logit_lens(model: Any, text: str, top_k: int = 5) -> LogitLens:
+def logit_lens(model: ModelRef, text: str, top_k: int = 5) -> LogitLens:
     """For each ``[MASK]`` in ``text``: what the model's own masked-LM head reads from every layer's hidden state (the
     embeddings and each layer's output), its top ``top_k`` tokens and the probability of the final answer; the last
     layer's row is the model's fill-mask output (tested).

@@ -12,6 +12,7 @@ from core.errors import InvalidConfig, InvalidText, UnsupportedArchitecture
 from models.interventions.heads import _LayerCalls, head_projections, head_shape
 from models.interventions.lens import mlm_head
 from models.interventions.targets import BATCH, _masked_lm
+from models.loader import ModelRef
 
 #: Batched forward passes causal tracing may cost (layers × tokens / :data:`BATCH`): 12 layers × 128 tokens for BERT-base.
 MAX_PATCH_PASSES = 96
@@ -61,7 +62,7 @@ class Patching:
     position: int | None = None  # unit "head": the one position patched, None for every position
 
 
-def activation_patching(model: Any, clean: str, corrupted: str, answer: str, foil: str, unit: str = "layer",
+def activation_patching(model: ModelRef, clean: str, corrupted: str, answer: str, foil: str, unit: str = "layer",
                         position: int | None = None) -> Patching:
     """Meng et al. 2022's causal tracing (Vig et al. 2020 for BERT), for a masked LM: ``clean`` and ``corrupted`` are
     sentences of the same token length with one ``[MASK]`` at the same place (e.g. "Paris is the capital of [MASK]." and

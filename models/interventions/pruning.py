@@ -14,6 +14,7 @@ from core.errors import InvalidConfig, InvalidText
 from models.interventions.heads import head_means, head_shape
 from models.interventions.importance import Importance, importance_of
 from models.interventions.targets import BATCH, MAX_ITEMS, _merged_inputs, _summed, _texts, make_target
+from models.loader import ModelRef
 
 #: Points of a pruning curve at most, and random orders at most.
 MAX_STEPS = 24
@@ -50,7 +51,7 @@ class PruningCurve:
     seed: int = 0  # the seed its masks and random orders were drawn with
 
 
-def pruning_curve(model: Any, texts: Sequence[str] = (), steps: int = 10, seeds: int = 3, mode: str = "zero",
+def pruning_curve(model: ModelRef, texts: Sequence[str] = (), steps: int = 10, seeds: int = 3, mode: str = "zero",
                   seed: int = 0, target: str = "masked-lm", task: str = "", items: int = 128,
                   max_passes: int = MAX_PRUNING_PASSES) -> PruningCurve:
     """Remove heads ``steps`` times in equal shares (0 up to all but one head), least important first, and in

@@ -15,15 +15,16 @@ from typing import Any
 
 from core.errors import ExplorerError, InvalidConfig, InvalidText, UnsupportedTask, check_text_length
 from models.interventions.heads import HeadMask, head_shape
+from models.loader import ModelRef
 
 #: Texts a call takes at most (each is one row of a batch; importance runs one backward pass per batch).
-MAX_TEXTS = 64
+MAX_SENTENCES = 64
 #: Rows per forward/backward pass.
 BATCH = 16
 MASK_RATE = 0.15
 
 
-def _masked_lm(model: Any) -> Any:
+def _masked_lm(model: ModelRef) -> Any:
     from models.loader import as_loaded
 
     lm = as_loaded(model, task="masked-lm")
@@ -39,8 +40,8 @@ def _texts(texts: Sequence[str]) -> list[str]:
     kept = [t.strip() for t in texts if t.strip()]
     if len(kept) < 2:
         raise InvalidText("Give at least 2 sentences.", "One sentence per line.")
-    if len(kept) > MAX_TEXTS:
-        raise InvalidText(f"{len(kept)} sentences; at most {MAX_TEXTS} are taken.", "Use fewer sentences.")
+    if len(kept) > MAX_SENTENCES:
+        raise InvalidText(f"{len(kept)} sentences; at most {MAX_SENTENCES} are taken.", "Use fewer sentences.")
     for t in kept:
         check_text_length(t, "sentence")
     return kept
@@ -308,7 +309,7 @@ def parse_labelled(lines: Sequence[str], labels: Sequence[str]) -> list[Any]:
     return out
 
 
-def make_target(model: Any, target: str = "masked-lm", texts: Sequence[str] = (), task: str = "", seed: int = 0,
+def make_target(model: ModelRef, target: str = "masked-lm", texts: Sequence[str] = (), task: str = "", seed: int = 0,
                 items: int = 128) -> Target:
     """The target ``target`` (a key of :data:`TARGETS`) for ``model``:
 
@@ -372,7 +373,7 @@ def needs_labelled_lines(model_id: str) -> bool:
     return stored is None or stored.task not in BUILT_IN
 
 
-def _classifier(model: Any) -> tuple[Any, Any]:
+def _classifier(model: ModelRef) -> tuple[Any, Any]:
     """(the loaded classifier, its fine-tuning lab config or None)."""
     from models.finetune.save import stored_config
     from models.loader import LoadedModel, load

@@ -162,7 +162,7 @@ def inference_timing(student: Any, batch: dict[str, Any], repeats: int = 7, inne
     kwargs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
     cuda = batch["input_ids"].is_cuda
 
-    def timed(model: Any) -> float:
+    def timed(model: torch.nn.Module) -> float:
         if cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()

@@ -21,7 +21,7 @@ from models.pretrain.loss import loss_of
 from models.pretrain.model import build_model, main_model
 
 
-def _on_device(model: Any, batch: dict[str, Any]) -> dict[str, Any]:
+def _on_device(model: torch.nn.Module, batch: dict[str, Any]) -> dict[str, Any]:
     """A sampled batch (built on the CPU) on the device of ``model`` (or of ELECTRA's (generator, discriminator)), as
     the training loop moves its batches: without this a run trained on a GPU failed at its evaluation."""
     from accelerate.utils import send_to_device  # the loop's own library (models.training); imported with it
@@ -40,7 +40,7 @@ def unigram_log_probs(examples: list[dict[str, Any]], vocab_size: int, special_i
         return np.log(counts / counts.sum())
 
 
-def evaluate(config: TrainConfig, model: Any, tok: Any, held_out: list[str],
+def evaluate(config: TrainConfig, model: torch.nn.Module, tok: Any, held_out: list[str],
              unigram: np.ndarray | None = None) -> dict[str, Any]:
     """Held-out loss (the objective's own, same masking recipe), fill-mask probes, and NSP/SOP accuracy on held-out pairs.
     ``unigram`` (:func:`unigram_log_probs`, masked-LM runs): also, on the held-out positions whose input is [MASK]
@@ -113,7 +113,7 @@ def pos_examples(per_class: int = 150, seed: int = 0) -> list[tuple[str, str, st
     return out
 
 
-def _word_vectors(model: Any, tok: Any, rows: list[tuple[str, str, str]], seq_len: int) -> Any:
+def _word_vectors(model: torch.nn.Module, tok: Any, rows: list[tuple[str, str, str]], seq_len: int) -> Any:
     """The last layer's vector at the first sub-token of each row's word (frozen features for the probe)."""
     feats = []
     for i in range(0, len(rows), 64):
@@ -131,7 +131,7 @@ def _word_vectors(model: Any, tok: Any, rows: list[tuple[str, str, str]], seq_le
     return np.stack(feats)
 
 
-def _probe_right(model: Any, tok: Any, rows: list[tuple[str, str, str]], cut: int, seq_len: int) -> Any:
+def _probe_right(model: torch.nn.Module, tok: Any, rows: list[tuple[str, str, str]], cut: int, seq_len: int) -> Any:
     """Per test row (``rows[cut:]``), 1 where the probe fitted on ``rows[:cut]`` tags its part of speech right."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
@@ -144,7 +144,7 @@ def _probe_right(model: Any, tok: Any, rows: list[tuple[str, str, str]], cut: in
     return (clf.predict(x[cut:]) == np.asarray(labels[cut:])).astype(int)
 
 
-def over_training(config: TrainConfig, model: Any, tok: Any, snapshots: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def over_training(config: TrainConfig, model: torch.nn.Module, tok: Any, snapshots: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     """At each step a run kept (``snapshots``: step → weights), what the end-of-run evaluation measures on words: the
     POS probe's accuracy (same words, same probe recipe) and, for a masked-LM objective, the fill-mask probes. The
     model's own weights are put back afterwards. Rows ``{step, pos_probe_accuracy, probes?}`` by step."""
@@ -165,7 +165,7 @@ def over_training(config: TrainConfig, model: Any, tok: Any, snapshots: dict[int
     return out
 
 
-def pos_probe(config: TrainConfig, model: Any, tok: Any) -> dict[str, Any]:
+def pos_probe(config: TrainConfig, model: torch.nn.Module, tok: Any) -> dict[str, Any]:
     """A linear probe (logistic regression on frozen vectors) for a word's part of speech in WordNet's example
     sentences (held out from training: the corpus is the glosses), for the trained model and for the same
     shape with random weights. Accuracy on 200 test words, four balanced classes (chance 0.25). The words are drawn
@@ -189,14 +189,14 @@ def pos_probe(config: TrainConfig, model: Any, tok: Any) -> dict[str, Any]:
     return out
 
 
-def _mlm_only(config: TrainConfig, model: Any, batches: Batches) -> float:
+def _mlm_only(config: TrainConfig, model: torch.nn.Module, batches: Batches) -> float:
     with torch.no_grad():
         b = _on_device(model, batches.sample())
         logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"]).prediction_logits
         return float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), b["labels"].reshape(-1), ignore_index=-100))
 
 
-def probes(model: Any, tok: Any, top_k: int = 5) -> list[dict[str, Any]]:
+def probes(model: torch.nn.Module, tok: Any, top_k: int = 5) -> list[dict[str, Any]]:
     """Top-``top_k`` fill-mask predictions on :data:`PROBES` (text from the corpus's own style)."""
     rows = []
     for text in PROBES:

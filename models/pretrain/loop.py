@@ -227,12 +227,12 @@ def step_plan(steps: int, parameters: int, count: int = STEP_CHECKPOINTS, budget
     return sorted({0, *inner})[:fit]
 
 
-def cpu_state(model: Any) -> dict[str, Any]:
+def cpu_state(model: torch.nn.Module) -> dict[str, Any]:
     """A copy of the model's weights in CPU memory (a snapshot the final save writes out)."""
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
-def save_run(config: TrainConfig, model: Any, tok: Any, result: TrainResult,
+def save_run(config: TrainConfig, model: torch.nn.Module, tok: Any, result: TrainResult,
              snapshots: dict[int, dict[str, Any]] | None = None, last_step: int | None = None) -> str:
     """Save as safetensors with its tokenizer under ``BFE_MODEL_DIR/trained/<run>``, atomically: written in a
     temporary folder and renamed, so a full disk or a killed process never leaves a half-written checkpoint

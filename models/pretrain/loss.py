@@ -10,7 +10,7 @@ from models.pretrain import unpadded
 from models.pretrain.config import TrainConfig
 
 
-def _masked_logits(model: Any, batch: dict[str, Any], masked: Any) -> tuple[Any, Any] | None:
+def _masked_logits(model: torch.nn.Module, batch: dict[str, Any], masked: Any) -> tuple[Any, Any] | None:
     """(vocabulary logits at the masked positions only, NSP/SOP logits or None), or None for a wrapped model.
 
     transformers' MLM heads score every position; with a small model the output layer over the vocabulary
@@ -39,7 +39,7 @@ def _masked_logits(model: Any, batch: dict[str, Any], masked: Any) -> tuple[Any,
     return None
 
 
-def loss_of(config: TrainConfig, model: Any, batch: dict[str, Any]) -> Any:
+def loss_of(config: TrainConfig, model: torch.nn.Module, batch: dict[str, Any]) -> Any:
     ce = torch.nn.functional.cross_entropy
     masked = batch["labels"] != -100 if "labels" in batch else None
     if config.objective == "distil":

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import transformers
 
 from models.pretrain.config import TrainConfig, hf_config
+
+if TYPE_CHECKING:
+    import torch
 
 #: transformers' class for each (model type, head) a run trains
 MODEL_CLASSES = {("bert", "masked-lm"): "BertForMaskedLM", ("bert", "pretraining"): "BertForPreTraining",
@@ -46,7 +49,7 @@ def build_model(config: TrainConfig, vocab: int, tok: Any) -> Any:
     return gen, disc
 
 
-def parameter_count(model: Any) -> int:
+def parameter_count(model: torch.nn.Module) -> int:
     models = model if isinstance(model, tuple) else (model,)
     seen, total = set(), 0
     for m in models:
@@ -58,7 +61,7 @@ def parameter_count(model: Any) -> int:
 
 
 
-def main_model(model: Any) -> Any:
+def main_model(model: torch.nn.Module) -> Any:
     """The model a run keeps: ELECTRA's discriminator, the model otherwise."""
     if isinstance(model, tuple):
         return model[1] if len(model) > 1 else model[0]

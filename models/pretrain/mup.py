@@ -58,7 +58,7 @@ def _width_dims(config: TrainConfig) -> set[int]:
     return {config.hidden, config.ffn}
 
 
-def classify(model: Any, config: TrainConfig) -> dict[str, str]:
+def classify(model: torch.nn.Module, config: TrainConfig) -> dict[str, str]:
     """Each parameter's name → ``hidden`` (matrix-like), ``readout`` (a linear layer whose input grows with the width
     and whose output does not) or ``vector`` (everything else: embeddings, biases, LayerNorms)."""
     dims = _width_dims(config)
@@ -73,7 +73,7 @@ def classify(model: Any, config: TrainConfig) -> dict[str, str]:
     return {n: kinds.get(n, "vector") for n, _ in model.named_parameters()}
 
 
-def apply_mup(model: Any, config: TrainConfig) -> Any:
+def apply_mup(model: torch.nn.Module, config: TrainConfig) -> Any:
     """Turn a freshly initialised BERT (``BertForMaskedLM`` / ``BertForPreTraining``) into its μP version in place
     (module docstring), and return it. Hidden weights are rescaled, not redrawn, so the random stream is SP's.
 
@@ -107,7 +107,7 @@ def apply_mup(model: Any, config: TrainConfig) -> Any:
     return model
 
 
-def portable_state(model: Any) -> dict[str, Any]:
+def portable_state(model: torch.nn.Module) -> dict[str, Any]:
     """The state dict of a model :func:`apply_mup` made, with its multipliers folded into the weights: a plain BERT of
     the same config loaded with it computes the same outputs (to rounding). Exact because each multiplier meets a
     linear map: attention's scale ``s`` against SP's ``1/√d`` multiplies the query's weight and bias by ``s·√d``; the

@@ -67,7 +67,7 @@ def attention_bias(sparse_mask: torch.Tensor, attention_mask: torch.Tensor, dtyp
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill_(~allowed, torch.finfo(dtype).min)
 
 
-def masked_lm_loss(model: Any, batch: dict[str, Any], masked: torch.Tensor) -> torch.Tensor:
+def masked_lm_loss(model: torch.nn.Module, batch: dict[str, Any], masked: torch.Tensor) -> torch.Tensor:
     """The masked LM's loss with sparse attention: transformers' padded BertModel forward with the pattern as its
     attention mask, the output layer at the masked positions only (as the full arm's loss path). ``model``: a
     BertForMaskedLM.

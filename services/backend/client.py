@@ -44,7 +44,6 @@ from services.backend import wire
 
 log = logging.getLogger("bert_family_explorer")
 
-TOKEN_HEADER = "X-BFE-Token"
 #: The largest request sent (JSON text), as the backend takes it (services.backend.handlers.MAX_REQUEST_CHARS).
 MAX_REQUEST_CHARS = 256 * 1024
 #: The largest answer read, its event stream and its array file each. The largest real one is a 512-token attention
@@ -115,7 +114,7 @@ class Backend:
             if self._client is None:
                 import httpx
 
-                headers = {TOKEN_HEADER: self.token} if self.token else {}
+                headers = {wire.TOKEN_HEADER: self.token} if self.token else {}
                 self._client = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(
                     CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S), limits=httpx.Limits(max_connections=64))
             return self._client

@@ -51,7 +51,6 @@ from services.routing import backend_serves, pack_error
 log = logging.getLogger("bert_family_explorer")
 
 TOKEN_ENV = "BFE_BACKEND_TOKEN"
-TOKEN_HEADER = "x-bfe-token"
 #: The largest request the backend reads (JSON text): the longest input is a few thousand characters of text.
 MAX_REQUEST_CHARS = 256 * 1024
 #: The most attention requests one batch takes from the queue (each batch is cut further by tokens and memory).

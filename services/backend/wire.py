@@ -38,6 +38,8 @@ from core.errors import BackendMismatch, BackendRefused
 
 #: Bumped whenever the encoding changes; a front end and a backend that disagree refuse to talk (a clear message).
 WIRE_VERSION = 2
+#: The header that carries the shared token (HTTP header names are case-insensitive; ASGI hands them over lower-case).
+TOKEN_HEADER = "x-bfe-token"
 #: Arrays at least this large go into the blob when there is one (smaller ones are cheaper inline than as a reference).
 BLOB_MIN_BYTES = 64 * 1024
 #: Packages whose dataclasses and enums a message may name (the model functions' results live there).

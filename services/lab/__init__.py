@@ -43,6 +43,7 @@ from models.run_config import MAX_NAME_CHARS
 from services.lab import finetuning
 from services.lab.checkpoints import lab_folder, run_info, trained_models
 from services.lab.presets import MAX_SEEDS, MAX_STEPS, NAME, PRESETS, Planned, Preset, plan, plan_runs
+from services.lab.presets.base import BUDGET_NAMES, CUSTOM
 from services.lab.pretraining import (
     BUDGET_TITLES,
     FORM_CONFIG,
@@ -75,7 +76,7 @@ from services.lab.reports import (
     scaling_table,
     server_pace,
 )
-from services.lab.run_queue import FINETUNE, MAX_QUEUED, ROOT, WORKER_THREADS, QueueFull, cancel, delete, dispatch, submit, submit_finetune
+from services.lab.run_queue import FINETUNE, MAX_QUEUED, ROOT, WORKER_THREADS, LabRun, QueueFull, cancel, delete, dispatch, submit, submit_finetune
 from services.lab.sizing import FineTuneSize, Size, check_fits, exceeds_budget, finetune_size, memory_budget_mb, size
 from services.lab.supervisor import serve_worker, stop_supervisor, supervise
 from services.lab.training import work
@@ -87,7 +88,9 @@ SINGLE_RUN_OBJECTIVES = {k: v for k, v in OBJECTIVES.items() if k != "distil"}
 
 __all__ = [
     "ACTIVE",
+    "BUDGET_NAMES",
     "BUDGET_TITLES",
+    "CUSTOM",
     "FINETUNE",
     "FORM_CONFIG",
     "FORM_LIMITS",
@@ -106,6 +109,7 @@ __all__ = [
     "WORKER_THREADS",
     "FineTuneSize",
     "LabRequest",
+    "LabRun",
     "Planned",
     "PlannedRun",
     "Preset",

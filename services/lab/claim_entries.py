@@ -270,18 +270,7 @@ def _arm_facts(finished: list[dict[str, Any]], arms: tuple[str, ...]) -> dict[st
     return out if any(out.values()) else {}
 
 
-#: Why a trend's data-limited runs (fewer tokens per parameter than Chinchilla's ratio) matter, by measure: what the
-#: page says under their names.
-DATA_LIMITED_WHY = {
-    "isoflop": "In an IsoFLOP grid the large sizes of a budget see few tokens by design; they stay in the fit.",
-    "scaling": "Kaplan's L(N) holds for models trained near convergence, so these points sit above the law; the verdict "
-               "above also says what the fit gives without them.",
-}
-
-
-def trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
-    from analysis import verdicts
-
+def trend_claim(claim: TrendClaim, finished: list[dict[str, Any]], state: str) -> dict[str, Any]:
     points, limited, flagged = [], [], set()
     for r in finished:
         loss = (r["evaluation"] or {}).get("held_out_loss")
@@ -292,34 +281,25 @@ def trend_claim(claim: Claim, finished: list[dict[str, Any]], state: str) -> dic
         if ratio < DATA_LIMITED_TOKENS_PER_PARAMETER:
             limited.append({"run": r["name"], "tokens per parameter": round(ratio, 1)})
             flagged.add(len(points))
-        if claim.measure == "scaling":
-            points.append((r["replicate"], n, float(loss)))
-        else:
-            points.append((r["replicate"], round(r["flops_per_token"] * r["tokens"], -6), n, float(loss)))
+        points.append(claim.point(r, n, float(loss)))
     out: dict[str, Any] = {"key": claim.key, "claim": asdict(claim), "figure": claim.figure, "measure": claim.measure, "points": points,
                            "label": measure_label(claim.measure), "primary": True,
-                           "data_limited": limited, "data_limited_why": DATA_LIMITED_WHY.get(claim.measure, ""), "verdict": None,
+                           "data_limited": limited, "data_limited_why": claim.data_limited_why, "verdict": None,
                            "run_ids": [int(r["id"]) for r in finished]}
     if undecided(out, state):
         return out
-
-    def decide(pts: list[Any]) -> Any:
-        return verdicts.scaling_verdict(pts) if claim.measure == "scaling" else verdicts.isoflop_verdict(_isoflop_cells(pts))
-
-    if decided(out, lambda: decide(points)) is None:
+    if decided(out, lambda: claim.decide(points)) is None:
         return out
-    if limited and claim.measure == "isoflop":
-        # An IsoFLOP grid trains the large sizes of each budget on few tokens by design (that is where the parabola
-        # turns up); leaving them out would leave fewer than 3 sizes per budget, so they are named, not refitted.
+    if limited and not claim.refit_without_data_limited:
         out["sentence"] += (f". {len(limited)} of {len(points)} runs are data-limited (fewer than "
-                            f"{DATA_LIMITED_TOKENS_PER_PARAMETER} tokens per parameter): in an IsoFLOP grid the large sizes "
-                            "of a budget are data-limited by design, so they stay in the fit")
+                            f"{DATA_LIMITED_TOKENS_PER_PARAMETER} tokens per parameter): {claim.data_limited_why[0].lower()}"
+                            f"{claim.data_limited_why[1:].rstrip('.')}")
     elif limited:
         out["sentence"] += (f". {len(limited)} of {len(points)} runs are data-limited (fewer than "
                             f"{DATA_LIMITED_TOKENS_PER_PARAMETER} tokens per parameter, Chinchilla's compute-optimal ratio): "
                             "they sit above a law fitted to converged models")
         try:
-            without = decide([p for i, p in enumerate(points) if i not in flagged])
+            without = claim.decide([p for i, p in enumerate(points) if i not in flagged])
         except ExplorerError as err:
             out["without_data_limited"] = {"why_none": str(err)}
         else:
@@ -380,19 +360,6 @@ def ratio_claim(claim: RatioClaim, finished: list[dict[str, Any]], state: str, f
     return out
 
 
-def _isoflop_cells(points: list[tuple[int, float, int, float]]) -> list[tuple[int, float, int, float]]:
-    """Each run's compute rounded to its budget: the runs of one budget differ by up to one step's FLOPs."""
-    budgets = sorted({c for _, c, _, _ in points})
-    groups: list[list[float]] = []
-    for c in budgets:
-        if groups and c <= groups[-1][0] * 1.3:
-            groups[-1].append(c)
-        else:
-            groups.append([c])
-    label = {c: g[0] for g in groups for c in g}
-    return [(s, label[c], n, loss) for s, c, n, loss in points]
-
-
 # ------------------------------------------------------------------------------------------ the kinds of claim
 
 
@@ -421,10 +388,26 @@ class ArmClaim(Claim):
 
 @dataclass(frozen=True)
 class TrendClaim(Claim):
-    """The direction of a fitted exponent over the runs' sizes (``measure`` ``scaling``: Kaplan's α_N; ``isoflop``:
-    Chinchilla's a), with the data-limited runs named; not adjusted with other claims."""
+    """The direction of a fitted exponent over the runs' sizes, with the data-limited runs named; not adjusted with
+    other claims. As written here, Kaplan's α_N of L(N): a point per run (seed, N, loss), and the fit also without the
+    data-limited runs; a trend of another shape (IsoFLOP's, in its preset's file) says its own points, its fit, and
+    whether its data-limited runs are refitted without (:attr:`refit_without_data_limited`)."""
 
     figure: ClassVar[str] = "trend"
+    #: What the page says under the names of the data-limited runs (fewer tokens per parameter than Chinchilla's ratio).
+    data_limited_why: ClassVar[str] = ("Kaplan's L(N) holds for models trained near convergence, so these points sit "
+                                       "above the law; the verdict above also says what the fit gives without them.")
+    refit_without_data_limited: ClassVar[bool] = True
+
+    def point(self, run: dict[str, Any], n: int, loss: float) -> tuple:
+        """A finished run's point (``n``: its non-embedding parameters, what Kaplan's law counts)."""
+        return (run["replicate"], n, loss)
+
+    def decide(self, points: list[tuple]) -> Any:
+        """The verdict on the points (:mod:`analysis.verdicts`; raises ExplorerError where it cannot decide)."""
+        from analysis import verdicts
+
+        return verdicts.scaling_verdict(points)
 
     def entries(self, reading: Reading) -> list[Entry]:
         return [Entry(trend_claim(self, reading.finished, reading.state))]

@@ -4,11 +4,12 @@ incomplete, and a decision whose refusal is the entry's reason."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from analysis.verdicts.labels import Label
 from core.errors import ExplorerError
 
 
@@ -50,14 +51,57 @@ def decided(out: dict[str, Any], decide: Callable[[], Any]) -> Any | None:
 _FIGURE_OF_MEASURE = {"mutransfer": "transfer", "retention": "ratio", "speedup": "ratio", "scaling": "trend", "isoflop": "trend"}
 
 
+@dataclass(frozen=True)
+class StoredClaim:
+    """The claim an entry was decided on, as stored with it (``dataclasses.asdict`` of a
+    :class:`services.lab.claims.Claim`), read through typed attributes. ``fields`` is the stored dict itself, written
+    back unchanged (a kind's own fields, such as a ratio claim's ``band``, stay in it); an entry stored without a
+    claim reads as empty strings."""
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def statement(self) -> str:
+        """What the paper says, in a sentence."""
+        return str(self.fields.get("statement") or "")
+
+    @property
+    def source(self) -> str:
+        """Paper, table and split."""
+        return str(self.fields.get("source") or "")
+
+    @property
+    def measure(self) -> str:
+        return str(self.fields.get("measure") or "")
+
+    @property
+    def a(self) -> str:
+        """The arm the claim is about (``a op b``)."""
+        return str(self.fields.get("a") or "")
+
+    @property
+    def b(self) -> str:
+        return str(self.fields.get("b") or "")
+
+    @property
+    def op(self) -> str:
+        """``>`` (beats) or ``>=`` (at most ``margin`` worse)."""
+        return str(self.fields.get("op") or ">")
+
+    @property
+    def margin(self) -> float | None:
+        m = self.fields.get("margin")
+        return None if m is None else float(m)
+
+
 def _typed(cls: type) -> set[str]:
     return {f.name for f in fields(cls)} - {"detail", "given", "nulls"}
 
 
 @dataclass
 class ClaimEntry:
-    """One claim's entry in a report: the claim as decided (``claim``: its fields, with ``statement``, ``source``,
-    ``a``, ``b``, ``op``, ``margin``), the measure, the verdict and the sentence that says it, or ``why_none``.
+    """One claim's entry in a report: the claim as decided (``claim``: :class:`StoredClaim`, its statement, source,
+    arms, operator and margin), the measure, the verdict and the sentence that says it, or ``why_none``.
 
     The fields every kind of claim fills are typed here; what a kind measured for its chart (an arm claim's per-seed
     ``scores`` and random-init ``controls``, a trend's or a ratio's ``points``, its ``run_ids``, ...) is ``detail``.
@@ -68,7 +112,7 @@ class ClaimEntry:
     also reads entries stored before ``figure`` existed; a payload read and written again keeps its keys and values."""
 
     key: str
-    claim: dict[str, Any] = field(default_factory=dict)
+    claim: StoredClaim = field(default_factory=StoredClaim)
     measure: str = ""
     figure: str = "arms"
     label: str = ""
@@ -84,15 +128,19 @@ class ClaimEntry:
     nulls: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @property
-    def verdict_label(self) -> str | None:
-        """The verdict's label (:class:`analysis.verdicts.labels.Label`'s value), None before a verdict."""
-        return self.verdict.get("label") if self.verdict else None
+    def verdict_label(self) -> Label | None:
+        """The verdict's label, None before a verdict (or for a label this version does not know)."""
+        label = self.verdict.get("label") if self.verdict else None
+        return Label(label) if label in Label._value2member_map_ else None
 
     @classmethod
     def from_dict(cls, payload: dict[str, Any]) -> ClaimEntry:
         """An entry from its dict (built by a claim, or stored): the typed fields by name, the rest as ``detail``."""
         typed = _typed(cls)
-        out = cls(**{k: v for k, v in payload.items() if k in typed and (v is not None or k == "verdict")},
+        values = {k: v for k, v in payload.items() if k in typed and (v is not None or k == "verdict")}
+        if "claim" in values:
+            values["claim"] = StoredClaim(values["claim"] if isinstance(values["claim"], Mapping) else {})
+        out = cls(**values,
                   detail={k: v for k, v in payload.items() if k not in typed}, given=frozenset(typed & set(payload)),
                   nulls=frozenset(k for k in typed & set(payload) if payload[k] is None))
         if not payload.get("figure"):
@@ -105,6 +153,8 @@ class ClaimEntry:
                     if f.default is not MISSING or f.default_factory is not MISSING}
         flat = {k: None if k in self.nulls and getattr(self, k) == defaults.get(k) else getattr(self, k)
                 for k in _typed(type(self)) if k in self.given or k == "key" or getattr(self, k) != defaults.get(k)}
+        if isinstance(flat.get("claim"), StoredClaim):
+            flat["claim"] = dict(flat["claim"].fields)
         return {**flat, **self.detail}
 
 

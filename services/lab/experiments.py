@@ -28,7 +28,7 @@ from models.pretrain.config import TrainConfig, hf_config
 from services.lab.claims import DATA_LIMITED_TOKENS_PER_PARAMETER, Budget, Reading, apply_budget
 from services.lab.entries import ArmSpend, ClaimEntry, ExperimentState, Report
 from services.lab.presets import BUDGETS, PRESETS, budget_of, plan_runs
-from services.lab.run_queue import FINETUNE
+from services.lab.run_queue import FINETUNE, LabRun
 from services.lab.run_queue import submit as submit_runs
 from services.lab.sizing import size
 
@@ -64,7 +64,8 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
             flops, per_token, non_embedding, parameters, kind = float("nan"), float("nan"), 0, 0, ""
         ds = (r["evaluation"] or {}).get("downstream") or {}
         ds_seconds = sum(float(v.get("seconds", 0)) + float(v.get("random_seconds", 0)) for v in ds.values())
-        rows.append({**r, "arm": cfg.get("arm", r["name"]), "replicate": int(cfg.get("replicate", 0)), "kind": kind,
+        placed = LabRun.from_stored(cfg, r["name"])
+        rows.append({**r, "arm": placed.arm, "replicate": placed.replicate, "kind": kind,
                      "flops": flops, "flops_per_token": per_token, "non_embedding": non_embedding, "parameters": parameters,
                      "downstream_seconds": ds_seconds})
     return rows
@@ -134,9 +135,8 @@ def _report(group: str, engine: Any = None, store: bool = False) -> Report:
         return Report(group, ExperimentState.GONE, preset=stored[0]["preset"], claims=_stored_entries(stored),
                       note="The runs of this verdict were deleted; the verdict is kept as it was decided.")
     rows = _run_rows(frame)
-    cfg0 = rows[0]["config"]
-    preset = str(cfg0.get("preset") or "single")
-    suite = cfg0.get("downstream")
+    first = LabRun.from_stored(rows[0]["config"], rows[0]["name"])
+    preset, suite = first.preset, first.downstream
     known = PRESETS.get(preset)
     claims = known.claims if known else ()
     active = [r for r in rows if r["status"] in ACTIVE]
@@ -145,7 +145,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> Report:
     finished = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
     missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in finished]
     state = ExperimentState.RUNNING if active else (ExperimentState.PARTIAL if missing else ExperimentState.COMPLETE)
-    out = Report(group, state, preset=preset, seeds=int(cfg0.get("seeds") or 1), budget=budget_ran(preset, cfg0.get("budget", ""), rows),
+    out = Report(group, state, preset=preset, seeds=first.seeds, budget=budget_ran(preset, first.budget, rows),
                  suite=suite, missing=missing, runs=rows, waiting=len(active))
     if known:
         out.title, out.paper, out.finding = known.title, known.paper, known.finding
@@ -236,7 +236,8 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
     rows = []
     for v in stored:
         preset, p = v["preset"], v["payload"]
-        verdict = p.get("verdict") or {}
+        entry = ClaimEntry.from_dict(p)
+        verdict = entry.verdict or {}
         groups = order[preset]
         n = groups.index(v["group"])
         mine = seeds_of.get(v["group"], set())
@@ -244,25 +245,25 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
         notes = []
         if shared:
             notes.append(f"shares seeds with {len(shared)} earlier replication(s): not independent of them")
-        if p.get("data_limited"):
-            notes.append(f"{len(p['data_limited'])} run(s) data-limited (< {DATA_LIMITED_TOKENS_PER_PARAMETER} tokens/parameter)")
-        if p.get("without_data_limited", {}).get("label"):
-            notes.append(f"without them: {p['without_data_limited']['label']}")
+        if entry.detail.get("data_limited"):
+            notes.append(f"{len(entry.detail['data_limited'])} run(s) data-limited (< {DATA_LIMITED_TOKENS_PER_PARAMETER} tokens/parameter)")
+        if (entry.detail.get("without_data_limited") or {}).get("label"):
+            notes.append(f"without them: {entry.detail['without_data_limited']['label']}")
         if verdict.get("lower_is_better"):
-            notes.append(f"lower is better: effect = {p['claim']['b']}'s mean minus {p['claim']['a']}'s")
-        if verdict.get("reason") and v["label"] != "agrees":
+            notes.append(f"lower is better: effect = {entry.claim.b}'s mean minus {entry.claim.a}'s")
+        if verdict.get("reason") and v["label"] != Label.AGREES:
             notes.append(verdict["reason"])
-        holm = p.get("holm")
-        role = ("primary" + (f" (Holm, {holm['primaries']} claims)" if holm else "") if p.get("primary", True)
-                else f"exploratory (Bonferroni, {p.get('family', 1)})")
+        holm = entry.holm
+        role = ("primary" + (f" (Holm, {holm['primaries']} claims)" if holm else "") if entry.primary
+                else f"exploratory (Bonferroni, {entry.family})")
         rows.append({"preset": PRESETS[preset].title if preset in PRESETS else preset, "verdict": v["label"],
                      "replication": f"{n + 1} of {len(groups)}",
                      "seeds": _span(mine), "role": role,
-                     "measure": p.get("label") or p.get("measure"), "effect": verdict.get("effect", verdict.get("estimate")),
+                     "measure": entry.label or entry.measure, "effect": verdict.get("effect", verdict.get("estimate")),
                      "low": verdict.get("low"), "high": verdict.get("high"),
                      "interval": f"{verdict.get('level') or 0.95:.1%}".replace(".0%", "%"),
-                     "notes": "; ".join(notes), "claim": p["claim"]["statement"],
-                     "source": p["claim"]["source"], "experiment": v["group"], "decided": v["created_at"]})
+                     "notes": "; ".join(notes), "claim": entry.claim.statement,
+                     "source": entry.claim.source, "experiment": v["group"], "decided": v["created_at"]})
     newest = {g: i for i, g in enumerate(dict.fromkeys(r["experiment"] for r in reversed(rows)))}
     rows.sort(key=lambda r: (newest[r["experiment"]], not r["role"].startswith("primary")))  # newest first
     return rows

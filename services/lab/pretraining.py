@@ -17,7 +17,7 @@ from models.pretrain.config import TrainConfig
 from services.lab.claims import CLASSROOM_SUITE, Budget, apply_budget, record_of
 from services.lab.experiments import submit as submit_experiment
 from services.lab.presets import BUDGETS, CLAIMS, budget_of, plan_runs
-from services.lab.presets.base import MAX_SEEDS, MAX_STEPS
+from services.lab.presets.base import CUSTOM, MAX_SEEDS, MAX_STEPS
 from services.lab.reports import flops_per_second, server_pace
 from services.lab.run_queue import MAX_QUEUED, submit
 from services.lab.sizing import Size, exceeds_budget, memory_budget_mb, size
@@ -47,7 +47,7 @@ class LabRequest:
     preset: str = "albert"
     config: TrainConfig = FORM_CONFIG
     name: str = ""  # the experiment's name; empty: the preset and the time
-    budget: str = "custom"  # classroom, thorough, gpu (where offered) or custom, for a preset that decides claims
+    budget: str = CUSTOM  # classroom, thorough, gpu (where offered) or custom, for a preset that decides claims
     seeds: int = 1  # per arm, with a custom budget
 
 
@@ -125,13 +125,13 @@ BUDGET_TITLES = {"gpu": "GPU"}
 def budget_names(preset: str) -> list[str]:
     """The budgets the form offers for a preset, smallest first: its named ones (classroom, thorough, and gpu where
     its thorough had to shrink to fit an hour on a CPU) and custom; [] for a preset without claims."""
-    return [*BUDGETS[preset], "custom"] if offers_budgets(preset) else []
+    return [*BUDGETS[preset], CUSTOM] if offers_budgets(preset) else []
 
 
 def bigger_budget(preset: str, budget: str) -> str | None:
     """The next named budget a preset offers above ``budget`` (custom counts as classroom), or None at the top."""
     names = list(BUDGETS.get(preset, {}))
-    at = 0 if budget == "custom" else names.index(budget) + 1 if budget in names else len(names)
+    at = 0 if budget == CUSTOM else names.index(budget) + 1 if budget in names else len(names)
     later = names[max(at, 1):]
     return later[0] if later else None
 
@@ -143,7 +143,7 @@ def budget_for(preset: str, budget: str) -> Budget | None:
     Raises:
         InvalidConfig: a budget the preset does not have.
     """
-    if not offers_budgets(preset) or budget == "custom":
+    if not offers_budgets(preset) or budget == CUSTOM:
         return None
     return budget_of(preset, budget)
 
@@ -214,5 +214,4 @@ def start(plan: RunPlan, engine: Any = None) -> list[int]:
         return submit_experiment(plan.preset, plan.base, plan.group, plan.budget.name, engine=engine)
     decided = CLAIMS.get(plan.preset, ())
     suite = CLASSROOM_SUITE if any(claim.measure == "downstream" for claim in decided) else None
-    return submit(plan.preset, plan.base, plan.group, engine, seeds=plan.seeds, downstream=suite,
-                  budget="custom" if decided else "")
+    return submit(plan.preset, plan.base, plan.group, engine, seeds=plan.seeds, downstream=suite, budget=CUSTOM)

@@ -16,7 +16,8 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from models.pretrain.config import TrainConfig, hf_config, trained_dir
 from models.run_config import check_run_name
 from services.lab.checkpoints import lab_folder
 from services.lab.presets import plan_runs
+from services.lab.presets.base import CUSTOM
 from services.lab.sizing import check_fits, exceeds_budget, finetune_size, memory_budget_mb
 
 logger = logging.getLogger("bert_family_explorer")
@@ -49,8 +51,36 @@ def _waiting(engine: Any) -> int:
     return int((runs.list_runs(engine)["status"] == RunStatus.QUEUED).sum())
 
 
+@dataclass(frozen=True)
+class LabRun:
+    """What the lab stores beside a run's :class:`TrainConfig` in its stored config: the preset and ``arm`` it is
+    part of, its seed index (``replicate``), the experiment's ``seeds`` per arm and ``budget``, the ``downstream``
+    suite its checkpoint is scored on (None: none), and whether it also trains its kind's random-init ``control``."""
+
+    preset: str = "single"
+    arm: str = ""
+    replicate: int = 0
+    seeds: int = 1
+    budget: str = CUSTOM
+    downstream: dict[str, Any] | None = None
+    control: bool = False
+
+    def stored(self, config: TrainConfig) -> dict[str, Any]:
+        """The config a run is stored with: the TrainConfig's fields and these."""
+        return {**asdict(config), **asdict(self)}
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any], name: str = "") -> LabRun:
+        """The lab's part of a stored config (a run queued outside the lab, or before a key existed, reads as the
+        defaults; its ``arm`` as its run ``name``; a budget stored as "" as :data:`CUSTOM`)."""
+        return cls(preset=str(stored.get("preset") or "single"), arm=str(stored.get("arm") or name),
+                   replicate=int(stored.get("replicate") or 0), seeds=int(stored.get("seeds") or 1),
+                   budget=str(stored.get("budget") or CUSTOM), downstream=stored.get("downstream"),
+                   control=bool(stored.get("control")))
+
+
 def submit(preset: str, base: TrainConfig, group: str, engine: Any = None, start: bool = True, seeds: int = 1,
-           downstream: dict[str, Any] | None = None, widths: tuple[int, ...] | None = None, budget: str = "") -> list[int]:
+           downstream: dict[str, Any] | None = None, widths: tuple[int, ...] | None = None, budget: str = CUSTOM) -> list[int]:
     """Check every run of a preset (memory, names), queue them all (or none) and start what the slots allow.
 
     ``seeds`` replicates every arm; ``downstream`` (:func:`models.finetune.check_downstream`) makes each run, once
@@ -80,8 +110,7 @@ def submit(preset: str, base: TrainConfig, group: str, engine: Any = None, start
             kind = hf_config(p.config)[0]["model_type"]
             control = spec is not None and (p.replicate, kind) not in controlled
             controlled.add((p.replicate, kind))
-            stored = {**asdict(p.config), "preset": preset, "arm": p.arm, "replicate": p.replicate, "seeds": seeds,
-                      "budget": budget, "downstream": spec, "control": control}
+            stored = LabRun(preset, p.arm, p.replicate, seeds, budget, spec, control).stored(p.config)
             ids.append(runs.create_run(p.name, p.config.objective, stored, engine, group=group))
     except ExplorerError:
         for rid in ids:  # all of a preset or none: an ablation with a missing arm is not an ablation

@@ -156,7 +156,7 @@ def test_models_without_a_masked_lm_head_or_hooks_are_refused_by_name() -> None:
     with pytest.raises(InvalidText):
         I.head_importance("bert-base-uncased", ["one sentence only"])
     with pytest.raises(InvalidText, match="at most"):
-        I.head_importance("bert-base-uncased", ["a sentence here"] * (I.MAX_TEXTS + 1))
+        I.head_importance("bert-base-uncased", ["a sentence here"] * (I.MAX_SENTENCES + 1))
 
 
 def _pair(tok) -> tuple[str, str, str, str]:

@@ -38,14 +38,14 @@ def test_hidden_states_equal_transformers_output_hidden_states(model_id: str) ->
 
 
 def test_hidden_states_bounds() -> None:
-    from models.representations import MAX_TEXTS, hidden_states
+    from models.representations import MAX_BATCH_TEXTS, hidden_states
 
     with pytest.raises(InvalidText):
         hidden_states(MINILM, [])
     with pytest.raises(InvalidText, match="empty"):
         hidden_states(MINILM, ["   "])
-    with pytest.raises(InvalidText, match=str(MAX_TEXTS)):
-        hidden_states(MINILM, ["a b"] * (MAX_TEXTS + 1))
+    with pytest.raises(InvalidText, match=str(MAX_BATCH_TEXTS)):
+        hidden_states(MINILM, ["a b"] * (MAX_BATCH_TEXTS + 1))
     long = hidden_states(MINILM, ["word " * 700, "short text"])
     assert long.items[0].hidden.shape[1] == 512 and len(long.notices) == 1 and "truncated" in long.notices[0]
     exact = hidden_states(MINILM, ["word " * 510])  # exactly the limit with [CLS] and [SEP]: nothing cut

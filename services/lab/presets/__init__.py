@@ -90,7 +90,7 @@ def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
     out = []
     labels = {label for label, _ in arms}
     for i in range(seeds):
-        names = {label: (group if preset == "single" else f"{group}-{label}") + (f"-s{i}" if seeds > 1 else "")
+        names = {label: (group if chosen.single_run else f"{group}-{label}") + (f"-s{i}" if seeds > 1 else "")
                  for label, _ in arms}
         for label, cfg in arms:
             arm_teacher = cfg.teacher.removeprefix("trained/") if cfg.teacher.startswith("trained/") else ""

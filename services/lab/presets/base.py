@@ -28,7 +28,9 @@ class Preset:
     (at least ``least_widths`` of them); empty for the others. ``divergence_is_a_result``: its grid reaches rates at
     which a run diverges by design (the top of μTransfer's rate grid under SP), so a run the loop stopped on a NaN or
     infinite loss is a result there (an infinite held-out loss), not a missing run. ``arm_budget``: where each arm
-    names the compute budget it spends (IsoFLOP's ``c0.5-h64``), that part of an arm's name (None: not one)."""
+    names the compute budget it spends (IsoFLOP's ``c0.5-h64``), that part of an arm's name (None: not one).
+    ``single_run``: one run of the form's own objective and masking (the page offers them), named after the
+    experiment alone, with nothing to compare and so no seeds to keep apart."""
 
     name: str
     title: str
@@ -41,6 +43,7 @@ class Preset:
     least_widths: int = 0
     divergence_is_a_result: bool = False
     arm_budget: Callable[[str], str | None] | None = None
+    single_run: bool = False
 
     @property
     def charts_sizes(self) -> bool:
@@ -59,6 +62,9 @@ def at_widths(base: TrainConfig, widths: tuple[int, ...]) -> list[tuple[str, Tra
 #: on one, *gpu* the paper-sized budget of the presets whose thorough had to shrink to fit that hour (hours on a CPU,
 #: minutes on a GPU through the headless worker: docs/deploy.md).
 BUDGET_NAMES = ("classroom", "thorough", "gpu")
+#: The budget of runs that spend the form's own steps, batch and length: a preset's custom budget, and every run of a
+#: preset without claims (stored as "" before this name; :class:`services.lab.run_queue.LabRun` reads that as this).
+CUSTOM = "custom"
 
 
 def budgets(preset: str, classroom: dict, thorough: dict, gpu: dict | None = None) -> dict[str, Budget]:

@@ -3,7 +3,8 @@ that budget buys it; the compute-optimal size's growth fitted over seeds."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from models.pretrain.config import TrainConfig
 from services.lab.claim_entries import TrendClaim
@@ -35,11 +36,42 @@ def arm_budget(arm: str) -> str | None:
     return head if dash and head.startswith("c") else None
 
 
+def _cells(points: list[tuple[int, float, int, float]]) -> list[tuple[int, float, int, float]]:
+    """Each run's compute rounded to its budget: the runs of one budget differ by up to one step's FLOPs."""
+    budgets = sorted({c for _, c, _, _ in points})
+    groups: list[list[float]] = []
+    for c in budgets:
+        if groups and c <= groups[-1][0] * 1.3:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    label = {c: g[0] for g in groups for c in g}
+    return [(s, label[c], n, loss) for s, c, n, loss in points]
+
+
+@dataclass(frozen=True)
+class IsoFLOPClaim(TrendClaim):
+    """Chinchilla's a, N_opt ∝ C^a: a point per run (seed, compute, N, loss), a parabola per budget and seed. The grid
+    trains the large sizes of each budget on few tokens by design (that is where the parabola turns up); leaving them
+    out would leave fewer than 3 sizes per budget, so they are named, not refitted."""
+
+    data_limited_why: ClassVar[str] = "In an IsoFLOP grid the large sizes of a budget see few tokens by design; they stay in the fit."
+    refit_without_data_limited: ClassVar[bool] = False
+
+    def point(self, run: dict[str, Any], n: int, loss: float) -> tuple:
+        return (run["replicate"], round(run["flops_per_token"] * run["tokens"], -6), n, loss)
+
+    def decide(self, points: list[tuple]) -> Any:
+        from analysis import verdicts
+
+        return verdicts.isoflop_verdict(_cells(points))
+
+
 PRESET = Preset(
     "isoflop", "IsoFLOP: 3 budgets × 4 sizes", "Hoffmann et al. 2022, Chinchilla, approach 2 (IsoFLOP profiles, Figure 3)",
     "For a fixed compute budget the loss is lowest at a middle size; the best size grows with the budget.",
     runs,
-    claims=(TrendClaim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
-                       "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),),
+    claims=(IsoFLOPClaim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
+                         "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),),
     budgets=width_budgets("isoflop", (200, 900, 1500), WIDTHS),
     widths=WIDTHS, least_widths=3, arm_budget=arm_budget)

@@ -11,4 +11,4 @@ def runs(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     return [(base.objective.replace("+", "-"), base)]
 
 
-PRESET = Preset("single", "One run of the chosen objective", "", "", runs)
+PRESET = Preset("single", "One run of the chosen objective", "", "", runs, single_run=True)

@@ -376,7 +376,7 @@ def test_an_isoflop_grids_data_limited_runs_are_named_and_kept_in_the_fit(lab_en
         R.finish_run(rid, "finished", evaluation={"held_out_loss": loss}, tokens=tokens, seconds=1.0)
     experiments.settle("iso")
     [claim] = experiments.report("iso").claims
-    assert claim.detail["data_limited"] and "data-limited by design, so they stay in the fit" in claim.sentence
+    assert claim.detail["data_limited"] and "see few tokens by design; they stay in the fit" in claim.sentence
     assert "without_data_limited" not in claim.detail and "without them" not in claim.sentence
     assert len(claim.detail["points"]) == len(ids)
 
