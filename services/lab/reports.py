@@ -12,7 +12,7 @@ from analysis.run_status import RunStatus
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig
 from services.lab.presets import PRESETS
-from services.lab.run_queue import FINETUNE
+from services.lab.run_queue import FINETUNE, LabRun
 from services.lab.sizing import size
 
 #: Config keys that do not make two fine-tuning runs different treatments: the seed is the replicate, the rest names it.
@@ -194,14 +194,14 @@ def scaling_runs(frame: Any) -> ScalingRuns | None:
     points, or None where the frame holds no such preset or fewer than two finished points (no line to draw). A run's
     compute budget is the part of its arm its preset names one (:attr:`Preset.arm_budget`)."""
     table = scaling_table(frame)
-    configs = {r.name: r.config or {} for r in frame.itertuples()}
-    presets = {name: PRESETS.get(str(c.get("preset"))) for name, c in configs.items()}
+    placed = {r.name: LabRun.from_stored(r.config or {}) for r in frame.itertuples()}
+    presets = {name: PRESETS.get(lab.preset) for name, lab in placed.items()}
     if not any(p is not None and p.charts_sizes for p in presets.values()) or len(table) < 2:
         return None
 
     def budget(name: str) -> str | None:
         p = presets.get(name)
-        return p.arm_budget(str(configs[name].get("arm") or "")) if p is not None and p.arm_budget else None
+        return p.arm_budget(placed[name].arm) if p is not None and p.arm_budget else None
 
     budgets = [budget(name) for name in table["run"]]
     return ScalingRuns(table, budgets if any(budgets) else None)
