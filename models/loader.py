@@ -58,6 +58,7 @@ from models.locate import (
     HUB_FAILURE_TTL_S,
     PROBE_TIMEOUT_S,
     Availability,
+    ModelStatus,
     Source,
     availability,
     how_to_get,
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HUB_ANSWER_TIMEOUT_S", "HUB_FAILURE_TTL_S", "MAX_CONFIG_BYTES", "PROBE_TIMEOUT_S", "SUPPORTED_MODEL_TYPES", "TASK_CLASSES",
-    "UNLIMITED_CAP", "Availability", "CacheEntry", "CacheInfo", "CacheKey", "LoadedModel", "ModelCache", "ModelRef", "Preflight", "Source",
+    "UNLIMITED_CAP", "Availability", "CacheEntry", "CacheInfo", "CacheKey", "LoadedModel", "ModelCache", "ModelRef", "ModelStatus", "Preflight", "Source",
     "availability", "can_locate", "catalog_availability", "check_checkpoint", "default_cache", "display_name", "how_to_get", "hub_failed_recently", "is_online",
     "load", "local_folder", "locate", "preflight", "read_config", "validate_model_id",
 ]
@@ -274,7 +275,7 @@ def _check_attentions(model: torch.nn.Module, tokenizer: Any, dev: torch.device,
             "Load it with attentions=True so eager attention is used.")
 
 
-def catalog_availability() -> dict[str, tuple[str, str]]:
+def catalog_availability() -> dict[str, tuple[ModelStatus, str]]:
     """Catalog id -> (status, message) on this machine (file checks only, no network): what a front end whose models
     run on a backend asks that backend (``services.models.availability``)."""
     from core import registry

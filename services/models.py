@@ -53,7 +53,7 @@ def page_slot_lent(take_back: bool = True, cancelled: Callable[[], bool] = lambd
     return lent(take_back, cancelled)
 
 
-def availability() -> dict[str, tuple[str, str]]:
+def availability() -> dict[str, tuple[ModelStatus, str]]:
     """Catalog id → (status, message): ready, download, broken or catalog-only (file checks only, no network), on the
     machine where the models run (the model backend's, with ``BFE_BACKEND``; while it does not answer, every
     loadable model is ``download`` with the reason)."""
@@ -70,7 +70,7 @@ def availability() -> dict[str, tuple[str, str]]:
                 for c in registry.all_models()}
 
 
-def ready(model_id: str, known: dict[str, tuple[str, str]] | None = None) -> bool:
+def ready(model_id: str, known: dict[str, tuple[ModelStatus, str]] | None = None) -> bool:
     """Whether ``model_id`` can run now: on this machine, or downloadable because the Hub answers. ``known``:
     :func:`availability`, when the caller has it at hand."""
     from models.loader import is_online, locate

@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "numprocesses", None) and not getattr(config.option, "testrunuid", None):
         # named here, not by xdist, so that the controller's scheduler finds what the workers write down
         config.option.testrunuid = uuid.uuid4().hex
-    config.addinivalue_line("markers", f"{parallel.MACHINE}: needs the whole machine (a container build, replicas, a "
+    config.addinivalue_line("markers", f"{parallel.MACHINE}: needs the whole machine (replicas, a "
                                        "classroom-sized load, a time measured against the machine): runs with no other test "
                                        "beside it (tests/helpers/parallel.py)")
     config.addinivalue_line("markers", f"{parallel.EARLY}: its slow part starts at collection (the container build, "

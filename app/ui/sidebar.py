@@ -115,7 +115,7 @@ def sidebar_status() -> None:
     sb.caption(f"{len(ready)} of {len(loadable)} downloadable models are on {where}.")
     with sb.expander("Which ones"):
         for mid, (status, _) in avail.items():
-            if status != "catalog-only":
+            if status != ModelStatus.CATALOG_ONLY:
                 st.caption(f"{AVAILABILITY_ICONS[status]} {mid}")
     sb.markdown("**Model memory**")
     sb.caption(engine.memory)

@@ -49,7 +49,8 @@ def build_model(config: TrainConfig, vocab: int, tok: Any) -> Any:
     return gen, disc
 
 
-def parameter_count(model: torch.nn.Module) -> int:
+def parameter_count(model: torch.nn.Module | tuple[torch.nn.Module, ...]) -> int:
+    """Parameters of a model, or of ELECTRA's (generator, discriminator) with the tensors they share counted once."""
     models = model if isinstance(model, tuple) else (model,)
     seen, total = set(), 0
     for m in models:
@@ -61,7 +62,7 @@ def parameter_count(model: torch.nn.Module) -> int:
 
 
 
-def main_model(model: torch.nn.Module) -> Any:
+def main_model(model: torch.nn.Module | tuple[torch.nn.Module, ...]) -> torch.nn.Module:
     """The model a run keeps: ELECTRA's discriminator, the model otherwise."""
     if isinstance(model, tuple):
         return model[1] if len(model) > 1 else model[0]

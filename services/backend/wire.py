@@ -37,7 +37,7 @@ import numpy as np
 from core.errors import BackendMismatch, BackendRefused
 
 #: Bumped whenever the encoding changes; a front end and a backend that disagree refuse to talk (a clear message).
-WIRE_VERSION = 2
+WIRE_VERSION = 3
 #: The header that carries the shared token (HTTP header names are case-insensitive; ASGI hands them over lower-case).
 TOKEN_HEADER = "x-bfe-token"
 #: Arrays at least this large go into the blob when there is one (smaller ones are cheaper inline than as a reference).

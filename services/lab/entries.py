@@ -173,7 +173,8 @@ class Report:
     """One experiment (:func:`services.lab.experiments.report`): where it stands, its runs (rows of the runs table,
     each with its ``arm``, ``flops`` and size), what each arm spent, and one :class:`ClaimEntry` per claim decided.
 
-    ``preset`` and its ``title``/``paper``/``finding``; ``seeds`` per arm and ``budget`` (empty: custom); ``suite``: the
+    ``preset`` and its ``title``/``paper``/``finding``; ``seeds`` per arm and ``budget`` (its name; ``custom``: the form's
+    own steps; empty in a report with no runs); ``suite``: the
     downstream suite its runs were scored on (None: none); ``missing``: runs that ended unfinished; ``waiting``: runs
     still queued or training; ``family``: the exploratory comparisons adjusted together; ``note``: why a stored
     verdict is shown instead of one computed from the runs."""

@@ -274,7 +274,7 @@ def seeds_taken(preset: str, frame: Any) -> set[int]:
     runs table): a new replication that reuses any of them repeats those runs and is not independent of them."""
     if frame is None or len(frame) == 0 or "config" not in frame:
         return set()
-    return {int(cfg.get("seed", 0)) for cfg in frame["config"] if isinstance(cfg, dict) and cfg.get("preset") == preset}
+    return {int(cfg.get("seed", 0)) for cfg in frame["config"] if isinstance(cfg, dict) and LabRun.from_stored(cfg).preset == preset}
 
 
 def fresh_seed(preset: str, frame: Any) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 from analysis.run_status import RunStatus
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig
-from services.lab.run_queue import FINETUNE, WORKER_THREADS, dispatch
+from services.lab.run_queue import FINETUNE, WORKER_THREADS, LabRun, dispatch
 
 
 def work(run_id: int, engine: Any = None) -> str:
@@ -53,14 +53,15 @@ def work(run_id: int, engine: Any = None) -> str:
 
         state["cancel"] = state["cancel"] or runs.renew_lease(run_id, engine)
         result = train(config, on_progress=progress, should_stop=lambda: state["cancel"])
-        if stored.get("downstream") and result.checkpoint and not result.stopped:
+        lab = LabRun.from_stored(stored)
+        if lab.downstream and result.checkpoint and not result.stopped:
             from models.finetune import downstream
 
             def phase(text: str) -> None:
                 state["cancel"] = runs.record_curve(run_id, curve, engine, evaluation={**result.evaluation, "phase": text})
 
-            result.evaluation["downstream"] = downstream(result.checkpoint, stored["downstream"], config.seed,
-                                                         bool(stored.get("control")), still_wanted, phase)
+            result.evaluation["downstream"] = downstream(result.checkpoint, lab.downstream, config.seed, lab.control,
+                                                         still_wanted, phase)
             if state["cancel"]:
                 result.stopped = "cancelled during the downstream evaluation"
         return result

@@ -45,7 +45,7 @@ def test_the_image_builds_starts_healthy_and_keeps_results_on_persistent_storage
     from playwright.sync_api import sync_playwright
 
     where = parallel._lock_dir()
-    early = where is not None and (where / "container" / "pid").is_file()
+    early = where is not None and (where / "container" / "started").is_file()
     built = container.take_early(where / "container") if early else container.build()
     print(f"\nimage {built.image}: built in {built.seconds:.0f} s, {built.size_bytes / 1e9:.2f} GB")
     data = tmp_path / "persistent"

@@ -242,9 +242,9 @@ def start(image: str, root: Path, port: int, env: dict[str, str] | None = None, 
 
 def start_early(where: Path, argv: list[str] | None = None) -> bool:
     """Start :func:`build` in a process of its own, once per test run (``where``: a folder the run's workers share),
-    and return at once; :func:`take_early` waits for it, :func:`clean_early` removes what nobody took. Returns
+    and return at once; :func:`take_early` waits for it, :func:`clean_early` stops or removes what nobody took. Returns
     whether this call started it (every worker collects the test; the first one starts the build). ``argv``: another
-    command in its place, which writes ``build.json`` into ``where`` (the tests of this mechanism)."""
+    command in its place, which writes ``build.json`` into ``where`` whole (the tests of this mechanism)."""
     where.mkdir(parents=True, exist_ok=True)
     try:
         os.close(os.open(where / "started", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -253,48 +253,80 @@ def start_early(where: Path, argv: list[str] | None = None) -> bool:
     with open(where / "build.log", "wb") as log:
         proc = subprocess.Popen(argv or [sys.executable, "-m", "tests.helpers.container", str(where)], cwd=ROOT, stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    (where / "pid").write_text(str(proc.pid))
+    partial = where / "pid.partial"
+    partial.write_text(f"{proc.pid} {_started_at(proc.pid)}")
+    partial.replace(where / "pid")  # whole or absent: another worker's test may read it at once
     return True
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a finished child its parent has not reaped yet is a zombie: not running)."""
+def _started_at(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot), "" where it is gone: a pid with another start time is another process."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
+        return ""
+
+
+def _alive(pid: int, started: str | None = None) -> bool:
+    """Whether ``pid`` runs (a finished child its parent has not reaped yet is a zombie: not running), and, given
+    ``started``, is still the process that started then (not a later one given the same pid)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
         return False
+    return fields[0] != "Z" and (started is None or fields[19] == started)
+
+
+def _builder(where: Path, wait: float = 60) -> tuple[int, str]:
+    """(pid, start time) of the build :func:`start_early` started, waiting a little for the file that names it."""
+    deadline = time.monotonic() + wait
+    while not (where / "pid").is_file():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the build started at collection never said its process ({where})")
+        time.sleep(0.2)
+    pid, started = (where / "pid").read_text().split()
+    return int(pid), started
 
 
 def take_early(where: Path, timeout: float = 2400) -> Build:
-    """The image :func:`start_early` built, once it is built (the caller now owns it and removes it)."""
-    (where / "taken").touch()
-    pid, deadline = int((where / "pid").read_text()), time.monotonic() + timeout
+    """The image :func:`start_early` built, once it is built (the caller then owns it and removes it). A run stopped
+    while this waits leaves the build to :func:`clean_early`."""
+    pid, started = _builder(where)
+    deadline = time.monotonic() + timeout
     while not (where / "build.json").is_file():
-        if not _alive(pid) and not (where / "build.json").is_file():
+        if not _alive(pid, started) and not (where / "build.json").is_file():
             raise RuntimeError(f"the build started at collection failed:\n{(where / 'build.log').read_text()[-4000:]}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"the build started at collection took over {timeout:.0f} s:\n{(where / 'build.log').read_text()[-3000:]}")
-        time.sleep(2)
-    return Build(**json.loads((where / "build.json").read_text()))
+        time.sleep(1)
+    built = Build(**json.loads((where / "build.json").read_text()))
+    (where / "taken").touch()
+    return built
 
 
 def clean_early(where: Path, images: tuple[str, ...] = (TAG, BASE_IMAGE)) -> None:
-    """At the end of a run: stop a build still running and remove the ``images`` nobody took (a run stopped early,
-    ``-x``), and the layers a stopped build leaves dangling."""
-    if not (where / "pid").is_file() or (where / "taken").is_file():
+    """At the end of a run: stop a build still running (a run stopped early: ``-x``, Ctrl-C, a timeout) and remove the
+    ``images`` of one nobody took, with the layers a stopped build leaves dangling. An image a test took is its own."""
+    if not (where / "started").is_file() or (where / "taken").is_file():
         return
-    pid = int((where / "pid").read_text())
-    if _alive(pid):
+    try:
+        pid, started = _builder(where, wait=5)
+    except RuntimeError:
+        return  # nothing was started after all
+    stopped = False
+    if not (where / "build.json").is_file() and _alive(pid, started):
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with suppress(ProcessLookupError):
                 os.killpg(pid, sig)
             for _ in range(20):
-                if not _alive(pid):
+                if not _alive(pid, started):
                     break
                 time.sleep(0.5)
+        stopped = True
     if images:
         subprocess.run(["podman", "rmi", "-f", *images], capture_output=True)
-        subprocess.run(["podman", "image", "prune", "-f"], capture_output=True)
+        if stopped:
+            subprocess.run(["podman", "image", "prune", "-f"], capture_output=True)
 
 
 def _build_to(where: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -39,8 +40,8 @@ def test_an_early_started_test_is_handed_out_after_a_share_of_the_run_and_machin
 
 
 def _fake_build(where: Path, seconds: float, ok: bool) -> list[str]:
-    body = (f"import json, time, pathlib; time.sleep({seconds}); "
-            + (f"pathlib.Path({str(where)!r}, 'build.json').write_text(json.dumps(dict(image='img', seconds=1.5, size_bytes=7)))"
+    body = (f"import json, time, pathlib; time.sleep({seconds}); w = pathlib.Path({str(where)!r}); "
+            + ("(w / 'p').write_text(json.dumps(dict(image='img', seconds=1.5, size_bytes=7))); (w / 'p').replace(w / 'build.json')"
                if ok else "raise SystemExit('apt failed: no space left on device')"))
     return [sys.executable, "-c", body]
 
@@ -49,8 +50,11 @@ def test_a_build_started_at_collection_is_started_once_and_taken_when_done(tmp_p
     where = tmp_path / "container"
     assert container.start_early(where, _fake_build(where, 1.0, ok=True))
     assert not container.start_early(where, _fake_build(where, 0, ok=True))  # the second worker's collection: not again
+    assert not (where / "taken").is_file()
     built = container.take_early(where, timeout=60)
-    assert built == container.Build("img", 1.5, 7) and (where / "taken").is_file()
+    assert built == container.Build("img", 1.5, 7) and (where / "taken").is_file()  # the test owns it now
+    container.clean_early(where, images=())  # a taken build is not the run's to stop or remove
+    assert (where / "build.json").is_file()
 
 
 def test_a_failed_early_build_fails_its_test_with_the_builds_own_output(tmp_path) -> None:
@@ -63,8 +67,32 @@ def test_a_failed_early_build_fails_its_test_with_the_builds_own_output(tmp_path
 def test_an_early_build_nobody_took_is_stopped_at_the_end_of_the_run(tmp_path) -> None:
     where = tmp_path / "container"
     container.start_early(where, _fake_build(where, 600, ok=True))
-    pid = int((where / "pid").read_text())
+    pid = int((where / "pid").read_text().split()[0])
     assert container._alive(pid)
     container.clean_early(where, images=())  # the run ended (-x, a crash) before the container test took it
     # (no podman here: the suite's own container test may be using the real image beside this test)
     assert not container._alive(pid)
+
+
+def test_an_early_build_is_stopped_when_the_run_ends_while_its_test_waits(tmp_path) -> None:
+    """Ctrl-C or a timeout while the container test waits: the test never took the image, so the run's end stops the build."""
+    import threading
+
+    where = tmp_path / "container"
+    container.start_early(where, _fake_build(where, 600, ok=True))
+    seen: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            container.take_early(where, 120)
+        except RuntimeError as err:
+            seen.append(err)
+
+    waiting = threading.Thread(target=wait, daemon=True)
+    waiting.start()
+    time.sleep(1)
+    pid = int((where / "pid").read_text().split()[0])
+    container.clean_early(where, images=())
+    assert not container._alive(pid) and not (where / "taken").is_file()
+    waiting.join(30)
+    assert not waiting.is_alive() and "failed" in str(seen[0])  # the waiting test saw its build end without an image
