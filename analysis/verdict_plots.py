@@ -73,12 +73,14 @@ def arms_figure(claim: dict[str, Any]) -> go.Figure:
 
 
 def trend_figure(claim: dict[str, Any]) -> go.Figure:
-    """The scaling presets' points (one line per seed), log-log: held-out loss against N, or per compute budget."""
+    """A trend claim's points, log-log, held-out loss against N: points of (seed, N, loss) as a line per seed; points
+    of (seed, compute, N, loss) (an IsoFLOP grid) as one series per compute budget. The points say which, not the
+    preset's name."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     pts = claim.get("points", [])
-    if claim.get("measure") == "isoflop":
+    if pts and len(pts[0]) == 4:
         for c in sorted({p[1] for p in pts}):
             row = sorted((p[2], p[3]) for p in pts if p[1] == c)
             fig.add_scatter(x=[n for n, _ in row], y=[v for _, v in row], mode="markers", name=f"C ≈ {c:.2g} FLOPs")

@@ -340,3 +340,15 @@ def test_the_label_agrees_with_the_interval_when_items_are_given_too() -> None:
         assert v.level == pytest.approx(1 - 0.05 / family)
 
     check()
+
+
+def test_a_trend_figure_draws_what_its_points_are_not_what_its_preset_is_called() -> None:
+    """Kaplan's points (seed, N, loss) draw a line per seed; an IsoFLOP grid's (seed, compute, N, loss) a series per
+    compute budget, whatever the entry's measure is named (the figure reads the data, not a preset's name)."""
+    from analysis.verdict_plots import trend_figure
+
+    grid = [(s, c, n, 5.0 - 0.1 * s) for s in (0, 1) for c in (1e12, 2e12) for n in (1e4, 2e4, 4e4)]
+    assert [t.name for t in trend_figure({"measure": "renamed", "points": grid}).data] == ["C ≈ 1e+12 FLOPs", "C ≈ 2e+12 FLOPs"]
+    per_size = [(s, n, 5.0 - 0.1 * s) for s in (0, 1, 2) for n in (1e4, 2e4)]
+    assert [t.name for t in trend_figure({"measure": "isoflop", "points": per_size}).data] == ["seed 0", "seed 1", "seed 2"]
+    assert trend_figure({"measure": "scaling"}).data == ()  # nothing finished yet: an empty chart, no error
