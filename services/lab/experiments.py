@@ -119,7 +119,7 @@ def report(group: str, engine: Any = None) -> Report:
 
 
 def _stored_entries(stored: list[dict[str, Any]]) -> list[ClaimEntry]:
-    return [ClaimEntry.from_dict(s["payload"]) for s in stored]
+    return [ClaimEntry.from_dict({"key": s["claim_key"], **s["payload"]}) for s in stored]
 
 
 def _report(group: str, engine: Any = None, store: bool = False) -> Report:
@@ -236,7 +236,7 @@ def results_so_far(engine: Any = None) -> list[dict[str, Any]]:
     rows = []
     for v in stored:
         preset, p = v["preset"], v["payload"]
-        entry = ClaimEntry.from_dict(p)
+        entry = ClaimEntry.from_dict({"key": v["claim_key"], **p})  # the row's key where a payload has none
         verdict = entry.verdict or {}
         groups = order[preset]
         n = groups.index(v["group"])

@@ -236,7 +236,7 @@ def start(image: str, root: Path, port: int, env: dict[str, str] | None = None, 
 
 
 # The build started at collection. The build is mostly waiting on the downloads of apt and pip inside it (about a
-# quarter of one core), so the suite starts it in a process of its own when it collects the container test
+# quarter of one core on average), so the suite starts it in a process of its own when it collects the container test
 # (conftest.pytest_collection_finish) and the test takes the image later: the other tests use the cores meanwhile,
 # instead of one pytest worker waiting five to ten minutes. Under ``-n 0`` the test builds the image itself.
 
@@ -251,7 +251,10 @@ def start_early(where: Path, argv: list[str] | None = None) -> bool:
     except FileExistsError:
         return False
     with open(where / "build.log", "wb") as log:
-        proc = subprocess.Popen(argv or [sys.executable, "-m", "tests.helpers.container", str(where)], cwd=ROOT, stdin=subprocess.DEVNULL,
+        # at the lowest priority: the build takes the cycles the tests leave idle, never theirs (its pip compiles every
+        # package's bytecode, a core's worth at times, which beside two busy workers slowed the browser tests' pages)
+        proc = subprocess.Popen(argv or ["nice", "-n", "19", sys.executable, "-m", "tests.helpers.container", str(where)], cwd=ROOT,
+                                stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     partial = where / "pid.partial"
     partial.write_text(f"{proc.pid} {_started_at(proc.pid)}")
