@@ -51,6 +51,11 @@ def decided(out: dict[str, Any], decide: Callable[[], Any]) -> Any | None:
 _FIGURE_OF_MEASURE = {"mutransfer": "transfer", "retention": "ratio", "speedup": "ratio", "scaling": "trend", "isoflop": "trend"}
 
 
+def _stored(name: str, doc: str, default: str = "") -> property:
+    """A text field of a stored claim (``default`` where it is missing or empty)."""
+    return property(lambda self: str(self.fields.get(name) or default), doc=doc)
+
+
 @dataclass(frozen=True)
 class StoredClaim:
     """The claim an entry was decided on, as stored with it (``dataclasses.asdict`` of a
@@ -60,33 +65,12 @@ class StoredClaim:
 
     fields: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def statement(self) -> str:
-        """What the paper says, in a sentence."""
-        return str(self.fields.get("statement") or "")
-
-    @property
-    def source(self) -> str:
-        """Paper, table and split."""
-        return str(self.fields.get("source") or "")
-
-    @property
-    def measure(self) -> str:
-        return str(self.fields.get("measure") or "")
-
-    @property
-    def a(self) -> str:
-        """The arm the claim is about (``a op b``)."""
-        return str(self.fields.get("a") or "")
-
-    @property
-    def b(self) -> str:
-        return str(self.fields.get("b") or "")
-
-    @property
-    def op(self) -> str:
-        """``>`` (beats) or ``>=`` (at most ``margin`` worse)."""
-        return str(self.fields.get("op") or ">")
+    statement = _stored("statement", "What the paper says, in a sentence.")
+    source = _stored("source", "Paper, table and split.")
+    measure = _stored("measure", "The measure the claim is decided on.")
+    a = _stored("a", "The arm the claim is about (``a op b``).")
+    b = _stored("b", "The arm it is compared with.")
+    op = _stored("op", "``>`` (beats) or ``>=`` (at most ``margin`` worse).", ">")
 
     @property
     def margin(self) -> float | None:
