@@ -153,6 +153,39 @@ def test_a_state_that_writes_starts_from_a_fresh_world(seeded_world_copy: Path, 
     assert not (tmp_path / "worlds" / "world1").exists()  # the old copies are swept
 
 
+@pytest.mark.parametrize("page", ["views/calculator.py", "views/attention.py", "views/objectives.py"])
+def test_a_state_started_from_a_copy_of_the_opened_page_is_the_state_a_new_open_reaches(page: str, tmp_path: Path) -> None:
+    """The crawl opens a page once per world and starts each state with moves from a copy of it (crawl.opened): a move
+    made on the copy draws exactly what the same move draws on a page opened anew (every element, the address), and
+    the copy shares nothing a move changes with the page it was copied from."""
+    import re
+
+    def drawn(at) -> tuple[list[str], dict]:
+        out: list[str] = []
+
+        def walk(node) -> None:
+            if getattr(node, "proto", None) is not None:  # a download's file id is a fresh uuid on every run
+                out.append(re.sub(r'deferred_file_id: "\w+"', "", str(node.proto)))
+            for child in getattr(node, "children", {}).values():
+                walk(child)
+
+        walk(at._tree)
+        return out, dict(at.query_params)
+
+    base = crawl.open_page(page)
+    before = drawn(base)
+    shown = crawl.widgets(base)
+    picked = [m for ref, w in shown.items() if ref.key not in crawl.SHARED_SIDEBAR for m in crawl.moves(ref, w, 3)][::5][:4]
+    assert len(picked) >= 3
+    for move in picked:
+        ok, found, copied = crawl.run_state(page, (move,), world=tmp_path)
+        ok_new, found_new, anew = crawl.run_state(page, (move,))
+        assert ok and ok_new and found == found_new, move
+        assert drawn(copied) == drawn(anew), move
+    assert crawl._opened and crawl._opened[0][0][-1] == tmp_path  # the states above started from one open page
+    assert drawn(crawl._opened[0][1]) == before  # ... which no move changed
+
+
 def test_the_url_keys_a_page_declares_are_crawled() -> None:
     """Every page that keeps URL state gives the crawl its keys (read from the dict it passes to restore_url_state,
     whatever its name and whatever its values are)."""

@@ -35,6 +35,7 @@ value behind a label is the page's business, as it is in a browser.
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 import logging
 import os
@@ -48,8 +49,9 @@ from pathlib import Path
 from typing import Any
 
 from streamlit.proto.WidgetStates_pb2 import WidgetState
-from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import AppTest, local_script_runner
 from streamlit.testing.v1 import element_tree as et
+from streamlit.util import calc_hash
 
 from tests.helpers import ROOT
 
@@ -461,17 +463,25 @@ def build_downloads() -> list[str]:
 
 def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 120, *,
               prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY) -> AppTest:
-    """The entry script, then ``page``, as a browser opens the app and follows a link to the page (``query``: the link's
-    parameters). ``prelude``: (page, move) pairs made on the way, as a user who clicked elsewhere first; a move that
-    cannot be made fails loudly (the prelude is the crawl's setup, not a state). ``entry``: another script to open
-    alone (the crawler's own test)."""
+    """``page``, as a browser opens a link to it (``query``: the link's parameters): the entry script runs with the page
+    chosen, and no other page runs first. ``prelude``: (page, move) pairs made on the way, as a user who clicked
+    elsewhere first (the app opened on Home, then each page clicked); a move that cannot be made fails loudly (the
+    prelude is the crawl's setup, not a state). ``entry``: another script to open alone (the crawler's own test)."""
     at = AppTest.from_file(str(entry), default_timeout=timeout)
     for k, v in (query or {}).items():
         at.query_params[k] = v
+    home = pages()[0]
+    if entry == ENTRY and not prelude and page != home:
+        # Before a first run AppTest finds a page by its file's stem, which is each st.Page's url_path here; checked
+        # below, so a page given another url_path one day fails loudly instead of crawling Home in its place.
+        at.switch_page(page)
+        at.run()
+        if at._finished_page_script_hash != calc_hash(Path(page).stem):
+            raise AssertionError(f"{page} did not open from a link to it (its url_path is not its file's stem?)")
+        return at
     at.run()
     if entry != ENTRY:
         return at
-    home = pages()[0]
     for where, move in prelude:
         if where != home:
             at.switch_page(where).run()
@@ -484,14 +494,22 @@ def open_page(page: str, query: dict[str, str] | None = None, timeout: float = 1
 
 
 def run_state(page: str, path: tuple[Move, ...], query: dict[str, str] | None = None, *,
-              prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY) -> tuple[bool, list[str], AppTest]:
+              prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY, world: Any = None) -> tuple[bool, list[str], AppTest]:
     """Open ``page`` (with ``query``, after ``prelude``), make each move of ``path`` and run it twice (the move, then a
     rerun with the state kept). Returns whether every move could be made, the problems of the state reached (those of
-    the states on the way are their own: each is crawled by itself), and the last AppTest."""
+    the states on the way are their own: each is crawled by itself), and the last AppTest.
+
+    ``world``: what names the world the page opens in (:class:`Worlds`' current copy, its folder); given, a state with moves starts
+    from a copy of the page as it opened in that world (:func:`opened`) instead of opening it again: the same session,
+    tree and address a new open gives, without running the page once more. None: always opened anew."""
     _deferred.clear()
     _unexpected.seen.clear()
-    at = open_page(page, query, prelude=prelude, entry=entry)
-    found = problems(at) + build_downloads()
+    if path and world is not None:
+        at = opened(page, query, prelude, entry, world)
+        found: list[str] = []
+    else:
+        at = open_page(page, query, prelude=prelude, entry=entry)
+        found = problems(at) + build_downloads()
     if not path:  # the defaults, a link's parameters, presentation mode: rerun with the state kept too
         at.run()
         found += problems(at) + build_downloads()
@@ -505,10 +523,69 @@ def run_state(page: str, path: tuple[Move, ...], query: dict[str, str] | None = 
     return True, found, at
 
 
-def open_tab(page: str, move: Move, *, prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY) -> AppTest | None:
+# AppTest keeps a run's element tree, not the messages it was parsed from: record them, so a copy of an opened page gets
+# a tree of its own (moves set values on the tree's widgets) parsed from the same messages.
+_parse_tree = local_script_runner.parse_tree_from_messages
+
+
+def _recording_parse(messages: list[Any]) -> et.ElementTree:
+    tree = _parse_tree(messages)
+    tree._crawl_messages = list(messages)
+    return tree
+
+
+local_script_runner.parse_tree_from_messages = _recording_parse
+#: The page as it last opened: ((page, query, prelude, entry, world), AppTest), or None.
+_opened: list[tuple[tuple, AppTest]] = []
+
+
+def opened(page: str, query: dict[str, str] | None, prelude: tuple[tuple[str, Move], ...], entry: Path, world: Any) -> AppTest:
+    """A copy of ``page`` as it opens (:func:`open_page`) in ``world``: opened once per page, link and world, then
+    copied (:func:`copy_app`) for each state. Opening is a full run of the page, about a third of a one-move state's
+    time; its problems are the defaults' state's, found there."""
+    key = (page, tuple(sorted((query or {}).items())), prelude, str(entry), world)
+    if not _opened or _opened[0][0] != key:
+        _opened.clear()
+        at = open_page(page, query, prelude=prelude, entry=entry)
+        problems(at)  # the defaults' state's, not this one's
+        _deferred.clear()
+        _opened.append((key, at))
+    try:
+        return copy_app(_opened[0][1])
+    except Exception:  # a session that cannot be copied (a lock in it): opened anew, as before
+        return open_page(page, query, prelude=prelude, entry=entry)
+
+
+def copy_app(at: AppTest) -> AppTest:
+    """An AppTest in the state ``at`` is in, sharing nothing a run or a move changes: its session state, address,
+    element tree (parsed again from the run's messages), fragments and forms are its own. (``copy.deepcopy`` of an
+    AppTest fails on its session's lock, and of its tree breaks the elements' attribute lookup.)"""
+    from streamlit.runtime.fragment import MemoryFragmentStorage
+    from streamlit.runtime.state.safe_session_state import SafeSessionState
+    from streamlit.testing.v1.app_test import _AppTestSessionState
+
+    new = AppTest.__new__(AppTest)
+    new.__dict__.update(at.__dict__)
+    new._session_state = SafeSessionState(copy.deepcopy(at._session_state._state), lambda: None)
+    new.session_state = _AppTestSessionState(new._session_state)
+    for name in ("query_params", "secrets", "user", "context", "_registered_pages", "_cleared_form_ids"):
+        setattr(new, name, copy.deepcopy(getattr(at, name)))
+    tree = _parse_tree(at._tree._crawl_messages)
+    tree._crawl_messages, tree._runner = at._tree._crawl_messages, new
+    new._tree = tree
+    fragments = MemoryFragmentStorage()
+    for name, value in vars(at._fragment_storage).items():
+        if name != "_lock":
+            setattr(fragments, name, copy.deepcopy(value))
+    new._fragment_storage = fragments
+    return new
+
+
+def open_tab(page: str, move: Move, *, prelude: tuple[tuple[str, Move], ...] = (), entry: Path = ENTRY,
+             world: Any = None) -> AppTest | None:
     """``page`` with the tab of ``move`` open (None where it cannot be opened)."""
     try:
-        ok, _, at = run_state(page, (move,), prelude=prelude, entry=entry)
+        ok, _, at = run_state(page, (move,), prelude=prelude, entry=entry, world=world)
     except Exception:
         return None
     return at if ok else None
@@ -672,7 +749,8 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
         if fresh is not None and fresh.ready():
             result.worlds += 1
         try:
-            ok, found, at = run_state(page, path, query, prelude=prelude, entry=entry)
+            ok, found, at = run_state(page, path, query, prelude=prelude, entry=entry,
+                                      world=None if fresh is None else fresh.here)
         except Exception as err:
             ok, found, at = True, [f"crawler: {type(err).__name__}: {str(err)[:300]}"], None
         if not ok:
@@ -700,10 +778,12 @@ def crawl_page(page: str, *, pairs: bool = True, pair_cap: int = 3, single_cap: 
         # if it were on the page (each of its moves after the tab's).
         paths: list[tuple[Move, ...]] = [(m,) for ref, w in shown.items() for m in moves(ref, w, single_cap)]
         for tab in [m for m in list(paths) if m[0].how == "tab"]:
-            opened = open_tab(page, tab[0], prelude=prelude, entry=entry)
-            if opened is None:
+            if fresh is not None and fresh.ready():
+                result.worlds += 1
+            tabbed = open_tab(page, tab[0], prelude=prelude, entry=entry, world=None if fresh is None else fresh.here)
+            if tabbed is None:
                 continue
-            for ref, w in widgets(opened).items():
+            for ref, w in widgets(tabbed).items():
                 if ref not in shown and ref.key not in SHARED_SIDEBAR and ref.kind != "tabs":
                     shown[ref] = w
                     paths += [(tab[0], m) for m in moves(ref, w, single_cap)]
