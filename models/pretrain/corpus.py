@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import random
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +19,56 @@ def read_corpus(config: TrainConfig) -> tuple[list[str], list[str]]:
     Raises:
         InvalidData: a user file that is missing, too large, binary or empty.
     """
-    if config.corpus == "wordnet":
-        with gzip.open(CORPUS, "rt", encoding="utf-8") as f:
-            lines = [line.strip() for line in f if len(line.split()) >= 4]
-    else:
-        path = Path(config.corpus)
-        if not path.is_file():
-            raise InvalidData(f"No corpus file {path.name!r}.")
-        if path.stat().st_size > MAX_USER_CORPUS_BYTES:
-            raise InvalidData(f"The corpus is {path.stat().st_size / 2**20:.0f} MB; at most {MAX_USER_CORPUS_BYTES // 2**20} MB.")
-        raw = path.read_bytes()
-        if b"\x00" in raw[:65536]:
-            raise InvalidData("The corpus looks binary (it holds NUL bytes); give a UTF-8 text file.")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidData("The corpus is not UTF-8 text.") from None
-        lines = [line.strip() for line in text.splitlines() if len(line.split()) >= 4]
+    lines = usable_lines(config.corpus)
+    train, held = training_order(len(lines), config.seed, config.corpus_lines)
+    return [lines[i] for i in train], [lines[i] for i in held]
+
+
+def training_order(n: int, seed: int, corpus_lines: int) -> tuple[list[int], list[int]]:
+    """Which of ``n`` usable lines a seed's run trains on and holds out (indices, in :func:`read_corpus`'s order): the
+    lines shuffled with the seed, the first ``corpus_lines`` taken, 2% of those held out. A shuffle moves items by
+    their places alone, so shuffling the indices gives the order shuffling the lines gives."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    order = order[:corpus_lines]
+    cut = max(10, int(len(order) * HELD_OUT))
+    return order[cut:], order[:cut]
+
+
+def usable_lines(corpus: str) -> tuple[str, ...]:
+    """A corpus's usable texts (four words or more), in the file's order: WordNet's glosses (``"wordnet"``) or a
+    user's file, checked. Read once per file as it is (its size and time): a plan prices many seeds and arms of one
+    corpus, and the page plans on every rerun.
+
+    Raises:
+        InvalidData: a user file that is missing, too large, binary or empty, or fewer than 20 usable lines.
+    """
+    path = CORPUS if corpus == "wordnet" else Path(corpus)
+    if not path.is_file():
+        raise InvalidData(f"No corpus file {path.name!r}.")
+    stat = path.stat()
+    if corpus != "wordnet" and stat.st_size > MAX_USER_CORPUS_BYTES:
+        raise InvalidData(f"The corpus is {stat.st_size / 2**20:.0f} MB; at most {MAX_USER_CORPUS_BYTES // 2**20} MB.")
+    lines = _read_lines(str(path), corpus == "wordnet", stat.st_size, stat.st_mtime_ns)
     if len(lines) < 20:
         raise InvalidData(f"The corpus has {len(lines)} usable lines (four words or more); training needs at least 20.")
-    rng = random.Random(config.seed)
-    rng.shuffle(lines)
-    lines = lines[: config.corpus_lines]
-    cut = max(10, int(len(lines) * HELD_OUT))
-    return lines[cut:], lines[:cut]
+    return lines
+
+
+@lru_cache(maxsize=2)
+def _read_lines(path: str, gzipped: bool, size: int, mtime_ns: int) -> tuple[str, ...]:
+    """The usable lines of one version of a file (``size`` and ``mtime_ns`` only key the cache)."""
+    if gzipped:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return tuple(line.strip() for line in f if len(line.split()) >= 4)
+    raw = Path(path).read_bytes()
+    if b"\x00" in raw[:65536]:
+        raise InvalidData("The corpus looks binary (it holds NUL bytes); give a UTF-8 text file.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidData("The corpus is not UTF-8 text.") from None
+    return tuple(line.strip() for line in text.splitlines() if len(line.split()) >= 4)
 
 
 def tokenizer(vocab: str = "wordnet-8k") -> Any:
@@ -62,24 +89,30 @@ def tokenizer(vocab: str = "wordnet-8k") -> Any:
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _halves(text: str) -> tuple[str, str]:
+def halves(text: str) -> tuple[str, str]:
+    """A text's two halves, as NSP and SOP split it (at the middle word)."""
     words = text.split()
     cut = max(1, len(words) // 2)
     return " ".join(words[:cut]), " ".join(words[cut:])
 
 
-def sentence_pairs(texts: list[str], kind: str, seed: int) -> list[tuple[str, str, int]]:
-    """(A, B, label) pairs from each text's two halves. NSP: label 0 when B is the text's second half, 1 when B is
-    another text's second half (BERT's 50% random); SOP: 0 in order, 1 swapped (ALBERT's: both from one text)."""
+def pair_plan(n: int, kind: str, seed: int) -> list[tuple[int, int, int, int, int]]:
+    """How :func:`sentence_pairs` builds the pairs of ``n`` texts, by index: (text of A, half of A, text of B, half of
+    B, label), halves 0 (first) and 1 (second). NSP: label 0 when B is the text's second half, 1 when B is another
+    text's second half (BERT's 50% random); SOP: 0 in order, 1 swapped (ALBERT's: both from one text)."""
     rng = random.Random(seed)
     out = []
-    for i, text in enumerate(texts):
-        a, b = _halves(text)
+    for i in range(n):
         if rng.random() < 0.5:
-            out.append((a, b, 0))
+            out.append((i, 0, i, 1, 0))
         elif kind == "nsp":
-            other = texts[(i + rng.randrange(1, len(texts))) % len(texts)]
-            out.append((a, _halves(other)[1], 1))
+            out.append((i, 0, (i + rng.randrange(1, n)) % n, 1, 1))
         else:
-            out.append((b, a, 1))
+            out.append((i, 1, i, 0, 1))
     return out
+
+
+def sentence_pairs(texts: list[str], kind: str, seed: int) -> list[tuple[str, str, int]]:
+    """(A, B, label) pairs from each text's two halves (:func:`pair_plan`)."""
+    split = [halves(t) for t in texts]
+    return [(split[a][ha], split[b][hb], label) for a, ha, b, hb, label in pair_plan(len(texts), kind, seed)]

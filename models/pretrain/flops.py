@@ -23,9 +23,12 @@ the Rust tokenizer, no torch) for what a plan expects; :func:`step_flops` counts
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+
+import numpy as np
 
 from models.pretrain.config import LAB_VOCAB, VOCAB_SIZES, TrainConfig
 
@@ -132,38 +135,93 @@ def length_stats(config: TrainConfig) -> LengthStats:
 
 @lru_cache(maxsize=64)
 def _length_stats(corpus: str, vocab: str, seq_len: int, objective: str, seed: int, corpus_lines: int) -> LengthStats:
-    from models.pretrain.corpus import read_corpus, sentence_pairs
+    from models.pretrain.corpus import pair_plan, training_order, usable_lines
 
-    config = TrainConfig(corpus=corpus, vocab=vocab, seq_len=seq_len, objective=objective, seed=seed, corpus_lines=corpus_lines)
-    texts, _ = read_corpus(config)
+    lines = usable_lines(corpus)
+    train, _ = training_order(len(lines), seed, corpus_lines)
+    counts = _counts(lines, vocab)
     tok = _tokenizer(vocab)
-    tok.no_padding()  # a tokenizer.json may pad to a fixed length; the lab's batches pad to their longest text
-    tok.enable_truncation(seq_len)
     if objective in ("mlm+nsp", "mlm+sop"):
-        encoded = tok.encode_batch([(a, b) for a, b, _ in sentence_pairs(texts, objective[-3:], seed)])
-        specials = 3
+        specials = tok.num_special_tokens_to_add(True)
+        plan = np.array(pair_plan(len(train), objective[-3:], seed), dtype=np.int64).reshape(-1, 5)
+        rows = np.asarray(train, dtype=np.int64)
+        halves = counts.halves(rows)  # row i: text i of the training texts
+        raw = halves[plan[:, 0], plan[:, 1]] + halves[plan[:, 2], plan[:, 3]]
     else:
-        encoded = tok.encode_batch(texts)
-        specials = 2
-    lengths = [len(e.ids) for e in encoded]
-    total = sum(lengths)
+        specials = tok.num_special_tokens_to_add(False)
+        raw = counts.whole(np.asarray(train, dtype=np.int64))
+    # Truncated as the batches are (longest first for a pair): the specials always stay.
+    lengths = np.minimum(raw + specials, seq_len)
+    total, n = int(lengths.sum()), len(lengths)
     if objective == "plm":  # XLNet's collator pads every text to the sequence length, and the model attends over all of it
-        return LengthStats(total / len(lengths), seq_len * seq_len * len(lengths) / total, 0.0, seq_len * len(lengths) / total)
-    return LengthStats(total / len(lengths), sum(n * n for n in lengths) / total,
-                       MASK_RATE * sum(max(0, n - specials) for n in lengths) / total)
+        return LengthStats(total / n, seq_len * seq_len * n / total, 0.0, seq_len * n / total)
+    return LengthStats(total / n, int((lengths * lengths).sum()) / total, MASK_RATE * int(np.maximum(0, lengths - specials).sum()) / total)
+
+
+class _TokenCounts:
+    """Tokens (without specials) of each usable line of one corpus under one vocabulary, whole and in its two
+    halves, counted as lines are first asked for. A plan prices every seed and arm of a preset, each a different
+    draw of the same lines, and the lab page plans on every rerun: each line is tokenized once, not once per draw."""
+
+    def __init__(self, lines: tuple[str, ...], vocab: str) -> None:
+        self.lines, self.vocab = lines, vocab
+        self._whole = np.full(len(lines), -1, dtype=np.int64)
+        self._halves = np.full((len(lines), 2), -1, dtype=np.int64)
+        self._lock = threading.Lock()
+
+    def _count(self, texts: list[str]) -> np.ndarray:
+        tok = _tokenizer(self.vocab)
+        return np.array([len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)], dtype=np.int64)
+
+    def whole(self, rows: np.ndarray) -> np.ndarray:
+        with self._lock:
+            todo = np.unique(rows[self._whole[rows] < 0])
+            if len(todo):
+                self._whole[todo] = self._count([self.lines[i] for i in todo])
+            return self._whole[rows]
+
+    def halves(self, rows: np.ndarray) -> np.ndarray:
+        """(tokens of the first half, of the second) of each row."""
+        from models.pretrain.corpus import halves
+
+        with self._lock:
+            todo = np.unique(rows[self._halves[rows, 0] < 0])
+            if len(todo):
+                split = [halves(self.lines[i]) for i in todo]
+                self._halves[todo, 0] = self._count([a for a, _ in split])
+                self._halves[todo, 1] = self._count([b for _, b in split])
+            return self._halves[rows]
+
+
+_counted: dict[tuple[int, str], _TokenCounts] = {}
+
+
+def _counts(lines: tuple[str, ...], vocab: str) -> _TokenCounts:
+    """The counts of these lines (one object per corpus version and vocabulary; the last four kept)."""
+    key = (id(lines), vocab)
+    found = _counted.get(key)
+    if found is None or found.lines is not lines:
+        found = _counted[key] = _TokenCounts(lines, vocab)
+        while len(_counted) > 4:
+            _counted.pop(next(iter(_counted)))
+    return found
 
 
 @lru_cache(maxsize=2)
 def _tokenizer(vocab: str):
     """The run's WordPiece tokenizer from ``tokenizers`` (the Rust library, no torch), as transformers' fast tokenizer
-    builds it."""
+    builds it; counts are taken whole (no padding, no truncation: :func:`_length_stats` truncates them)."""
     from tokenizers import BertWordPieceTokenizer, Tokenizer
 
     if vocab == "wordnet-8k":
-        return BertWordPieceTokenizer(str(LAB_VOCAB), lowercase=True)
-    from models.locate import bundled_folder
+        tok = BertWordPieceTokenizer(str(LAB_VOCAB), lowercase=True)
+    else:
+        from models.locate import bundled_folder
 
-    return Tokenizer.from_file(str(bundled_folder() / "tokenizer.json"))
+        tok = Tokenizer.from_file(str(bundled_folder() / "tokenizer.json"))
+    tok.no_padding()  # a tokenizer.json may pad or truncate to a fixed length
+    tok.no_truncation()
+    return tok
 
 
 def batch_stats(lengths: Sequence[int], masked: int) -> tuple[int, int, int]:

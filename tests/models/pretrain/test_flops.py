@@ -60,3 +60,37 @@ def test_the_output_layer_is_counted_where_the_loss_reads_it() -> None:
     # Kaplan et al.'s reference: 6N + 6·n_layer·n_ctx·d per token, N the non-embedding parameters
     n = 2 * h * config.layers * (2 * h + config.ffn)
     assert flops.kaplan_per_token(config) == 6 * n + 6 * config.layers * config.seq_len * h
+
+
+@pytest.mark.parametrize(("objective", "seq_len", "vocab"), [("mlm", 16, "wordnet-8k"), ("mlm+nsp", 16, "wordnet-8k"),
+                                                             ("mlm+sop", 64, "wordnet-8k"), ("plm", 32, "wordnet-8k"),
+                                                             ("mlm+nsp", 32, "bert")])
+def test_the_length_statistics_are_those_of_the_texts_tokenized_as_the_batches_are(objective: str, seq_len: int, vocab: str,
+                                                                                    tmp_path) -> None:
+    """The plan's length statistics come from token counts kept per corpus line (each line tokenized once, for every
+    seed and arm): they equal counting each seed's own texts (or NSP/SOP pairs) encoded whole and truncated, as the
+    batches are, on WordNet and on a user's file, and a changed file is read again."""
+    from models.pretrain.corpus import read_corpus, sentence_pairs
+
+    own = tmp_path / "own.txt"
+    own.write_text("\n".join(f"line {i} says " + "word " * (i % 37) + "end" for i in range(300)), encoding="utf-8")
+    for corpus in ("wordnet", str(own)):
+        for seed in (0, 5):
+            config = replace(TINY, objective=objective, seq_len=seq_len, vocab=vocab, seed=seed, corpus=corpus, corpus_lines=250)
+            texts, _ = read_corpus(config)
+            tok = flops._tokenizer(vocab)
+            tok.enable_truncation(seq_len)
+            try:
+                pair = objective in ("mlm+nsp", "mlm+sop")
+                encoded = tok.encode_batch([(a, b) for a, b, _ in sentence_pairs(texts, objective[-3:], seed)] if pair else texts)
+            finally:
+                tok.no_truncation()
+            n = [len(e.ids) for e in encoded]
+            got = flops.length_stats(config)
+            assert got.tokens_per_sequence == pytest.approx(sum(n) / len(n), rel=1e-12)
+            if objective != "plm":
+                assert got.pairs_per_token == pytest.approx(sum(x * x for x in n) / sum(n), rel=1e-12)
+                assert got.masked_per_token == pytest.approx(flops.MASK_RATE * sum(x - (3 if pair else 2) for x in n) / sum(n), rel=1e-12)
+    before = flops.length_stats(replace(TINY, corpus=str(own), corpus_lines=250))
+    own.write_text("\n".join("a much longer line than before " * 8 for _ in range(300)), encoding="utf-8")
+    assert flops.length_stats(replace(TINY, corpus=str(own), corpus_lines=250, seed=1)).tokens_per_sequence > before.tokens_per_sequence
