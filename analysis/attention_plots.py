@@ -1,4 +1,5 @@
-"""Plotly figures for the Attention page: a head's heatmap, the layers × heads statistics grid, rollout.
+"""Plotly figures for the Attention page (a head's heatmap, the layers × heads statistics grid, rollout) and the XLNet
+page (a factorization order, attention into memory).
 
 Takes numpy arrays and token lists (no torch). Tokens are placed by position (``tickvals``) so
 repeated tokens keep their own row, and ``<``/``>`` are written as entities so a token like
@@ -32,16 +33,14 @@ def heatmap(matrix: np.ndarray, rows: list[str], cols: list[str] | None = None, 
     # each cell's (row token, column token) for its hover, as one array: plotly validates a nested list cell by cell,
     # an array at once (measured: bench/results/README.md, "Figures that lived in code comments")
     pairs = np.stack(np.broadcast_arrays(np.asarray(r_lab, dtype=object)[:, None], np.asarray(c_lab, dtype=object)[None, :]), axis=-1)
-    fig = go.Figure(go.Heatmap(
+    size = height or max(360, min(900, 22 * len(rows) + 140))
+    return go.Figure(go.Heatmap(
         z=matrix, x=list(range(len(cols))), y=list(range(len(rows))), colorscale=SCALE, zmin=0, zmax=zmax,
         colorbar={"title": colorbar}, customdata=pairs,  # (rows, cols, 2)
-        hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>"))
-    size = height or max(360, min(900, 22 * len(rows) + 140))
-    fig.update_layout(
-        title=title, height=size, margin={"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
-        xaxis={"tickvals": list(range(len(cols))), "ticktext": c_lab, "side": "top", "tickangle": -60, "title": "attends to"},
-        yaxis={"tickvals": list(range(len(rows))), "ticktext": r_lab, "autorange": "reversed", "title": "token"})
-    return fig
+        hovertemplate="%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>"), layout={
+        "title": title, "height": size, "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
+        "xaxis": {"tickvals": list(range(len(cols))), "ticktext": c_lab, "side": "top", "tickangle": -60, "title": "attends to"},
+        "yaxis": {"tickvals": list(range(len(rows))), "ticktext": r_lab, "autorange": "reversed", "title": "token"}})
 
 
 def stats_grid(values: np.ndarray, measure: str, title: str = "", selected: tuple[int, int] | None = None) -> go.Figure:
@@ -69,21 +68,36 @@ def order_path(tokens: list[str], order: list[int], targets: list[int], selected
     n = len(tokens)
     rank = {p: r for r, p in enumerate(order)}
     seen = set(order[: rank[selected]]) if selected in rank else set()
-    fig = go.Figure()
     top = 0.35 + 0.12 * max((abs(order[r + 1] - order[r]) for r in range(len(order) - 1)), default=0)
+    # Every trace and annotation handed to the figure at once: one validation, where add_scatter/add_annotation per arc
+    # validates the figure's growing lists again at each call (most of a page run for a long order).
+    arcs, numbers = [], []
     for r in range(len(order) - 1):
         a, b = order[r], order[r + 1]
         xs = np.linspace(a, b, 20)
         height = 0.35 + 0.12 * abs(b - a)
         ys = height * np.sin(np.linspace(0, np.pi, 20)) * (1 if r % 2 == 0 else -1)
-        fig.add_scatter(x=xs, y=ys, mode="lines", line={"color": "#999", "width": 1.5}, hoverinfo="skip", showlegend=False)
-        fig.add_annotation(x=(a + b) / 2, y=ys[10], text=str(r + 1), showarrow=False, font={"size": 11, "color": "#555"})
+        arcs.append(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "#999", "width": 1.5}, hoverinfo="skip", showlegend=False))
+        numbers.append({"x": (a + b) / 2, "y": float(ys[10]), "text": str(r + 1), "showarrow": False, "font": {"size": 11, "color": "#555"}})
     colours = ["#D55E00" if p in targets else ("#0072B2" if p in seen else "#BBBBBB") for p in range(n)]
-    fig.add_scatter(x=list(range(n)), y=[0] * n, mode="markers+text", text=[label(t) for t in tokens], textposition="bottom center",
-                    marker={"size": 22, "color": colours, "line": {"color": ["black" if p == selected else "white" for p in range(n)],
-                                                                    "width": [3 if p == selected else 1 for p in range(n)]}},
-                    customdata=[rank.get(p, -1) + 1 for p in range(n)], showlegend=False,
-                    hovertemplate="position %{x}: %{text}<br>step %{customdata} of the order<extra></extra>")
-    fig.update_layout(height=300, margin={"l": 10, "r": 10, "t": 10, "b": 10}, plot_bgcolor="white",
-                      xaxis={"visible": False, "range": [-0.7, n - 0.3]}, yaxis={"visible": False, "range": [-top - 0.9, top + 0.2]})
+    tokens_trace = go.Scatter(
+        x=list(range(n)), y=[0] * n, mode="markers+text", text=[label(t) for t in tokens], textposition="bottom center",
+        marker={"size": 22, "color": colours, "line": {"color": ["black" if p == selected else "white" for p in range(n)],
+                                                        "width": [3 if p == selected else 1 for p in range(n)]}},
+        customdata=[rank.get(p, -1) + 1 for p in range(n)], showlegend=False,
+        hovertemplate="position %{x}: %{text}<br>step %{customdata} of the order<extra></extra>")
+    fig = go.Figure([*arcs, tokens_trace], layout={
+        "height": 300, "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "plot_bgcolor": "white", "annotations": numbers,
+        "xaxis": {"visible": False, "range": [-0.7, n - 0.3]}, "yaxis": {"visible": False, "range": [-top - 0.9, top + 0.2]}})
     return fig
+
+
+def memory_share(segments: list[int], shares: list[list[float]], height: int = 220) -> go.Figure:
+    """XLNet's segment recurrence: per layer, the share of each segment's attention that goes into the remembered previous segment."""
+    import plotly.graph_objects as go
+
+    layers = len(shares[0]) if shares else 0
+    traces = [go.Scatter(x=list(segments), y=[s[li] for s in shares], name=f"layer {li}", mode="lines+markers",
+                         hovertemplate=f"layer {li}, segment %{{x}}: %{{y:.1%}}<extra></extra>") for li in range(layers)]
+    return go.Figure(traces, layout={"template": "plotly_white", "height": height, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+                                     "xaxis": {"title": "segment", "dtick": 1}, "yaxis": {"title": "share into memory", "rangemode": "tozero"}})

@@ -4,9 +4,9 @@ what fine-tuning changed layer by layer. Runs train in background processes (ser
 watches, compares and cancels them through that service, and never imports torch."""
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
+from analysis import lab_plots
 from analysis.tasks import BUILT_IN
 from app import ui
 from core import registry
@@ -187,8 +187,7 @@ def watch() -> None:
     long = lab.curves_frame(mine)
     if len(long):
         long["loss (smoothed)"] = long.groupby("run")["loss"].transform(lambda x: x.rolling(10, min_periods=1).mean())
-        fig = px.line(long, x="step", y="loss (smoothed)", color="run", title=f"Training loss: {state['ft_show']}", template="plotly_white")
-        fig.update_layout(height=340, legend_title_text="", margin={"t": 50})
+        fig = lab_plots.loss_curves(long, y="loss (smoothed)", title=f"Training loss: {state['ft_show']}", height=340)
         ui.chart(fig, "ft_curves", title=f"Fine-tuning lab: {state['ft_show']}", caption="Training loss per step (running mean of 10).",
                  sources=(SOURCE,))
     active = mine[mine["status"].isin(ACTIVE) & ~mine["cancel"]]
@@ -239,12 +238,7 @@ if len(done):
     row = done[done["name"] == pick].iloc[0]
     change = pd.DataFrame(row["evaluation"].get("layer_change") or [])
     if len(change):
-        long = change.melt(id_vars="layer", value_vars=["weight_change", "cka"], var_name="measure")
-        long["measure"] = long["measure"].map({"weight_change": "relative weight change ‖ΔW‖/‖W‖",
-                                               "cka": "CKA before vs after (1 = unchanged)"})
-        fig = px.bar(long, x="layer", y="value", facet_row="measure", template="plotly_white", title=f"What changed: {pick}")
-        fig.update_yaxes(matches=None, title_text="")
-        fig.update_layout(height=460, margin={"t": 60})
+        fig = lab_plots.layer_change(change, f"What changed: {pick}")
         ui.chart(fig, "ft_layers", title=f"Fine-tuning lab: what changed in {pick}",
                  caption="Per layer: the relative weight change and linear CKA between the layer's token representations "
                          "before and after fine-tuning, on the task's test sentences (Merchant et al. 2020). The slide: large "

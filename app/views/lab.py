@@ -4,10 +4,9 @@ them, and never imports torch."""
 
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
-from analysis import mutransfer_plots, verdict_plots
+from analysis import lab_plots, mutransfer_plots, verdict_plots
 from app import ui
 from core.errors import ExplorerError
 from services import lab
@@ -81,10 +80,7 @@ def curves_chart(df: pd.DataFrame, title: str):
     long = lab.curves_frame(df)
     # Smoothed (a running mean of 20 steps), as training curves are shown in the papers; the raw loss is noisy.
     long["loss (smoothed)"] = long.groupby("run")["loss"].transform(lambda x: x.rolling(20, min_periods=1).mean())
-    fig = px.line(long, x="step", y="loss (smoothed)", color="run", title=title, template="plotly_white",
-                  hover_data={"loss": ":.3f"})
-    fig.update_layout(height=380, legend_title_text="", margin={"t": 50})
-    return fig
+    return lab_plots.loss_curves(long, y="loss (smoothed)", raw="loss", title=title, height=380)
 
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)
@@ -446,16 +442,13 @@ def watch_view(done: pd.DataFrame) -> None:
     step = c[1].select_slider("Training step", steps, key="lb_watch_step", format_func=lambda v: f"{v:,}",
                               help="The steps this run kept (log-spaced; 0 is its random initialisation).")
     left, right = st.columns([2, 3])
-    fig = px.line(table, x="step", y="POS probe", markers=True, template="plotly_white", range_y=[0, 1],
-                  title="POS probe accuracy over training")
-    fig.update_xaxes(type="category", title="step (the steps the run kept, log-spaced)")
-    fig.add_vline(x=steps.index(step), line_dash="dot", line_color="#D55E00")
-    fig.add_hline(y=0.25, line_dash="dash", line_color="#999", annotation_text="chance")
-    ui.chart(fig, "lb_watch_pos", where=left, title=f"POS probe over the training of {run}",
+    ui.chart(lab_plots.probe_over_training(table, step), "lb_watch_pos", where=left, title=f"POS probe over the training of {run}",
              caption="Each point: the POS probe (below) refitted on the run's checkpoint at that step.",
              sources=(f"Measured on this server: BERT Family Explorer pre-training lab, run {run}",), show_caption=True)
     at = table[table["step"] == step].drop(columns=["step"]).T.reset_index()
     at.columns = ["probe", f"at step {step:,}"]
+    # One column of numbers and word lists: as text, so Arrow gets one type (else Streamlit logs a failed conversion).
+    at[at.columns[1]] = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in at[at.columns[1]]]
     right.dataframe(at, hide_index=True, width="stretch")
     model_at = run if step == steps[-1] else f"{run}@{step}"
     c = right.columns(2)
@@ -499,11 +492,7 @@ if len(done):
 scaled = lab.scaling_runs(mine)
 if scaled:
     st.subheader("Scaling")
-    fig = px.scatter(scaled.table, x="N (non-embedding)", y="held-out loss", color=scaled.budgets, log_x=True, log_y=True,
-                     hover_name="run", template="plotly_white", title="Held-out loss against model size")
-    fig.update_traces(mode="lines+markers")
-    fig.update_layout(height=380, legend_title_text="compute budget")
-    ui.chart(fig, "lb_scaling", title=f"Pre-training lab: {state['lb_show']} (scaling)",
+    ui.chart(lab_plots.loss_against_size(scaled.table, scaled.budgets), "lb_scaling", title=f"Pre-training lab: {state['lb_show']} (scaling)",
              caption="Final held-out masked-LM loss against non-embedding parameters (log-log); for an IsoFLOP grid, one "
                      "line per compute budget: the minimum of each line is the compute-optimal size (Chinchilla's approach 2).",
              sources=("Kaplan et al. 2020 (Figure 1); Hoffmann et al. 2022 (Chinchilla, approach 2, Figure 3)",))

@@ -84,10 +84,10 @@ def label(mid: str) -> str:
 
 
 def bars(preds: list, title: str) -> go.Figure:
-    fig = go.Figure(go.Bar(x=[p.probability for p in preds][::-1], y=[f"{p.token_str.strip() or '␣'} " for p in preds][::-1],
-                           orientation="h", marker_color="#0072B2", hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
-    fig.update_layout(title=title, height=60 + 28 * len(preds), margin={"l": 10, "r": 10, "t": 36, "b": 10}, xaxis_title="probability")
-    return fig
+    return go.Figure(go.Bar(x=[p.probability for p in preds][::-1], y=[f"{p.token_str.strip() or '␣'} " for p in preds][::-1],
+                            orientation="h", marker_color="#0072B2", hovertemplate="%{y}: %{x:.3f}<extra></extra>"),
+                     layout={"title": title, "height": 60 + 28 * len(preds), "margin": {"l": 10, "r": 10, "t": 36, "b": 10},
+                             "xaxis": {"title": "probability"}})
 
 
 ignored = ui.restore_url_state(DEFAULTS, ALLOWED)

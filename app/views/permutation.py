@@ -165,8 +165,10 @@ else:
     except ExplorerError as err:
         ui.show_error(err)
     else:
-        frame = pd.DataFrame([{"segment": g.segment, **{f"layer {li}": float(v) for li, v in enumerate(g.into_memory)}} for g in segs])
-        st.line_chart(frame.set_index("segment"), height=220)
+        ui.chart(plots.memory_share([g.segment for g in segs], [[float(v) for v in g.into_memory] for g in segs]), "pm_memory",
+                 title="XLNet's segment recurrence: attention into memory", caption="Share of each segment's attention that "
+                 "goes into the remembered previous segment, per layer.", sources=("Dai et al. 2019 (Transformer-XL), Section 3.2; "
+                 "Yang et al. 2019 (XLNet), Section 2.4",))
         st.caption("Share of each segment's attention that goes into the remembered previous segment, per layer "
                    "(Transformer-XL's recurrence, kept by XLNet as `mems`). With memory 0 every segment starts blind.")
         if len(segs) > 1 and segs[1].memory:
