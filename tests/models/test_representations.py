@@ -201,11 +201,19 @@ def test_nearest_contexts_equal_brute_force_and_the_index_is_cached(tiny_dir: Pa
     assert M.corpus_index(lm, 1, 200) is index  # kept in memory
     M._loaded.clear()
     M.corpus_index(lm, 1, 200)  # from disk: no forward pass
+    # a small model's pass kept every layer's index: the others are read, not built, and are that layer's vectors
+    for other in (0, lm.model.config.num_hidden_layers):
+        xo, _ = reps.layer_matrix(other)
+        assert np.abs(M.corpus_index(lm, other, 200).vectors - xo / np.linalg.norm(xo, axis=1, keepdims=True)).max() < 1e-3
     own.write_bytes(b"not a zip")  # a damaged index is built again, not trusted
     M._loaded.clear()
     monkeypatch.undo()
     index = M.corpus_index(lm, 1, 200)
     assert index.vectors.shape[0] == x.shape[0]
+    monkeypatch.setattr(M, "ALL_LAYERS_BYTES", 0)  # a model too large to keep every layer: only the one asked for
+    M.corpus_index(lm, 1, 150)
+    assert (M._index_dir() / f"{M._fingerprint(lm, 1, 150)}.npz").is_file()
+    assert not (M._index_dir() / f"{M._fingerprint(lm, 2, 150)}.npz").is_file()
 
 
 def test_nearest_contexts_bad_input() -> None:
