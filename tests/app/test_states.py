@@ -184,6 +184,9 @@ def test_a_state_started_from_a_copy_of_the_opened_page_is_the_state_a_new_open_
         assert drawn(copied) == drawn(anew), move
     assert crawl._opened and crawl._opened[0][0][-1] == tmp_path  # the states above started from one open page
     assert drawn(crawl._opened[0][1]) == before  # ... which no move changed
+    # a move that calls back into the page is made on a page opened anew (its callback holds the opened page's objects)
+    backs = {str(m.ref): crawl.calls_back(base, m) for ref, w in shown.items() for m in crawl.moves(ref, w, 1)}
+    assert backs["class_start"] and not backs.get("sz_layers", backs.get("at_layer", backs.get("ob_k", False)))
 
 
 def test_the_url_keys_a_page_declares_are_crawled() -> None:

@@ -501,10 +501,14 @@ def run_state(page: str, path: tuple[Move, ...], query: dict[str, str] | None = 
 
     ``world``: what names the world the page opens in (:class:`Worlds`' current copy, its folder); given, a state with moves starts
     from a copy of the page as it opened in that world (:func:`opened`) instead of opening it again: the same session,
-    tree and address a new open gives, without running the page once more. None: always opened anew."""
+    tree and address a new open gives, without running the page once more. A move that would call back into the page
+    (an ``on_click``/``on_change``, a form's submit) is made on a page opened anew: a callback holds the objects of the
+    run that registered it (a page's module globals), which are the opened page's, not the copy's. None: always
+    opened anew."""
     _deferred.clear()
     _unexpected.seen.clear()
-    if path and world is not None:
+    copied = bool(path) and world is not None
+    if copied:
         at = opened(page, query, prelude, entry, world)
         found: list[str] = []
     else:
@@ -514,6 +518,8 @@ def run_state(page: str, path: tuple[Move, ...], query: dict[str, str] | None = 
         at.run()
         found += problems(at) + build_downloads()
     for move in path:
+        if copied and calls_back(at, move):
+            return run_state(page, path, query, prelude=prelude, entry=entry)
         if not apply(at, move):
             return False, found, at
         at.run()
@@ -554,6 +560,22 @@ def opened(page: str, query: dict[str, str] | None, prelude: tuple[tuple[str, Mo
         return copy_app(_opened[0][1])
     except Exception:  # a session that cannot be copied (a lock in it): opened anew, as before
         return open_page(page, query, prelude=prelude, entry=entry)
+
+
+def calls_back(at: AppTest, move: Move) -> bool:
+    """Whether making ``move`` on the page ``at`` drew runs a callback the page registered: the moved widget's, or, in a
+    form, any of the form's (its submit button is pressed with it)."""
+    w = widgets(at).get(move.ref)
+    if w is None:
+        return False
+    ids = {getattr(w, "id", None)}
+    form = getattr(w, "form_id", "") or getattr(getattr(w, "proto", None), "form_id", "")
+    if form:
+        ids |= {x.id for kind in WIDGET_KINDS for x in at.get(kind) if getattr(x.proto, "form_id", "") == form}
+    if move.how == "tab":  # a keyed tab group's callback, if it has one, is registered under its own id
+        ids |= {wid for wid, meta in at._session_state._state._new_widget_state.widget_metadata.items() if wid.endswith(f"-{w.key}")}
+    metadata = at._session_state._state._new_widget_state.widget_metadata
+    return any(getattr(metadata.get(i), "callback", None) is not None for i in ids if i)
 
 
 def copy_app(at: AppTest) -> AppTest:
