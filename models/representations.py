@@ -330,7 +330,8 @@ def corpus_index(model: ModelRef, layer: int, limit: int | None = None) -> Corpu
                         sent.append(start + j)
                         pos.append(p)
                         toks.append(readable(tok.convert_ids_to_tokens(i)))
-        every = np.stack(vecs).astype(np.float32)  # (tokens, wanted layers, hidden)
+        every = np.stack(vecs)  # (tokens, wanted layers, hidden), float32 as the forward pass gives them
+        del vecs
         sent_a, pos_a, toks_t = np.array(sent, np.int32), np.array(pos, np.int32), tuple(toks)
         index = None
         for k, at in enumerate(wanted):

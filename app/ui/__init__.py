@@ -30,7 +30,7 @@ from app.ui.charts import PLOTLY_CONFIG, chart, download, download_buttons, pack
 from app.ui.classroom import Ask, ask_the_class, class_panel, lead_class, question_context, reveal_chart
 from app.ui.errors import friendly_errors, log, show_error
 from app.ui.forms import bounded_number, start_runs
-from app.ui.labels import RUN_STATUS_TEXT
+from app.ui.labels import RUN_STATUS_TEXT, cell_text
 from app.ui.pickers import (
     LAST_STEP,
     OTHER,
@@ -61,6 +61,7 @@ __all__ = [
     "await_warmup",
     "bounded_number",
     "catalog_availability",
+    "cell_text",
     "chart",
     "class_panel",
     "context_url",

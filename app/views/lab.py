@@ -448,7 +448,7 @@ def watch_view(done: pd.DataFrame) -> None:
     at = table[table["step"] == step].drop(columns=["step"]).T.reset_index()
     at.columns = ["probe", f"at step {step:,}"]
     # One column of numbers and word lists: as text, so Arrow gets one type (else Streamlit logs a failed conversion).
-    at[at.columns[1]] = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in at[at.columns[1]]]
+    at[at.columns[1]] = [ui.cell_text(v) for v in at[at.columns[1]]]
     right.dataframe(at, hide_index=True, width="stretch")
     model_at = run if step == steps[-1] else f"{run}@{step}"
     c = right.columns(2)

@@ -23,6 +23,7 @@ the Rust tokenizer, no torch) for what a plan expects; :func:`step_flops` counts
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -130,11 +131,24 @@ def length_stats(config: TrainConfig) -> LengthStats:
     if config.pack:
         n = config.seq_len
         return LengthStats(float(n), float(n), MASK_RATE * (n - 2) / n)
-    return _length_stats(config.corpus, config.vocab, config.seq_len, config.objective, config.seed, config.corpus_lines)
+    return _length_stats(config.corpus, _version(config.corpus), config.vocab, config.seq_len, config.objective, config.seed,
+                         config.corpus_lines)
+
+
+def _version(corpus: str) -> tuple[int, int] | None:
+    """A user's corpus file as it is now (size, time), so that a changed file is priced again; None for WordNet's."""
+    if corpus == "wordnet":
+        return None
+    try:
+        stat = os.stat(corpus)
+    except OSError:
+        return None  # usable_lines says what is wrong with it
+    return stat.st_size, stat.st_mtime_ns
 
 
 @lru_cache(maxsize=64)
-def _length_stats(corpus: str, vocab: str, seq_len: int, objective: str, seed: int, corpus_lines: int) -> LengthStats:
+def _length_stats(corpus: str, version: tuple[int, int] | None, vocab: str, seq_len: int, objective: str, seed: int,
+                  corpus_lines: int) -> LengthStats:
     from models.pretrain.corpus import pair_plan, training_order, usable_lines
 
     lines = usable_lines(corpus)
@@ -194,17 +208,20 @@ class _TokenCounts:
 
 
 _counted: dict[tuple[int, str], _TokenCounts] = {}
+_counted_lock = threading.Lock()
 
 
 def _counts(lines: tuple[str, ...], vocab: str) -> _TokenCounts:
-    """The counts of these lines (one object per corpus version and vocabulary; the last four kept)."""
+    """The counts of these lines (one object per corpus version and vocabulary; the last two kept, as the corpora's
+    lines are: :func:`models.pretrain.corpus.usable_lines`)."""
     key = (id(lines), vocab)
-    found = _counted.get(key)
-    if found is None or found.lines is not lines:
-        found = _counted[key] = _TokenCounts(lines, vocab)
-        while len(_counted) > 4:
-            _counted.pop(next(iter(_counted)))
-    return found
+    with _counted_lock:
+        found = _counted.get(key)
+        if found is None or found.lines is not lines:
+            found = _counted[key] = _TokenCounts(lines, vocab)
+            while len(_counted) > 2:
+                _counted.pop(next(iter(_counted)))
+        return found
 
 
 @lru_cache(maxsize=2)

@@ -93,4 +93,4 @@ def test_the_length_statistics_are_those_of_the_texts_tokenized_as_the_batches_a
                 assert got.masked_per_token == pytest.approx(flops.MASK_RATE * sum(x - (3 if pair else 2) for x in n) / sum(n), rel=1e-12)
     before = flops.length_stats(replace(TINY, corpus=str(own), corpus_lines=250))
     own.write_text("\n".join("a much longer line than before " * 8 for _ in range(300)), encoding="utf-8")
-    assert flops.length_stats(replace(TINY, corpus=str(own), corpus_lines=250, seed=1)).tokens_per_sequence > before.tokens_per_sequence
+    assert flops.length_stats(replace(TINY, corpus=str(own), corpus_lines=250)).tokens_per_sequence > before.tokens_per_sequence
