@@ -149,11 +149,10 @@ def _version(corpus: str) -> tuple[int, int] | None:
 @lru_cache(maxsize=64)
 def _length_stats(corpus: str, version: tuple[int, int] | None, vocab: str, seq_len: int, objective: str, seed: int,
                   corpus_lines: int) -> LengthStats:
-    from models.pretrain.corpus import pair_plan, training_order, usable_lines
+    from models.pretrain.corpus import pair_plan, training_order
 
-    lines = usable_lines(corpus)
-    train, _ = training_order(len(lines), seed, corpus_lines)
-    counts = _counts(lines, vocab)
+    counts = _counts(corpus, version, vocab)
+    train, _ = training_order(len(counts.lines), seed, corpus_lines)
     tok = _tokenizer(vocab)
     if objective in ("mlm+nsp", "mlm+sop"):
         specials = tok.num_special_tokens_to_add(True)
@@ -207,21 +206,13 @@ class _TokenCounts:
             return self._halves[rows]
 
 
-_counted: dict[tuple[int, str], _TokenCounts] = {}
-_counted_lock = threading.Lock()
+@lru_cache(maxsize=2)
+def _counts(corpus: str, version: tuple[int, int] | None, vocab: str) -> _TokenCounts:
+    """The counts of a corpus as it is (``version``: :func:`_version`) under a vocabulary; the last two kept, as the
+    corpora's lines are (:func:`models.pretrain.corpus.usable_lines`)."""
+    from models.pretrain.corpus import usable_lines
 
-
-def _counts(lines: tuple[str, ...], vocab: str) -> _TokenCounts:
-    """The counts of these lines (one object per corpus version and vocabulary; the last two kept, as the corpora's
-    lines are: :func:`models.pretrain.corpus.usable_lines`)."""
-    key = (id(lines), vocab)
-    with _counted_lock:
-        found = _counted.get(key)
-        if found is None or found.lines is not lines:
-            found = _counted[key] = _TokenCounts(lines, vocab)
-            while len(_counted) > 2:
-                _counted.pop(next(iter(_counted)))
-        return found
+    return _TokenCounts(usable_lines(corpus), vocab)
 
 
 @lru_cache(maxsize=2)

@@ -568,13 +568,13 @@ def calls_back(at: AppTest, move: Move) -> bool:
     w = widgets(at).get(move.ref)
     if w is None:
         return False
+    metadata = at._session_state._state._new_widget_state.widget_metadata
     ids = {getattr(w, "id", None)}
     form = getattr(w, "form_id", "") or getattr(getattr(w, "proto", None), "form_id", "")
     if form:
         ids |= {x.id for kind in WIDGET_KINDS for x in at.get(kind) if getattr(x.proto, "form_id", "") == form}
     if move.how == "tab":  # a keyed tab group's callback, if it has one, is registered under its own id
-        ids |= {wid for wid, meta in at._session_state._state._new_widget_state.widget_metadata.items() if wid.endswith(f"-{w.key}")}
-    metadata = at._session_state._state._new_widget_state.widget_metadata
+        ids |= {wid for wid in metadata if wid.endswith(f"-{w.key}")}
     return any(getattr(metadata.get(i), "callback", None) is not None for i in ids if i)
 
 
