@@ -127,7 +127,9 @@ ui.bounded_number(c[1], "Bootstrap resamples", "sc_boot", ALLOWED["sc_boot"], st
 
 state = st.session_state
 try:
-    fitted = run_fit(data, state["sc_x"], state["sc_y"], law, state["sc_transform"], state["sc_x2"], int(state["sc_boot"]))
+    # D only where the law has it: another D in the link (or left from an earlier law) is not a new fit
+    fitted = run_fit(data, state["sc_x"], state["sc_y"], law, state["sc_transform"], state["sc_x2"] if law == "chinchilla" else "",
+                     int(state["sc_boot"]))
     x_to, at_x_to = scaling.read_at(fitted.fit, float(state["sc_extra"]))
 except ExplorerError as err:
     ui.show_error(err)
