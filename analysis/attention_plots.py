@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from analysis.plot_style import themed
+
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
@@ -99,5 +101,5 @@ def memory_share(segments: list[int], shares: list[list[float]], height: int = 2
     layers = len(shares[0]) if shares else 0
     traces = [go.Scatter(x=list(segments), y=[s[li] for s in shares], name=f"layer {li}", mode="lines+markers",
                          hovertemplate=f"layer {li}, segment %{{x}}: %{{y:.1%}}<extra></extra>") for li in range(layers)]
-    return go.Figure(traces, layout={"template": "plotly_white", "height": height, "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
-                                     "xaxis": {"title": "segment", "dtick": 1}, "yaxis": {"title": "share into memory", "rangemode": "tozero"}})
+    return themed(go.Figure(traces, layout={"height": height, "margin": {"l": 10, "r": 10, "t": 10, "b": 10}, "xaxis": {"title": "segment", "dtick": 1},
+                                            "yaxis": {"title": "share into memory", "rangemode": "tozero"}}))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from analysis.plot_style import themed
 from core import registry
 from core.registry import OBJECTIVES, ModelCard
 
@@ -71,11 +72,11 @@ def format_params(n: int) -> str:
 def _base_layout(fig: go.Figure, title: str, large: bool) -> go.Figure:
     size = 20 if large else 13
     fig.update_layout(
-        title=title, template="plotly_white", font={"size": size},
+        title=title, font={"size": size},
         legend={"title": "Objective", "orientation": "h", "y": -0.18},
         margin={"l": 10, "r": 10, "t": 50, "b": 10}, height=560 if large else 470,
     )
-    return fig
+    return themed(fig)
 
 
 def size_figure(large: bool = False) -> go.Figure:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from analysis.plot_style import themed
+
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-TEMPLATE = "plotly_white"
 
 
 def _groups(frame: Any, by: str) -> list[tuple[Any, Any]]:
@@ -29,8 +30,8 @@ def loss_curves(long: Any, *, y: str, title: str, height: int, raw: str | None =
     hover = f"%{{fullData.name}}<br>step %{{x}}<br>{y} %{{y:.3f}}" + (f"<br>{raw} %{{customdata:.3f}}" if raw else "") + "<extra></extra>"
     traces = [go.Scatter(x=g["step"], y=g[y], name=str(run), mode="lines", customdata=g[raw] if raw else None,
                          hovertemplate=hover) for run, g in _groups(long, "run")]
-    return go.Figure(traces, layout={"template": TEMPLATE, "title": title, "height": height, "legend": {"title": {"text": ""}},
-                                     "margin": {"t": 50}, "xaxis": {"title": "step"}, "yaxis": {"title": y}})
+    return themed(go.Figure(traces, layout={"title": title, "height": height, "legend": {"title": {"text": ""}}, "margin": {"t": 50},
+                                            "xaxis": {"title": "step"}, "yaxis": {"title": y}}))
 
 
 def probe_over_training(table: Any, step: int, *, measure: str = "POS probe", chance: float = 0.25) -> go.Figure:
@@ -40,9 +41,9 @@ def probe_over_training(table: Any, step: int, *, measure: str = "POS probe", ch
 
     steps = [int(s) for s in table["step"]]
     x = [str(s) for s in steps]
-    return go.Figure(go.Scatter(x=x, y=table[measure], mode="lines+markers", name=measure, showlegend=False,
-                                hovertemplate=f"step %{{x}}<br>{measure} %{{y:.3f}}<extra></extra>"), layout={
-        "template": TEMPLATE, "title": f"{measure} accuracy over training",
+    return themed(go.Figure(go.Scatter(x=x, y=table[measure], mode="lines+markers", name=measure, showlegend=False,
+                                       hovertemplate=f"step %{{x}}<br>{measure} %{{y:.3f}}<extra></extra>"), layout={
+        "title": f"{measure} accuracy over training",
         "xaxis": {"type": "category", "title": "step (the steps the run kept, log-spaced)"},
         "yaxis": {"range": [0, 1], "title": measure},
         "shapes": [{"type": "line", "xref": "x", "x0": steps.index(step), "x1": steps.index(step), "yref": "paper", "y0": 0, "y1": 1,
@@ -50,7 +51,7 @@ def probe_over_training(table: Any, step: int, *, measure: str = "POS probe", ch
                    {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": chance, "y1": chance,
                     "line": {"dash": "dash", "color": "#999"}}],
         "annotations": [{"text": "chance", "xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": chance,
-                         "yanchor": "bottom", "showarrow": False}]})
+                         "yanchor": "bottom", "showarrow": False}]}))
 
 
 def loss_against_size(table: Any, budgets: Sequence[str | None] | None) -> go.Figure:
@@ -62,9 +63,9 @@ def loss_against_size(table: Any, budgets: Sequence[str | None] | None) -> go.Fi
     traces = [go.Scatter(x=g[x], y=g[y], name=str(budget), mode="lines+markers", showlegend=bool(budgets), hovertext=g["run"],
                          hovertemplate=f"%{{hovertext}}<br>{x} %{{x:,}}<br>{y} %{{y:.3f}}<extra></extra>")
               for budget, g in _groups(frame, "_budget")]
-    return go.Figure(traces, layout={"template": TEMPLATE, "title": "Held-out loss against model size", "height": 380,
-                                     "legend": {"title": {"text": "compute budget"}},
-                                     "xaxis": {"type": "log", "title": x}, "yaxis": {"type": "log", "title": y}})
+    return themed(go.Figure(traces, layout={"title": "Held-out loss against model size", "height": 380,
+                                            "legend": {"title": {"text": "compute budget"}},
+                                            "xaxis": {"type": "log", "title": x}, "yaxis": {"type": "log", "title": y}}))
 
 
 def layer_change(change: Any, title: str) -> go.Figure:
@@ -76,8 +77,8 @@ def layer_change(change: Any, title: str) -> go.Figure:
     traces = [go.Bar(x=change["layer"], y=change[col], name=name, showlegend=False, xaxis="x", yaxis=f"y{i + 1 if i else ''}",
                      marker_color="#636EFA", hovertemplate=f"layer %{{x}}<br>{name}: %{{y:.3f}}<extra></extra>")
               for i, (col, name) in enumerate(rows)]
-    return go.Figure(traces, layout={
-        "template": TEMPLATE, "title": title, "height": 460, "margin": {"t": 60},
+    return themed(go.Figure(traces, layout={
+        "title": title, "height": 460, "margin": {"t": 60},
         "xaxis": {"title": "layer", "anchor": "y2"}, "yaxis": {"domain": [0.54, 1.0]}, "yaxis2": {"domain": [0.0, 0.46]},
         "annotations": [{"text": name, "xref": "paper", "yref": "paper", "x": 1.0, "xanchor": "right", "y": top, "yanchor": "bottom",
-                         "showarrow": False} for (_, name), top in zip(rows, (1.0, 0.46), strict=True)]})
+                         "showarrow": False} for (_, name), top in zip(rows, (1.0, 0.46), strict=True)]}))

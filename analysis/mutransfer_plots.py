@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from analysis.plot_style import themed
+
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
@@ -67,6 +69,5 @@ def transfer_figure(claim: dict[str, Any]) -> go.Figure:
     verdict = claim.get("verdict") or {}
     title = "Held-out loss against learning rate, per width" + (f" — {verdict['label']}" if verdict else "")
     fig.update_yaxes(title_text="held-out loss", row=1, col=1)
-    fig.update_layout(template="plotly_white", title=title, height=400, margin={"t": 70},
-                      legend={"orientation": "h", "y": -0.25})
-    return fig
+    fig.update_layout(title=title, height=400, margin={"t": 70}, legend={"orientation": "h", "y": -0.25})
+    return themed(fig)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats
 
+from analysis.plot_style import themed
+
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
@@ -67,9 +69,9 @@ def arms_figure(claim: dict[str, Any]) -> go.Figure:
     title = claim.get("label", "")
     if verdict:
         title += f" — {verdict['label']}"
-    fig.update_layout(template="plotly_white", title=title, height=360, yaxis_title=claim.get("label", "score"),
+    fig.update_layout(title=title, height=360, yaxis_title=claim.get("label", "score"),
                       legend={"orientation": "h", "y": -0.2}, margin={"t": 50, "b": 40}, bargap=0.45)
-    return fig
+    return themed(fig)
 
 
 def trend_figure(claim: dict[str, Any]) -> go.Figure:
@@ -92,9 +94,9 @@ def trend_figure(claim: dict[str, Any]) -> go.Figure:
         x_title = "N (non-embedding parameters)"
     verdict = claim.get("verdict") or {}
     title = "Held-out loss against model size" + (f" — {verdict['label']}" if verdict else "")
-    fig.update_layout(template="plotly_white", title=title, height=360, xaxis_type="log", yaxis_type="log",
+    fig.update_layout(title=title, height=360, xaxis_type="log", yaxis_type="log",
                       xaxis_title=x_title, yaxis_title="held-out loss", margin={"t": 50})
-    return fig
+    return themed(fig)
 
 
 def ratio_figure(claim: dict[str, Any]) -> go.Figure:
@@ -121,6 +123,6 @@ def ratio_figure(claim: dict[str, Any]) -> go.Figure:
         fig.add_hline(y=verdict["reference"], line={"color": CONTROL, "dash": "dot"},
                       annotation_text=f"paper {verdict['reference']:.3g}", annotation_position="bottom right")
     title = claim.get("label", "") + (f" — {verdict['label']}" if verdict else "")
-    fig.update_layout(template="plotly_white", title=title, height=360, yaxis_title=claim.get("label", "ratio"),
+    fig.update_layout(title=title, height=360, yaxis_title=claim.get("label", "ratio"),
                       legend={"orientation": "h", "y": -0.2}, margin={"t": 50, "b": 40}, bargap=0.6)
-    return fig
+    return themed(fig)

@@ -45,3 +45,29 @@ def test_layer_change_puts_each_measure_on_its_own_axis() -> None:
 def test_memory_share_draws_a_line_per_layer() -> None:
     fig = attention_plots.memory_share([0, 1, 2], [[0.0, 0.0], [0.3, 0.5], [0.2, 0.4]])
     assert [t.name for t in fig.data] == ["layer 0", "layer 1"] and list(fig.data[1].y) == [0.0, 0.5, 0.4]
+
+
+def test_a_figure_themed_without_the_copy_is_the_figure_a_named_template_gives() -> None:
+    """analysis.plot_style sets plotly_white as plotly sets its default template (no deep copy): every chart that
+    uses it is the same figure as with ``template="plotly_white"`` validated; and the registered template is not
+    changed by a figure that holds it."""
+    import copy
+
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from analysis import plot_style
+
+    registered = copy.deepcopy(pio.templates[plot_style.TEMPLATE].to_plotly_json())
+    long = pd.DataFrame({"run": ["a", "a"], "step": [1, 2], "loss": [3.0, 2.5]})
+    figures = [lab_plots.loss_curves(long, y="loss", title="t", height=300),
+               lab_plots.probe_over_training(pd.DataFrame({"step": [0, 10], "POS probe": [0.25, 0.4]}), 10),
+               lab_plots.layer_change(pd.DataFrame({"layer": [0], "weight_change": [0.1], "cka": [0.9]}), "t"),
+               attention_plots.memory_share([0, 1], [[0.1], [0.2]])]
+    for fig in figures:
+        named = go.Figure(fig)
+        named.update_layout(template=plot_style.TEMPLATE)  # plotly's own path: validated, a deep copy
+        assert fig.to_dict() == named.to_dict()
+        assert fig.layout.template.layout.plot_bgcolor == "white"  # plotly_white, not the default template (#E5ECF6)
+        fig.update_layout(template="none")  # another template on this figure leaves the registered one as it was
+    assert pio.templates[plot_style.TEMPLATE].to_plotly_json() == registered
