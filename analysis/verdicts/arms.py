@@ -181,7 +181,7 @@ def items_of(name: str, raw: Any) -> Items:
         weights = _floats(spec["weights"]) if spec.get("weights") is not None else np.full(n, 1.0 / max(n, 1))
     except (TypeError, ValueError):
         raise InvalidData(f"{name} must hold numbers per test item (and optional ids, clusters, strata, weights).") from None
-    if not 1 <= n <= MAX_ITEMS or values.ndim != 1 or not np.all(np.isfinite(values)) or not np.all(np.isfinite(weights)) \
+    if not 1 <= n <= MAX_ITEMS or values.ndim != 1 or weights.ndim != 1 or not np.all(np.isfinite(values)) or not np.all(np.isfinite(weights)) \
             or np.any(weights < 0) or not len(ids) == len(clusters) == len(strata) == len(weights) == n:
         raise InvalidData(f"{name} must hold 1 to {MAX_ITEMS:,} finite item scores, with ids, clusters, strata and "
                           "non-negative weights of the same length.")

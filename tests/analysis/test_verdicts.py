@@ -222,6 +222,9 @@ def test_per_item_scores_must_match_the_seeds():
         V.verdict(ia.mean(1), ib.mean(1), ">", items_a=[{"values": [1, 0], "ids": ["x"]}] * 3, items_b=ib)
     with pytest.raises(InvalidData, match="weighted means"):  # scores that are not the items' (a percent, another metric)
         V.verdict(ia.mean(1) * 100, ib.mean(1), ">", items_a=ia, items_b=ib)
+    for weights in (np.array(1.0), np.full((2, 1), 0.5)):  # a number, a column: not one weight per item
+        with pytest.raises(InvalidData, match="weights of the same length"):
+            V.verdict([0.5] * 3, [0.5] * 3, ">", items_a=[{"values": [1, 0], "weights": weights}] * 3, items_b=[[1, 0]] * 3)
 
 
 @pytest.mark.parametrize("bad", [dict(claim="<"), dict(margin=-1), dict(margin=float("nan")), dict(method="vote"),
