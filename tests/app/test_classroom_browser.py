@@ -115,7 +115,9 @@ def test_a_student_follows_the_teacher_and_answers_before_the_reveal(tiny_dir: P
         try:
             followed = _a_class(tiny_dir, browser)
         except (AssertionError, TimeoutError, PlaywrightError) as err:
-            failed.append(str(err).splitlines()[0] if str(err) else type(err).__name__)
+            lines = str(err).splitlines()
+            waited = next((line.strip() for line in lines if "waiting for" in line), "")  # which locator, from the call log
+            failed.append(" ".join(filter(None, [lines[0] if lines else type(err).__name__, waited])))
             print(f"\nclass attempt failed: {err}")
             for context in browser.contexts:  # the failed attempt's pages (its server is gone)
                 context.close()
