@@ -3,6 +3,7 @@ linear part-of-speech probe on frozen vectors (against the same shape with rando
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import math
@@ -94,9 +95,12 @@ def evaluate(config: TrainConfig, model: torch.nn.Module, tok: Any, held_out: li
 POS_NAMES = {"n": "noun", "v": "verb", "a": "adjective", "r": "adverb"}
 
 
-def pos_examples(per_class: int = 150, seed: int = 0) -> list[tuple[str, str, str]]:
-    """(sentence, word, part of speech) from WordNet's example sentences, ``per_class`` of each part of speech,
-    where the synset's one-word lemma appears as written (so the probe knows which token to read)."""
+@functools.lru_cache(maxsize=1)
+def _usable_examples() -> tuple[tuple[tuple[str, str, str], ...], ...]:
+    """Per part of speech (in :data:`POS_NAMES` order), every WordNet example sentence whose synset's one-word lemma
+    appears in it as written, in the file's order. Read once per process: the scan (a regular expression per line of
+    the bundled file) takes about a second, and every trained run's evaluation asks twice (its probe, and the probe
+    of each step it kept)."""
     by_pos: dict[str, list[tuple[str, str, str]]] = {p: [] for p in POS_NAMES}
     with gzip.open(EXAMPLES, "rt", encoding="utf-8") as f:
         for line in f:
@@ -104,9 +108,16 @@ def pos_examples(per_class: int = 150, seed: int = 0) -> list[tuple[str, str, st
             pos = "a" if pos == "s" else pos
             if pos in by_pos and " " not in lemma and re.search(rf"\b{re.escape(lemma)}\b", sentence, re.IGNORECASE):
                 by_pos[pos].append((sentence, lemma, pos))
+    return tuple(tuple(rows) for rows in by_pos.values())
+
+
+def pos_examples(per_class: int = 150, seed: int = 0) -> list[tuple[str, str, str]]:
+    """(sentence, word, part of speech) from WordNet's example sentences, ``per_class`` of each part of speech,
+    where the synset's one-word lemma appears as written (so the probe knows which token to read)."""
     rng = random.Random(seed)
     out = []
-    for rows in by_pos.values():
+    for usable in _usable_examples():
+        rows = list(usable)  # shuffled as a new list: the cached scan stays in the file's order
         rng.shuffle(rows)
         out += rows[:per_class]
     rng.shuffle(out)
