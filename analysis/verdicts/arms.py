@@ -142,7 +142,7 @@ def _floats(values: Any) -> np.ndarray:
 
 def _scores(name: str, values: Sequence[float]) -> np.ndarray:
     try:
-        x = np.asarray(list(values), dtype=float)
+        x = _floats(values)
     except (TypeError, ValueError):
         raise InvalidData(f"{name} must be numbers, one per seed.") from None
     if x.ndim != 1 or len(x) > MAX_SEEDS:

@@ -117,7 +117,8 @@ c[2].selectbox("Law", list(scaling.LAWS), key="sc_law", format_func=lambda k: sc
 c[3].selectbox("y as", list(scaling.TRANSFORMS), key="sc_transform",
                help="Accuracy rises with scale; its error 100 − y falls like a loss and fits a power law.")
 law = st.session_state["sc_law"]
-if law == "chinchilla":
+two_variables = scaling.LAWS[law].variables == 2  # L(N, D): D is its second column
+if two_variables:
     pick("sc_x2", numeric, numeric[1] if numeric[0] == st.session_state["sc_x"] else numeric[0])
     st.selectbox("Second variable D (tokens); x is N (parameters)", numeric, key="sc_x2")
 c = st.columns([2, 2, 3])
@@ -128,7 +129,7 @@ ui.bounded_number(c[1], "Bootstrap resamples", "sc_boot", ALLOWED["sc_boot"], st
 state = st.session_state
 try:
     # D only where the law has it: another D in the link (or left from an earlier law) is not a new fit
-    fitted = run_fit(data, state["sc_x"], state["sc_y"], law, state["sc_transform"], state["sc_x2"] if law == "chinchilla" else "",
+    fitted = run_fit(data, state["sc_x"], state["sc_y"], law, state["sc_transform"], state["sc_x2"] if two_variables else "",
                      int(state["sc_boot"]))
     x_to, at_x_to = scaling.read_at(fitted.fit, float(state["sc_extra"]))
 except ExplorerError as err:
