@@ -578,6 +578,20 @@ def calls_back(at: AppTest, move: Move) -> bool:
     return any(getattr(metadata.get(i), "callback", None) is not None for i in ids if i)
 
 
+def _shared(at: AppTest) -> dict[int, Any]:
+    """A deep copy's memo that shares the plotly figures of the widgets' callback arguments ("Add to pack" holds its
+    chart's figure) instead of copying them: a figure is copied by building it anew, with every property validated
+    again (half of a chart page's crawl went to that), and the callback only serialises it (``services.pack.add``)."""
+    from plotly.basedatatypes import BaseFigure
+
+    memo: dict[int, Any] = {}
+    for meta in at._session_state._state._new_widget_state.widget_metadata.values():
+        for arg in (*(meta.callback_args or ()), *(meta.callback_kwargs or {}).values()):
+            if isinstance(arg, BaseFigure):
+                memo[id(arg)] = arg
+    return memo
+
+
 def copy_app(at: AppTest) -> AppTest:
     """An AppTest in the state ``at`` is in, sharing nothing a run or a move changes: its session state, address,
     element tree (parsed again from the run's messages), fragments and forms are its own. (``copy.deepcopy`` of an
@@ -588,7 +602,7 @@ def copy_app(at: AppTest) -> AppTest:
 
     new = AppTest.__new__(AppTest)
     new.__dict__.update(at.__dict__)
-    new._session_state = SafeSessionState(copy.deepcopy(at._session_state._state), lambda: None)
+    new._session_state = SafeSessionState(copy.deepcopy(at._session_state._state, _shared(at)), lambda: None)
     new.session_state = _AppTestSessionState(new._session_state)
     for name in ("query_params", "secrets", "user", "context", "_registered_pages", "_cleared_form_ids"):
         setattr(new, name, copy.deepcopy(getattr(at, name)))
