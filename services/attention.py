@@ -71,7 +71,9 @@ def head(result: AttentionResult, layer: int, head: int) -> HeadView:
     layer, head = head_request(layer, head)
     if not (0 <= layer < result.layers and 0 <= head < result.heads):
         raise ExplorerError(f"{result.model_id} has layers 0–{result.layers - 1} and heads 0–{result.heads - 1}.")
-    stats = {k: float(v[layer, head]) for k, v in result_stats(result).items()}
+    # this head's measures only: every head's (result_stats) cost a second at 512 tokens for one caption
+    one = extraction.head_stats(result.weights[layer:layer + 1, head:head + 1], result.tokens, result.cls_like, result.sep_like)
+    stats = {k: float(v[0, 0]) for k, v in one.items()}
     return HeadView(result, layer, head, result.weights[layer, head], stats)
 
 

@@ -17,6 +17,16 @@ PLOTLY_CONFIG = {"toImageButtonOptions": {"format": "png", "scale": 2, "filename
                  "displaylogo": False}
 
 
+def _json_engine() -> None:
+    """Streamlit sends a chart as ``plotly.io.to_json(fig)``, and plotly's default engine (orjson, where installed) first
+    walks every element of an object array in Python: the attention heatmap's hover labels (two per cell) made a
+    512-token chart 2.1 s of JSON; the standard library's engine writes the same JSON (equal once parsed) in 0.7 s, and
+    a numeric 512 × 512 heatmap in 17 ms against 12 (tests/app/test_pages.py). Process-wide, as plotly's setting is."""
+    import plotly.io as pio
+
+    pio.json.config.default_engine = "json"
+
+
 def _page_link() -> str:
     """This page's path and state (its URL query), to reopen what a pack item shows."""
     path = context_url()
@@ -67,6 +77,7 @@ def chart(fig: Any, key: str, *, title: str, caption: str = "", sources: tuple[s
         height = (fig.layout.height or 450) if hasattr(fig, "layout") else None
         if presenting() and height and height > PRESENT_CHART_PX:
             shown = type(fig)(fig).update_layout(height=PRESENT_CHART_PX)  # a copy: the pack keeps the full size
+    _json_engine()
     box.plotly_chart(shown, width="stretch", key=key, config=PLOTLY_CONFIG)
     if show_caption and caption:
         box.caption(caption)

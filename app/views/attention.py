@@ -101,7 +101,7 @@ def controls(results: list[AttentionResult]) -> tuple[str, int, int]:
     return state["at_view"] or "heatmap", state["at_layer"], state["at_head"]
 
 
-def model_view(r: AttentionResult, main: bool, view: str, li: int, hi: int, stats: dict) -> None:
+def model_view(r: AttentionResult, main: bool, view: str, li: int, hi: int, stats: dict | None) -> None:
     """One model's chart of the chosen view: the head's heatmap, bertviz, the statistic per head, or the rollout."""
     state, key = st.session_state, r.model_id.replace("/", "_")
     source = f"Attention weights of {r.model_id}, computed by BERT Family Explorer"
@@ -140,14 +140,15 @@ def model_column(r: AttentionResult, main: bool, view: str, li: int, hi: int) ->
     seg = "" if r.sentence_b_start is None else f" · pair: B starts at token {r.sentence_b_start}"
     st.markdown(f"**{r.model_id}** · {len(r.tokens)} tokens · {r.layers} layers × {r.heads} heads"
                 + (" · causal" if r.causal else "") + seg)
-    stats, key = use_case.result_stats(r), r.model_id.replace("/", "_")
+    # every head's statistics only for the view that draws them (a second at 512 tokens), else when the CSV is asked for
+    stats, key = use_case.result_stats(r) if view == "stats" else None, r.model_id.replace("/", "_")
     model_view(r, main, view, li, hi, stats)
     st.caption(use_case.head(r, li, hi).caption())
     # Built only when clicked: at 512 tokens a layer is 3 million rows and the JSON tens of MB.
     d1, d2, d3 = st.columns(3)
     ui.download(d1, r.export_label(li, hi), lambda: csv_bytes(pd.DataFrame(r.export_rows(li, hi))),
                 f"attention-{key}-layer{li}.csv", "text/csv", key=f"at_dl_w_{key}")
-    ui.download(d2, "Statistics CSV", lambda: csv_bytes(pd.DataFrame(use_case.stats_rows(stats))),
+    ui.download(d2, "Statistics CSV", lambda: csv_bytes(pd.DataFrame(use_case.stats_rows(stats or use_case.result_stats(r)))),
                 f"head-stats-{key}.csv", "text/csv", key=f"at_dl_s_{key}")
     ui.download(d3, "JSON", r.to_json, f"attention-{key}.json", "application/json",
                 key=f"at_dl_j_{key}")

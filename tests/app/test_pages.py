@@ -207,6 +207,28 @@ def test_attention_page_default_is_the_bundled_model() -> None:
     assert not at.exception and "rollout" in markdown(at).lower()
 
 
+def test_the_attention_heatmap_is_sent_as_plotly_writes_it_with_either_engine() -> None:
+    """Charts go to the browser through plotly's standard-library JSON engine (app/ui/charts.py, faster on the heatmap's
+    hover labels): the spec the page sent parses equal to what plotly's orjson engine writes for the same figure, and its
+    head caption reads the head's statistics."""
+    import json
+
+    import plotly.io as pio
+
+    from analysis import attention_plots
+    from services import attention
+
+    at = run("views/attention.py", at_layer="2", at_head="5")
+    assert pio.json.config.default_engine == "json"
+    sent = json.loads(at.get("plotly_chart")[0].proto.spec)
+    r = attention.run("sentence-transformers/all-MiniLM-L6-v2", at.session_state["at_text"])
+    fig = attention_plots.heatmap(r.weights[2, 5], list(r.tokens), title="layer 2, head 5")
+    assert sent == json.loads(pio.to_json(fig, validate=False, engine="orjson"))
+    view = attention.head(r, 2, 5)
+    assert view.stats == pytest.approx({k: float(v[2, 5]) for k, v in attention.result_stats(r).items()}, rel=1e-12)
+    assert view.caption() in [c.value for c in at.caption]
+
+
 def test_attention_page_compares_two_tokenizers_and_keeps_state_in_the_url() -> None:
     at = run("views/attention.py", at_model="bert-base-uncased", at_compare="1", at_model2="gpt2", at_layer="1", at_head="1",
              at_text="Tokenizers disagree about words.")

@@ -98,6 +98,28 @@ def test_head_stats_on_a_hand_made_matrix() -> None:
     assert np.isnan(att.head_stats(uniform, ["a", "b", "c", "d"])["to_cls"][0, 0])
 
 
+def test_head_stats_equal_their_definitions_and_one_head_reads_as_in_every_heads() -> None:
+    """On random attention (with zeros and a NaN row), each measure equals its textbook formula, computed here the plain
+    way; and one head's measures (what a head's caption reads) equal that head's among every head's (to rounding)."""
+    rng = np.random.default_rng(3)
+    w = rng.random((2, 3, 9, 9))
+    w[w < 0.2] = 0.0
+    w /= w.sum(-1, keepdims=True)
+    w[1, 2, 4] = np.nan
+    tokens = ["[CLS]", "a", ",", "b", "c", ".", "d", "e", "[SEP]"]
+    s = att.head_stats(w, tokens, cls_like=(0,), sep_like=(8,))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plain_entropy = -np.nansum(np.where(w > 0, w * np.log(w), 0.0), axis=-1).mean(axis=-1)
+    distance = np.abs(np.arange(9)[:, None] - np.arange(9)[None, :])
+    np.testing.assert_allclose(s["entropy"], plain_entropy, rtol=1e-12)
+    np.testing.assert_allclose(s["distance"], (w * distance).sum(-1).mean(-1), rtol=1e-12)
+    np.testing.assert_allclose(s["to_punct"], w[..., [2, 5]].sum(-1).mean(-1), rtol=1e-12)
+    assert np.isnan(s["distance"][1, 2]) and not np.isnan(s["entropy"][1, 2])  # a NaN row: no distance; entropy skips it
+    for layer, head in ((0, 0), (1, 2), (0, 1)):
+        one = att.head_stats(w[layer:layer + 1, head:head + 1], tokens, cls_like=(0,), sep_like=(8,))
+        assert {k: v[0, 0] for k, v in one.items()} == pytest.approx({k: v[layer, head] for k, v in s.items()}, rel=1e-12, abs=0, nan_ok=True)
+
+
 def test_rollout_on_known_cases() -> None:
     t = 4
     eye = np.broadcast_to(np.eye(t), (3, 2, t, t)).copy()
