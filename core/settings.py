@@ -213,6 +213,11 @@ SETTINGS: tuple[Setting, ...] = (
             "The container's start (deploy/start.sh): how many Streamlit replicas serve the app behind its nginx, with "
             "sticky sessions and one database. `auto`: one per core, at most 4; `1`: one process, no proxy.",
             parse=_replicas),
+    Setting("corpus_sentences", "BFE_CORPUS_SENTENCES", "6000",
+            "Nearest contexts (exBERT's search): how many WordNet example sentences a model's corpus index holds "
+            "(at most 30,000). A model's first search builds its index, one pass over them (the bundled MiniLM: "
+            "about 36 s on 2 cores at 6,000); fewer build sooner and offer fewer neighbours.",
+            parse=_count(30_000, 6000, floor=(100, ": too few sentences to find neighbours in.", "Use 100 or more (the default is 6000)."))),
     Setting("max_params", "BFE_MAX_PARAMS", "1000000000",
             "Largest model (parameters) that may be loaded; a checkpoint is measured from its config and tensor "
             "headers before any weights are read. The default (10^9, about 4 GB in fp32) suits a 16 GB CPU Space.",
@@ -239,6 +244,7 @@ class Settings:
     gradio_concurrency: int
     gradio_mcp: bool
     max_params: int
+    corpus_sentences: int
     model_concurrency: int
     page_concurrency: int
     warmup: bool

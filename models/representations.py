@@ -43,7 +43,7 @@ CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpus" / "wordnet_e
 #: The word-sense demo set of the Representations page (word, sense, sentence).
 SENSES = CORPUS.parent / "senses.csv"
 #: Sentences of the corpus the index holds (about 8.5 tokens each besides [CLS] and [SEP]: ~51,000 vectors for MiniLM).
-CORPUS_SENTENCES = 6_000
+CORPUS_SENTENCES = 6_000  # BFE_CORPUS_SENTENCES's default (core/settings.py; tests/core/test_settings.py checks they agree)
 #: Texts one call of hidden_states takes at most (the use cases bound theirs lower: services.representations.MAX_TEXTS).
 MAX_BATCH_TEXTS = 256
 MAX_TOTAL_TOKENS = 20_000
@@ -290,6 +290,13 @@ _loaded: dict[Path, CorpusIndex] = {}
 MAX_LOADED = 2
 
 
+def _corpus_sentences() -> int:
+    """The index's sentences: the ``BFE_CORPUS_SENTENCES`` setting (:data:`CORPUS_SENTENCES` by default)."""
+    from core.settings import get_settings
+
+    return get_settings().corpus_sentences
+
+
 def corpus_index(model: ModelRef, layer: int, limit: int | None = None) -> CorpusIndex:
     """The index of ``limit`` corpus sentences at ``layer``: from the disk cache, or built (one pass) and saved."""
     from models.attention import readable
@@ -299,7 +306,7 @@ def corpus_index(model: ModelRef, layer: int, limit: int | None = None) -> Corpu
     n_layers = lm.model.config.num_hidden_layers
     if not 0 <= layer <= n_layers:
         raise InvalidData(f"{lm.model_id} has layers 0–{n_layers} (0 is the embedding output), not {layer}.")
-    sentences = corpus(limit or CORPUS_SENTENCES)
+    sentences = corpus(limit or _corpus_sentences())
     key = _fingerprint(lm, layer, len(sentences))
     path = _index_dir() / f"{key}.npz"
     with _build_lock:
@@ -381,7 +388,7 @@ def nearest_contexts(model: ModelRef, text: str, position: int, k: int = 10, lay
                      limit: int | None = None) -> list[Neighbour]:
     """exBERT's search: the ``k`` corpus tokens whose vectors at ``layer`` are nearest (cosine) to token
     ``position`` of ``text``, with their sentences. ``layer`` -1 is the last; ``limit``: corpus sentences
-    (default :data:`CORPUS_SENTENCES`).
+    (default: the ``BFE_CORPUS_SENTENCES`` setting, :data:`CORPUS_SENTENCES` unless set).
 
     Raises:
         InvalidText: empty text; InvalidData: a position or layer out of range, or a special token.

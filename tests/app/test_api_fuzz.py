@@ -130,7 +130,11 @@ def bad_answer(kind: str, payload: Any) -> str | None:
 @pytest.fixture(scope="module")
 def server(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     db = f"sqlite:///{tmp_path_factory.mktemp('fuzz-db') / 'results.db'}"
-    with gradio_server({"DATABASE_URL": db, "BFE_MODEL_DIR": str(tiny_dir), "BFE_GRADIO_MCP": "1"}) as url:
+    # A small corpus index: the endpoints' answers to bad input are tested here, and the bundled MiniLM's index of the
+    # default 6,000 sentences took most of nearest_contexts' cases (141 s of CI; tests/models/test_representations.py
+    # builds and checks indexes).
+    with gradio_server({"DATABASE_URL": db, "BFE_MODEL_DIR": str(tiny_dir), "BFE_GRADIO_MCP": "1",
+                        "BFE_CORPUS_SENTENCES": "500"}) as url:
         yield url
 
 

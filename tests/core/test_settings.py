@@ -30,6 +30,20 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.device == "auto" and s.online == "auto" and s.cache_mb == 3072
     assert "~" not in s.database_url and s.database_url.startswith("sqlite:///")
     assert s.model_dir.is_absolute()
+    from models.representations import CORPUS_SENTENCES
+
+    assert s.corpus_sentences == CORPUS_SENTENCES
+
+
+def test_the_corpus_index_holds_as_many_sentences_as_the_setting_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    from models.representations import _corpus_sentences, corpus
+
+    monkeypatch.setenv("BFE_CORPUS_SENTENCES", "250")
+    assert _corpus_sentences() == 250 and len(corpus(_corpus_sentences())) == 250
+    for bad in ("99", "30001", "many"):
+        monkeypatch.setenv("BFE_CORPUS_SENTENCES", bad)
+        with pytest.raises(InvalidSetting, match="BFE_CORPUS_SENTENCES"):
+            _corpus_sentences()
 
 
 @pytest.mark.parametrize(("env", "value"), [

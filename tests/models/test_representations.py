@@ -370,9 +370,7 @@ def test_the_page_handles_bad_input() -> None:
 
 
 def test_nearest_contexts_on_the_page(monkeypatch) -> None:
-    from models import representations as M
-
-    monkeypatch.setattr(M, "CORPUS_SENTENCES", 100)  # a small index: the page's search, not the corpus, is tested
+    monkeypatch.setenv("BFE_CORPUS_SENTENCES", "100")  # a small index: the page's search, not the corpus, is tested
     at = _page(rp_view="nearest", rp_model="bert-base-uncased", rp_source="typed", rp_text="the cat sat on the mat .",
                rp_k="3", rp_layer="1")
     assert not at.exception and not at.error
