@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,13 @@ os.environ.pop("BFE_ONLINE", None)
 os.environ.pop("BFE_DEVICE", None)
 # Never the developer's own results database: each test gets its own (see results_db_url below).
 os.environ["DATABASE_URL"] = "sqlite:///" + os.path.join(tempfile.mkdtemp(prefix="bfe-db-"), "results.db")
+# Modules are compiled to bytecode the first time a test (or a server it starts) imports them, and kept: the README
+# installs with `pip install --no-compile`, as compiling all 20,000 modules of the environment took 110 of pip's 165 s
+# here and the suite imports a fraction of them. So bytecode is written even where PYTHONDONTWRITEBYTECODE is set (this
+# machine class sets it), else every process would compile what it imports again (torch, transformers, Streamlit and
+# Gradio: 41 s to import instead of 19). Set before the workers and servers start, which inherit it (and for this
+# process, below the imports).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One torch (OpenMP) thread per worker, and per server a test starts: n workers on n cores, not 2n threads
     # fighting over them. Read by torch when it is first imported, which is after this.
@@ -25,6 +33,8 @@ import pytest
 
 from tests.helpers import parallel
 from tests.helpers.tiny import build_all
+
+sys.dont_write_bytecode = False
 
 
 def pytest_configure(config: pytest.Config) -> None:

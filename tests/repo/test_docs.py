@@ -14,7 +14,7 @@ README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 START = ".venv/bin/pip install -r requirements.txt && .venv/bin/python -m app.serve"
-TEST = ".venv/bin/pip install -r requirements-dev.txt && .venv/bin/python -m pytest"
+TEST = ".venv/bin/pip install --no-compile -r requirements-dev.txt && .venv/bin/python -m pytest"
 
 
 def _links(path: Path) -> list[str]:
