@@ -106,6 +106,33 @@ def test_projections_are_deterministic_for_a_seed(method: str) -> None:
     assert gap > 2 * spread
 
 
+def test_umaps_compiled_functions_are_cached_on_disk_as_cache_true_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """umap declares its numba functions without ``cache=True``, so each process compiled them again (17 s); the
+    projection turns numba's disk cache on for each of them before it is compiled (analysis.representations._umap), so
+    a later process loads them. The embedding is unchanged (the projection test above checks it per seed)."""
+    import umap
+    import umap.layouts
+    import umap.umap_
+    from numba.core.caching import FunctionCache
+    from numba.core.registry import CPUDispatcher
+
+    R._umap()
+    found = {name: obj for module in (umap.umap_, umap.layouts) for name, obj in vars(module).items()
+             if isinstance(obj, CPUDispatcher)}
+    # the ones a fit compiles (those umap declares with a signature are compiled as it is imported, and stay so)
+    fit = ("smooth_knn_dist", "compute_membership_strengths", "fast_knn_indices", "_nb_optimize_layout_euclidean_single_epoch")
+    assert all(isinstance(found[name]._cache, FunctionCache) for name in fit), \
+        [name for name in fit if not isinstance(found[name]._cache, FunctionCache)]
+
+    def nowhere(self) -> None:
+        raise RuntimeError("cannot cache function: no locator available")
+
+    monkeypatch.setattr(R, "_UMAP_CACHED", [])  # a machine with no writable place for numba's cache: umap as before
+    monkeypatch.setattr(CPUDispatcher, "signatures", property(lambda self: []))
+    monkeypatch.setattr(CPUDispatcher, "enable_caching", nowhere)
+    assert R._umap() is umap
+
+
 def test_projection_refuses_bad_input() -> None:
     with pytest.raises(InvalidData, match="Unknown projection"):
         R.project(np.zeros((5, 3)), "lda")
