@@ -29,6 +29,32 @@ def test_power_law_recovers_kaplan_l_of_n() -> None:
     assert f.rmse_log < 0.02 and f.r2_log > 0.95
 
 
+@pytest.mark.parametrize("law", ["power", "power_const", "chinchilla"])
+def test_each_laws_log_prediction_and_jacobian_are_its_formula_and_its_derivative(law: str) -> None:
+    """log L is the formula written out (Chinchilla's log-sum-exp against log(E + A/N^α + B/D^β)), and the analytic
+    Jacobian in θ equals central differences of it, column by column, at random parameters."""
+    from analysis.scaling.laws import LAWS
+
+    spec, rng = LAWS[law], np.random.default_rng(3)
+    x = np.c_[np.logspace(7, 10, 12), np.logspace(12, 9, 12)] if spec.variables == 2 else np.logspace(6, 10, 12)
+    for _ in range(5):
+        p = {"x_c": 10 ** rng.uniform(10, 14), "alpha": rng.uniform(0.05, 0.6), "L_inf": rng.uniform(0.5, 2), "A": rng.uniform(10, 1000),
+             "E": rng.uniform(1, 3), "B": rng.uniform(10, 1000), "beta": rng.uniform(0.1, 0.6)}
+        p = {k: p[k] for k in spec.params}
+        if law == "power":
+            by_hand = (p["x_c"] / x) ** p["alpha"]
+        elif law == "power_const":
+            by_hand = p["L_inf"] + p["A"] * x ** -p["alpha"]
+        else:
+            by_hand = p["E"] + p["A"] / x[:, 0] ** p["alpha"] + p["B"] / x[:, 1] ** p["beta"]
+        t, logx = spec.to_theta(p), np.log(x)
+        assert np.allclose(spec.log_pred(t, logx), np.log(by_hand), rtol=1e-12, atol=1e-12)
+        steps = 1e-6 * np.maximum(1.0, np.abs(t))
+        numeric = np.column_stack([(spec.log_pred(t + h * e, logx) - spec.log_pred(t - h * e, logx)) / (2 * h)
+                                   for h, e in zip(steps, np.eye(len(t)), strict=True)])
+        assert np.allclose(spec.jacobian(t, logx), numeric, rtol=1e-6, atol=1e-8)
+
+
 def test_power_law_with_irreducible_term() -> None:
     true = {"L_inf": 1.69, "A": 406.4, "alpha": 0.34}
     f = scaling.fit("power_const", X, scaling.synthetic("power_const", true, X, 0.01, seed=2), bootstrap=50)
