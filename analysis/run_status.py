@@ -25,3 +25,9 @@ class RunStatus(StrEnum):
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING)
 #: What a worker may close its run as (an interrupted run is closed by whoever finds its worker gone).
 CLOSED_BY_WORKER = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+def diverged(status: str, message: str | None) -> bool:
+    """Whether a run failed because its loss became NaN or infinite (:func:`models.pretrain.loop.train` stops it and
+    closes it with that message): a result of a rate sweep that reaches rates too high, not a broken run."""
+    return status == RunStatus.FAILED and str(message or "").startswith("The loss became")

@@ -209,8 +209,8 @@ def claim_next(limit: int, engine: Engine | None = None) -> int | None:
             if run is None:
                 continue  # another replica holds or took it
             state, why = _teacher_state(s, run, host)
-            if state == "wait":
-                continue  # its teacher is queued or training: the next run may start meanwhile
+            if state == "wait" or _waits_for_others(s, run):
+                continue  # its teacher, or a run it waits for, is queued or training: the next run may start meanwhile
             if state == "failed":
                 run.status, run.message, run.finished_at = RunStatus.FAILED, why, _now()
                 continue
@@ -247,6 +247,24 @@ def _teacher_state(s: Any, run: TrainingRun, host: str) -> tuple[str, str]:
         return "wait", ""
     return "failed", (f"Its teacher run {name!r} ended {status} without a finished checkpoint; a student distilled from "
                       "it cannot start. Start the experiment again.")
+
+
+def _waits_for_others(s: Any, run: TrainingRun) -> bool:
+    """Whether a queued run names runs in its config's ``after`` (what it decides from as it starts: a tuned preset's
+    verdict run reads the rate its tuning runs chose) of which one is still queued or running. Runs that ended any
+    way, or are no run of this queue, hold nothing up: what the run makes of them is its own to say."""
+    after = json.loads(run.config or "{}").get("after") or []
+    if not isinstance(after, list) or not after:
+        return False
+    names = [str(n) for n in after]
+    return bool(s.scalar(select(func.count()).select_from(TrainingRun).where(TrainingRun.name.in_(names),
+                                                                           TrainingRun.status.in_(list(ACTIVE)))))
+
+
+def set_config(run_id: int, config: dict[str, Any], engine: Engine | None = None) -> None:
+    """Replace a run's stored config: what a run decided as it started (a tuned run's rate) before its first step, so
+    that every reader of the run sees what it trained with."""
+    _update(run_id, engine, config=json.dumps(config, default=str))
 
 
 def set_pid(run_id: int, pid: int, engine: Engine | None = None) -> None:

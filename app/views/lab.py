@@ -394,7 +394,10 @@ def verdict_view(group: str) -> None:
         return
     st.subheader("Verdict", anchor="verdict")
     budget = rep.budget or lab.CUSTOM
-    st.markdown(f"**{rep.title or rep.preset}** · budget: {budget} · {rep.seeds or '?'} seed(s) per arm")
+    tuning = lab.PRESETS[rep.preset].tuning if rep.preset in lab.PRESETS else None
+    seeds = (f"{rep.seeds or '?'} seeds: the first {tuning.replicates} tune each rate, the others decide" if tuning
+             else f"{rep.seeds or '?'} seed(s) per arm")
+    st.markdown(f"**{rep.title or rep.preset}** · budget: {budget} · {seeds}")
     if rep.note:
         st.warning(rep.note, icon=":material/delete:")
     if rep.state == experiments.ExperimentState.RUNNING:

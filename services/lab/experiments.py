@@ -21,7 +21,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from analysis.run_status import ACTIVE, RunStatus
+from analysis.run_status import ACTIVE, RunStatus, diverged
 from analysis.verdicts.labels import Label
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig, hf_config
@@ -103,8 +103,8 @@ def budget_ran(preset: str, named: str, rows: list[dict[str, Any]]) -> str:
 
 
 def _diverged(run: dict[str, Any]) -> bool:
-    """Whether a run failed because its loss became NaN or infinite (:func:`models.pretrain.loop.train` stops it)."""
-    return run["status"] == RunStatus.FAILED and str(run.get("message") or "").startswith("The loss became")
+    """Whether a run failed because its loss became NaN or infinite (:func:`analysis.run_status.diverged`)."""
+    return diverged(run["status"], run.get("message"))
 
 
 def report(group: str, engine: Any = None) -> Report:
@@ -141,9 +141,12 @@ def _report(group: str, engine: Any = None, store: bool = False) -> Report:
     claims = known.claims if known else ()
     active = [r for r in rows if r["status"] in ACTIVE]
     diverging = bool(known and known.divergence_is_a_result)
+    tuning = known.tuning if known else None
     # finished: with the diverged runs of a preset whose grid expects them (an infinite loss there)
     finished = [r for r in rows if r["status"] == RunStatus.FINISHED or (diverging and _diverged(r))]
-    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in finished]
+    # a tuned preset's diverged validation run is a result of its sweep (that rate is never chosen), not a missing run
+    swept = [r for r in rows if tuning and _diverged(r) and r["replicate"] < tuning.replicates and tuning.split(str(r["arm"]))[1]]
+    missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in finished and r not in swept]
     state = ExperimentState.RUNNING if active else (ExperimentState.PARTIAL if missing else ExperimentState.COMPLETE)
     out = Report(group, state, preset=preset, seeds=first.seeds, budget=budget_ran(preset, first.budget, rows),
                  suite=suite, missing=missing, runs=rows, waiting=len(active))

@@ -55,7 +55,9 @@ def _waiting(engine: Any) -> int:
 class LabRun:
     """What the lab stores beside a run's :class:`TrainConfig` in its stored config: the preset and ``arm`` it is
     part of, its seed index (``replicate``), the experiment's ``seeds`` per arm and ``budget``, the ``downstream``
-    suite its checkpoint is scored on (None: none), and whether it also trains its kind's random-init ``control``."""
+    suite its checkpoint is scored on (None: none), whether it also trains its kind's random-init ``control``, and the
+    runs it waits for and decides from as it starts (``after``: a tuned preset's verdict run reads its arm's rate from
+    its tuning runs; the queue's claim passes it over while one of them is queued or running)."""
 
     preset: str = "single"
     arm: str = ""
@@ -64,6 +66,7 @@ class LabRun:
     budget: str = CUSTOM
     downstream: dict[str, Any] | None = None
     control: bool = False
+    after: tuple[str, ...] = ()
 
     def stored(self, config: TrainConfig) -> dict[str, Any]:
         """The config a run is stored with: the TrainConfig's fields and these."""
@@ -73,10 +76,12 @@ class LabRun:
     def from_stored(cls, stored: Mapping[str, Any], name: str = "") -> LabRun:
         """The lab's part of a stored config (a run queued outside the lab, or before a key existed, reads as the
         defaults; its ``arm`` as its run ``name``; a budget stored as "" as :data:`CUSTOM`)."""
+        after = stored.get("after")
         return cls(preset=str(stored.get("preset") or "single"), arm=str(stored.get("arm") or name),
                    replicate=int(stored.get("replicate") or 0), seeds=int(stored.get("seeds") or 1),
                    budget=str(stored.get("budget") or CUSTOM), downstream=stored.get("downstream"),
-                   control=bool(stored.get("control")))
+                   control=bool(stored.get("control")),
+                   after=tuple(n for n in after if isinstance(n, str)) if isinstance(after, list | tuple) else ())
 
 
 def submit(preset: str, base: TrainConfig, group: str, engine: Any = None, start: bool = True, seeds: int = 1,
@@ -110,7 +115,7 @@ def submit(preset: str, base: TrainConfig, group: str, engine: Any = None, start
             kind = hf_config(p.config)[0]["model_type"]
             control = spec is not None and (p.replicate, kind) not in controlled
             controlled.add((p.replicate, kind))
-            stored = LabRun(preset, p.arm, p.replicate, seeds, budget, spec, control).stored(p.config)
+            stored = LabRun(preset, p.arm, p.replicate, seeds, budget, spec, control, p.after).stored(p.config)
             ids.append(runs.create_run(p.name, p.config.objective, stored, engine, group=group))
     except ExplorerError:
         for rid in ids:  # all of a preset or none: an ablation with a missing arm is not an ablation

@@ -10,12 +10,54 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from analysis.run_status import RunStatus
-from core.errors import ExplorerError
+from analysis.run_status import RunStatus, diverged
+from core.errors import ExplorerError, InvalidConfig
 from models.pretrain.config import TrainConfig
+from services.lab.presets import PRESETS
 from services.lab.run_queue import FINETUNE, WORKER_THREADS, LabRun, dispatch
+
+
+def prepare(run: dict[str, Any], config: TrainConfig, engine: Any = None) -> TrainConfig:
+    """What a run decides as it starts, from the runs it waited for (``after``): a tuned preset's verdict run trains at
+    the rate its arm's validation runs chose (:meth:`services.lab.presets.base.Tuning.choose`), and its stored config
+    says so (``lr``, ``tuned_rate``). Any other run: its config as it is.
+
+    Raises:
+        InvalidConfig: no rate can be chosen (every validation run of a rate diverged, failed or was cancelled).
+    """
+    lab = LabRun.from_stored(run["config"], run["name"])
+    preset = PRESETS.get(lab.preset)
+    tuning = preset.tuning if preset else None
+    if tuning is None or not lab.after or tuning.split(lab.arm)[1]:
+        return config
+    from analysis.results_db import runs
+
+    frame = runs.list_runs(engine, group=run["group"])
+    finished, broken = [], []
+    for name, stored, status, message, evaluation in zip(frame["name"], frame["config"], frame["status"], frame["message"],
+                                                          frame["evaluation"], strict=True):
+        if name not in lab.after:
+            continue
+        if status == RunStatus.FINISHED:
+            placed = LabRun.from_stored(stored or {}, name)
+            finished.append({"arm": placed.arm, "replicate": placed.replicate, "evaluation": evaluation})
+        elif not diverged(status, message):
+            broken.append(f"{name} ({status})")
+    if broken:  # a sweep that did not end cannot choose: the experiment can only end partial, so train nothing for it
+        raise InvalidConfig(f"Its learning-rate sweep did not end: {', '.join(broken[:3])}"
+                            + (f" and {len(broken) - 3} more" if len(broken) > 3 else "") + "; the rate cannot be chosen.",
+                            "Start the experiment again.")
+    code, _ = tuning.choose(lab.arm, finished)
+    if code is None:
+        raise InvalidConfig(f"No learning rate to train {lab.arm} at: none of its rates has every validation run "
+                            f"(seeds 0–{tuning.replicates - 1}) finished with a finite held-out loss.",
+                            "Start the experiment again, or with a lower rate.")
+    tuned = replace(config, lr=tuning.rate(code))
+    runs.set_config(run["id"], {**run["config"], "lr": tuned.lr, "tuned_rate": code}, engine)
+    return tuned
 
 
 def work(run_id: int, engine: Any = None) -> str:
@@ -52,7 +94,7 @@ def work(run_id: int, engine: Any = None) -> str:
         from models.pretrain import train  # torch: in the worker only, and inside the run's try
 
         state["cancel"] = state["cancel"] or runs.renew_lease(run_id, engine)
-        result = train(config, on_progress=progress, should_stop=lambda: state["cancel"])
+        result = train(prepare(run, config, engine), on_progress=progress, should_stop=lambda: state["cancel"])
         lab = LabRun.from_stored(stored)
         if lab.downstream and result.checkpoint and not result.stopped:
             from models.finetune import downstream

@@ -53,18 +53,22 @@ def budget_of(preset: str, name: str) -> Budget:
 
 @dataclass(frozen=True)
 class Planned:
-    """One run of a preset: its name, the arm it belongs to, its replicate (0, 1, … for the seeds) and its config."""
+    """One run of a preset: its name, the arm it belongs to, its replicate (0, 1, … for the seeds), its config, and the
+    runs it waits for and decides from as it starts (a tuned preset's verdict run: its arm's tuning runs)."""
 
     name: str
     arm: str
     replicate: int
     config: TrainConfig
+    after: tuple[str, ...] = ()
 
 
 def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
               widths: tuple[int, ...] | None = None) -> list[Planned]:
     """Every run a preset would start: each arm × ``seeds`` replicates (seed ``base.seed + i``), validated and named
-    ``<group>-<arm>`` (one seed) or ``<group>-<arm>-s<i>``. ``widths`` replaces the scaling presets' sizes.
+    ``<group>-<arm>`` (one seed) or ``<group>-<arm>-s<i>``. ``widths`` replaces the scaling presets' sizes. A tuned
+    preset (:class:`~services.lab.presets.base.Tuning`) trains its rate sweep on the validation replicates and each arm
+    once on the others, after its sweep's runs.
 
     Raises:
         InvalidConfig: an unknown preset, a seed count out of 1–10, steps out of bounds, a name that cannot be a folder.
@@ -87,16 +91,23 @@ def plan_runs(preset: str, base: TrainConfig, group: str, seeds: int = 1,
         arms = chosen.runs(base, chosen.widths if widths is None else widths)
     else:
         arms = chosen.runs(base)
-    out = []
+    tuning = chosen.tuning
+    if tuning and seeds < tuning.replicates + 2:  # a verdict's interval needs two fresh seeds per arm
+        raise InvalidConfig(f"This preset chooses each rate on its first {tuning.replicates} seeds and decides on the others, "
+                            f"which need two at least: {tuning.replicates + 2} seeds or more, not {seeds}.")
+    out: list[Planned] = []
     labels = {label for label, _ in arms}
     for i in range(seeds):
         names = {label: (group if chosen.single_run else f"{group}-{label}") + (f"-s{i}" if seeds > 1 else "")
                  for label, _ in arms}
         for label, cfg in arms:
+            if tuning and not tuning.trains(i, label):
+                continue
             arm_teacher = cfg.teacher.removeprefix("trained/") if cfg.teacher.startswith("trained/") else ""
             if arm_teacher in labels:  # a preset's student learns from its teacher arm's run of the same seed
                 cfg = replace(cfg, teacher=f"trained/{names[arm_teacher]}")
-            out.append(Planned(names[label], label, i, replace(cfg, run=names[label], seed=base.seed + i).validate()))
+            after = () if not tuning else tuple(p.name for p in out if tuning.split(p.arm)[0] == label and tuning.split(p.arm)[1])
+            out.append(Planned(names[label], label, i, replace(cfg, run=names[label], seed=base.seed + i).validate(), after))
     return out
 
 

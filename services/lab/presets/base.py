@@ -4,6 +4,7 @@ presets spend). Each preset is one file beside this one; :mod:`services.lab.pres
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -16,6 +17,62 @@ MAX_SEEDS = 10
 NAME = RUN_NAME  # what a run or experiment name may be: a folder name under trained/
 
 Runs = Callable[..., list[tuple[str, TrainConfig]]]
+#: A tuning arm's name: the arm it tunes, then its rate's code (``lion-lr2e-12``: Lion at 2^-12).
+RATE_MARK = "-lr"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """A preset whose arms are each tuned over a rate sweep before they are compared (Lion against AdamW, "each at its
+    own tuned rate"). Its runs function names each arm once (``lion``: the verdict's run) and once per rate of the sweep
+    (``lion-lr2e-12``); replicates below ``replicates`` (the validation seeds) train the sweep, the others (fresh
+    seeds) train each arm once, at the rate the validation seeds chose, decided when the run starts
+    (:func:`services.lab.training.work`): rates never chosen are never trained on a fresh seed.
+
+    The rule (:meth:`choose`): the rate of the lowest mean held-out loss over the validation replicates (of equal
+    means, the lowest rate); a rate with a diverged, failed or missing validation run is never chosen."""
+
+    replicates: int = 2
+    #: the sweep, as log2 rates (its ends are flagged when chosen: the best rate may lie beyond them)
+    log2_rates: tuple[int, ...] = ()
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The sweep's rates as the codes in its tuning arms' names (``2e-12``), lowest first."""
+        return tuple(f"2e{k}" for k in sorted(self.log2_rates))
+
+    @staticmethod
+    def split(arm: str) -> tuple[str, str]:
+        """(the arm tuned, the rate's code) of a tuning arm's name; (arm, "") for a verdict arm."""
+        name, mark, code = arm.partition(RATE_MARK)
+        return (name, code) if mark and code else (arm, "")
+
+    def trains(self, replicate: int, arm: str) -> bool:
+        """Whether a replicate trains this arm: the sweep on the validation seeds, each arm once on the others."""
+        return bool(self.split(arm)[1]) == (replicate < self.replicates)
+
+    def choose(self, arm: str, finished: list[dict]) -> tuple[str | None, dict[str, float]]:
+        """(the chosen rate's code or None, the mean validation loss per rate: infinite where a run diverged, failed
+        or is missing) for ``arm``, from its validation replicates' finished runs (``finished``: rows with ``arm``,
+        ``replicate`` and ``evaluation``; only finished ones: a run the loop stopped on a NaN loss is evaluated at its
+        last good weights, a finite loss that must not choose its rate)."""
+        seen: dict[str, list[float]] = {}
+        for r in sorted(finished, key=lambda r: r["replicate"]):  # the same sum whatever order the rows come in
+            name, code = self.split(str(r["arm"]))
+            if name == arm and code and r["replicate"] < self.replicates:
+                loss = (r.get("evaluation") or {}).get("held_out_loss")
+                ok = isinstance(loss, int | float) and not isinstance(loss, bool) and math.isfinite(loss)
+                seen.setdefault(code, []).append(float(loss) if ok else math.inf)
+        means = {code: (math.fsum(v) / len(v) if len(v) == self.replicates else math.inf) for code, v in seen.items()}
+        for code in self.codes:
+            means.setdefault(code, math.inf)  # a rate none of whose runs finished
+        finite = {k: v for k, v in means.items() if math.isfinite(v)}
+        return (min(finite, key=lambda c: (finite[c], self.rate(c))) if finite else None), means
+
+    @staticmethod
+    def rate(code: str) -> float:
+        """A rate from its code (``2e-11`` → 2^-11)."""
+        return 2.0 ** float(code.split("e", 1)[1])
 
 
 @dataclass(frozen=True)
@@ -30,7 +87,8 @@ class Preset:
     infinite loss is a result there (an infinite held-out loss), not a missing run. ``arm_budget``: where each arm
     names the compute budget it spends (IsoFLOP's ``c0.5-h64``), that part of an arm's name (None: not one).
     ``single_run``: one run of the form's own objective and masking (the page offers them), named after the
-    experiment alone, with nothing to compare and so no seeds to keep apart."""
+    experiment alone, with nothing to compare and so no seeds to keep apart. ``tuning``: its arms are tuned over a
+    rate sweep on validation seeds and compared on fresh ones (:class:`Tuning`)."""
 
     name: str
     title: str
@@ -44,6 +102,7 @@ class Preset:
     divergence_is_a_result: bool = False
     arm_budget: Callable[[str], str | None] | None = None
     single_run: bool = False
+    tuning: Tuning | None = None
 
     @property
     def charts_sizes(self) -> bool:

@@ -281,36 +281,94 @@ def test_the_lab_page_plans_the_optimizer_presets(lab_env: Path, preset: str) ->
     assert budget_of(preset, "classroom").minutes in " ".join(c.value for c in at.caption)  # stated before Start
 
 
-def test_the_tuned_lion_preset_chooses_each_rate_on_validation_seeds_and_decides_on_fresh_ones(lab_env: Path) -> None:
-    """Both optimizers run the same rate sweep; each one's rate is the best on seeds 0–1 only, and the verdict pairs
-    seeds 2–4 at the chosen rates (a test seed that would have chosen another rate changes nothing)."""
+def test_a_tuned_verdict_run_is_not_claimed_before_its_sweep_ends_and_fails_by_name_when_nothing_can_be_chosen(lab_env: Path) -> None:
+    """With slots to spare, the queue still passes over a fresh seed's run while one of its optimizer's tuning runs is
+    queued or running. As it starts, a run whose sweep diverged at every rate (each diverged run evaluated at its last
+    good weights, as the loop does: a finite loss that must not count) fails saying no rate can be chosen, and one
+    whose sweep was cancelled fails saying the sweep did not end."""
+    from services.lab.training import prepare
 
-    def run(group: str, best: dict[str, int]) -> list[int]:
+    def starting(name: str) -> tuple[dict, TrainConfig]:
+        row = R.get_run(rows[name])
+        return row, TrainConfig.from_stored(row["config"])
+
+    ids = lab.submit("lion-tuned", TINY, "lq", seeds=4, start=False)
+    rows = {R.get_run(i)["name"]: i for i in ids}
+    claimed = [R.claim_next(100) for _ in range(len(ids))]
+    assert sorted(i for i in claimed if i is not None) == sorted(i for n, i in rows.items() if "-lr" in n)  # the sweep only
+    for n, i in rows.items():
+        if n.startswith("lq-adamw-lr"):
+            R.finish_run(i, "finished", evaluation={"held_out_loss": 5.0}, tokens=1, seconds=1.0)
+    assert [R.claim_next(100), R.claim_next(100), R.claim_next(100)] == [rows["lq-adamw-s2"], rows["lq-adamw-s3"], None]
+    for n, i in rows.items():
+        if n.startswith("lq-lion-lr"):
+            R.finish_run(i, "failed", message="The loss became NaN at step 2.", evaluation={"held_out_loss": 4.0})
+    assert R.claim_next(100) == rows["lq-lion-s2"]  # its sweep ended
+    with pytest.raises(InvalidConfig, match="No learning rate to train lion at"):
+        prepare(*starting("lq-lion-s2"))
+    assert prepare(*starting("lq-adamw-s2")).lr == 2.0 ** lion_tuned.LOG2_RATES[0]  # equal means: the lowest rate
+    assert R.get_run(rows["lq-adamw-s2"])["config"]["tuned_rate"] == "2e-14"
+    for i in rows.values():
+        if R.get_run(i)["status"] in ("queued", "running"):
+            R.finish_run(i, "failed", message="closed by the test")
+    rows = {R.get_run(i)["name"]: i for i in lab.submit("lion-tuned", TINY, "lr", seeds=4, start=False)}
+    for n, i in rows.items():
+        if "-lr2e" in n:  # closed while queued, as a cancel does
+            R.finish_run(i, "cancelled" if n == "lr-lion-lr2e-9-s1" else "finished", evaluation={"held_out_loss": 5.0})
+    assert R.claim_next(100) == rows["lr-lion-s2"]
+    with pytest.raises(InvalidConfig, match="sweep did not end: lr-lion-lr2e-9-s1 \\(cancelled\\)"):
+        prepare(*starting("lr-lion-s2"))
+    for i in rows.values():
+        if R.get_run(i)["status"] in ("queued", "running"):
+            R.finish_run(i, "failed", message="closed by the test")
+
+
+def test_the_tuned_lion_preset_chooses_each_rate_on_validation_seeds_and_decides_on_fresh_ones(lab_env: Path) -> None:
+    """Both optimizers run the same rate sweep on seeds 0–1; a fresh seed (2–4) trains each optimizer once, after the
+    sweep, at the rate its sweep chose (set as the run starts, as the worker does, and stored with the run); the
+    verdict pairs the fresh seeds. A rate with a diverged validation run is never chosen."""
+    from services.lab.training import prepare
+
+    def run(group: str, best: dict[str, float], diverged: tuple[str, int] | None = None) -> list[int]:
         ids = lab.submit("lion-tuned", TINY, group, seeds=5, start=False)
         for rid in ids:
-            cfg = R.get_run(rid)["config"]
+            row = R.get_run(rid)
+            cfg = row["config"]
             opt, rep = cfg["arm"].split("-lr")[0], cfg["replicate"]
+            if rep >= 2:
+                ended = R.list_runs(group=group).set_index("name")["status"]
+                assert len(cfg["after"]) == 12 and all(ended[n] in ("finished", "failed") for n in cfg["after"])  # its sweep ran first
+                prepare(row, TrainConfig.from_stored(cfg))
+                cfg = R.get_run(rid)["config"]
             k = round(math.log2(cfg["lr"]))
             loss = 5.0 + 0.05 * (k - best[opt]) ** 2 + 0.01 * rep + (0.003 * rep if opt == "lion" else 0.0)
-            if rep >= 2 and opt == "adamw" and k == -12:
-                loss = 4.0  # a fresh seed's best rate: must not be chosen, nor enter the verdict
             R.start_run(rid)
+            if (opt, k) == diverged and rep == 1:  # evaluated at its last good weights, as the loop does: a finite loss
+                R.finish_run(rid, "failed", message="The loss became NaN at step 3.", evaluation={"held_out_loss": 4.0})
+                continue
             R.finish_run(rid, "finished", evaluation={"held_out_loss": loss, "mask_loss": loss + 0.2, "unigram_loss": 6.8},
                          tokens=1000, seconds=1.0)
         return ids
 
-    ids = run("lt", {"lion": -11, "adamw": -10})
-    assert len(ids) == 2 * len(lion_tuned.LOG2_RATES) * 5
-    run("lt-edge", {"lion": -13, "adamw": -10})
-    experiments.settle("lt-edge")
-    [edge] = experiments.report("lt-edge").claims
-    assert edge.detail["tuning"]["lion"]["chosen"] == "2e-12" and "lion chose an end of the sweep" in edge.sentence
+    ids = run("lt", {"lion": -11.8, "adamw": -10}, diverged=("lion", -12))
+    assert len(ids) == 2 * len(lion_tuned.LOG2_RATES) * 2 + 2 * 3  # the sweep on 2 seeds, each optimizer once on 3
+    verdict_runs = [R.get_run(i)["config"] for i in ids if R.get_run(i)["config"]["replicate"] >= 2]
+    assert sorted(c["arm"] for c in verdict_runs) == ["adamw"] * 3 + ["lion"] * 3
+    assert {c["arm"]: c["tuned_rate"] for c in verdict_runs} == {"lion": "2e-11", "adamw": "2e-10"}  # -12 diverged once
+    assert {c["lr"] for c in verdict_runs if c["arm"] == "lion"} == {2.0 ** -11}
     experiments.settle("lt")
     [c] = experiments.report("lt").claims
     assert c.detail["tuning"]["lion"]["chosen"] == "2e-11" and c.detail["tuning"]["adamw"]["chosen"] == "2e-10"
+    assert c.detail["tuning"]["lion"]["validation_loss"]["2e-12"] == math.inf
     assert sorted(dict(c.detail["scores"]["adamw"])) == [2, 3, 4] and set(c.detail["scores"]) == {"lion", "adamw"}
     assert c.verdict["label"] == V.AGREES and c.verdict["seeds_a"] == 3
     assert c.sentence.startswith("Tuned: each optimizer's rate chosen on seeds 0–1 (lion at 2^-11, adamw at 2^-10)")
     assert "end of the sweep" not in c.sentence  # both chosen rates lie inside the sweep
+    run("lt-edge", {"lion": -15, "adamw": -10})
+    experiments.settle("lt-edge")
+    [edge] = experiments.report("lt-edge").claims
+    assert edge.detail["tuning"]["lion"]["chosen"] == "2e-14" and "lion chose an end of the sweep" in edge.sentence
+    with pytest.raises(InvalidConfig, match="4 seeds or more, not 3"):
+        lab.plan_runs("lion-tuned", TINY, "few", seeds=3)
     kind, said = lab.record_for("lion-tuned", "classroom")
     assert kind == "does not decide" and "token counts" in said
