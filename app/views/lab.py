@@ -57,14 +57,14 @@ def fmt_seconds(x: float | None) -> str:
 
 def runs_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per run: state, progress, time left, queue place, and what it measured."""
-    places = lab.queue_positions(df)
+    places, waiting = lab.queue_positions(df), lab.waiting_runs(df)
     rows = []
     for r in df.to_dict("records"):
         p = lab.progress_of(r)
         ev = r["evaluation"] or {}
         status = ui.RUN_STATUS_TEXT.get(r["status"], r["status"])
         if r["status"] == RunStatus.QUEUED:
-            status += f" (#{places.get(r['id'], '?')})"
+            status += f" (#{places.get(r['id'], '?')}" + (", after its sweep)" if r["id"] in waiting else ")")
         if r["cancel"] and r["status"] == RunStatus.RUNNING:
             status = "stopping…"
         rows.append({"run": r["name"], "objective": r["objective"], "status": status, "progress": round(100 * p["done"]),

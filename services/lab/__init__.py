@@ -75,6 +75,7 @@ from services.lab.reports import (
     scaling_runs,
     scaling_table,
     server_pace,
+    waiting_runs,
 )
 from services.lab.run_queue import FINETUNE, MAX_QUEUED, ROOT, WORKER_THREADS, LabRun, QueueFull, cancel, delete, dispatch, submit, submit_finetune
 from services.lab.sizing import FineTuneSize, Size, check_fits, exceeds_budget, finetune_size, memory_budget_mb, size
@@ -162,5 +163,6 @@ __all__ = [
     "submit_finetune",
     "supervise",
     "trained_models",
+    "waiting_runs",
     "work",
 ]

@@ -8,7 +8,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.run_status import RunStatus
+from analysis.run_status import ACTIVE, RunStatus
 from core.errors import ExplorerError
 from models.pretrain.config import TrainConfig
 from services.lab.presets import PRESETS
@@ -101,10 +101,22 @@ def progress_of(run: dict[str, Any], now: dt.datetime | None = None) -> dict[str
     return {"step": step, "steps": steps, "done": min(1.0, done), "seconds_left": left}
 
 
+def waiting_runs(frame: Any) -> set[int]:
+    """Ids of the queued runs of a :func:`runs.list_runs` frame that wait for others to end: those whose config's
+    ``after`` names a run of the frame still queued or running (a tuned preset's verdict run waits for its sweep, as
+    :func:`analysis.results_db.runs.claim_next` does)."""
+    active = set(frame.loc[frame["status"].isin(list(ACTIVE)), "name"])
+    return {int(rid) for rid, status, config in zip(frame["id"], frame["status"], frame["config"], strict=True)
+            if status == RunStatus.QUEUED and active.intersection(str(n) for n in ((config or {}).get("after") or []))}
+
+
 def queue_positions(frame: Any) -> dict[int, int]:
-    """run id -> place in the queue (1 = next), for the queued runs of a :func:`runs.list_runs` frame."""
+    """run id -> place in the queue (1 = next), for the queued runs of a :func:`runs.list_runs` frame: in the order
+    the queue claims them, oldest first, a run that waits for others (:func:`waiting_runs`) after those that do not."""
     queued = frame[frame["status"] == RunStatus.QUEUED].sort_values("id")
-    return {int(rid): i + 1 for i, rid in enumerate(queued["id"])}
+    waiting = waiting_runs(frame)
+    order = sorted((int(rid) for rid in queued["id"]), key=lambda rid: (rid in waiting, rid))
+    return {rid: i + 1 for i, rid in enumerate(order)}
 
 
 def curves_frame(frame: Any) -> Any:

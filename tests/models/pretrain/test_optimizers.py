@@ -294,6 +294,13 @@ def test_a_tuned_verdict_run_is_not_claimed_before_its_sweep_ends_and_fails_by_n
 
     ids = lab.submit("lion-tuned", TINY, "lq", seeds=4, start=False)
     rows = {R.get_run(i)["name"]: i for i in ids}
+    later = lab.submit("albert", TINY, "la", seeds=1, start=False)  # queued after: it starts before the waiting runs
+    places, waiting = lab.queue_positions(R.list_runs()), lab.waiting_runs(R.list_runs())
+    assert waiting == {i for n, i in rows.items() if "-lr" not in n}  # the page says these wait for their sweep
+    assert sorted(places[i] for i in waiting) == list(range(len(places) - len(waiting) + 1, len(places) + 1))
+    assert max(places[i] for i in later) < min(places[i] for i in waiting) and places[min(ids)] == 1
+    for i in later:
+        R.finish_run(i, "cancelled", message="closed by the test")
     claimed = [R.claim_next(100) for _ in range(len(ids))]
     assert sorted(i for i in claimed if i is not None) == sorted(i for n, i in rows.items() if "-lr" in n)  # the sweep only
     for n, i in rows.items():
