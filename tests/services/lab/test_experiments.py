@@ -418,7 +418,7 @@ def test_what_each_budget_took_and_decided_is_data_naming_committed_outputs() ->
     assert all(presets.budget_of(p, b).minutes.startswith(("Measured", "Estimated")) for p, b in offered)
     for key, record in claims.DECIDED_HERE.items():
         assert record.decides in (True, False, None) and record.said and (ROOT / record.file).is_file(), key
-    assert claims.record_of("lion-tuned", "thorough").decides is False  # run here (79 min): cannot tell, and it says so
+    assert claims.record_of("lion-tuned", "thorough").decides is False  # run here (27.7 min): cannot tell, and it says so
     assert claims.record_of("lion-tuned", "gpu").decides is None  # never run here: it says so
 
 
