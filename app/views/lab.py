@@ -154,7 +154,9 @@ def budget_inputs():
         return None
     state["lb_steps"], state["lb_batch"], state["lb_seq"] = spend.steps, spend.batch, spend.seq_len  # shown as the budget sets them
     suite = spend.downstream
-    c[2].caption(f"**{spend.seeds} seeds** per arm × {spend.steps:,} steps × batch {spend.batch} × {spend.seq_len} tokens"
+    tuning = lab.PRESETS[state["lb_preset"]].tuning
+    seeds = f"**{spend.seeds} seeds** " + (f"({tuning.seeds_use(spend.seeds)})" if tuning else "per arm")
+    c[2].caption(f"{seeds} × {spend.steps:,} steps × batch {spend.batch} × {spend.seq_len} tokens"
                  + (f"; widths {', '.join(map(str, spend.widths))}" if spend.widths else "")
                  + (f"; then each checkpoint fine-tuned on {', '.join(suite['tasks'])} ({suite['max_train']:,} examples, "
                     f"{suite['epochs']} epochs) and the same architecture from random initialisation" if suite else "")
@@ -395,8 +397,7 @@ def verdict_view(group: str) -> None:
     st.subheader("Verdict", anchor="verdict")
     budget = rep.budget or lab.CUSTOM
     tuning = lab.PRESETS[rep.preset].tuning if rep.preset in lab.PRESETS else None
-    seeds = (f"{rep.seeds or '?'} seeds: the first {tuning.replicates} tune each rate, the others decide" if tuning
-             else f"{rep.seeds or '?'} seed(s) per arm")
+    seeds = f"{rep.seeds or '?'} seeds ({tuning.seeds_use(rep.seeds)})" if tuning else f"{rep.seeds or '?'} seed(s) per arm"
     st.markdown(f"**{rep.title or rep.preset}** · budget: {budget} · {seeds}")
     if rep.note:
         st.warning(rep.note, icon=":material/delete:")

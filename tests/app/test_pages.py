@@ -435,3 +435,16 @@ def test_a_lab_run_opens_at_the_steps_it_kept(tiny_dir: Path, tmp_path: Path, mo
     at.select_slider(key="lb_watch_step").set_value(steps[1]).run()
     assert not at.exception and f"at step {steps[1]:,}" in str([df.value.columns.tolist() for df in at.dataframe])
     assert "trained/t-watch@" in markdown(at)
+
+
+def test_the_lab_says_how_a_tuned_preset_spends_its_seeds_and_that_its_thorough_budget_cannot_decide(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before Start: the tuned Lion preset's seeds are not 'per arm' (2 tune every rate, the rest decide), and the
+    committed bench output says the thorough budget did not decide, as a warning."""
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path))
+    at = run("views/lab.py", lb_preset="lion-tuned", lb_budget="thorough")
+    captions = " ".join(c.value for c in at.caption)
+    assert "**5 seeds** (the first 2 tune each rate, the other 3 decide) × 600 steps" in captions and not at.exception
+    assert any("Known not to decide its claim at this budget" in w.value for w in at.warning)
+    at = run("views/lab.py", lb_preset="lion", lb_budget="thorough")
+    assert "**5 seeds** per arm × 3,000 steps" in " ".join(c.value for c in at.caption)

@@ -69,6 +69,11 @@ class Tuning:
         finite = {k: v for k, v in means.items() if math.isfinite(v)}
         return (min(finite, key=lambda c: (finite[c], self.rate(c))) if finite else None), means
 
+    def seeds_use(self, seeds: int | None) -> str:
+        """How an experiment of ``seeds`` seeds spends them, as the page says it."""
+        rest = f"the other {max(0, seeds - self.replicates)}" if seeds else "the others"
+        return f"the first {self.replicates} tune each rate, {rest} decide"
+
     @staticmethod
     def rate(code: str) -> float:
         """A rate from its code (``2e-11`` → 2^-11)."""
