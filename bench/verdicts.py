@@ -89,6 +89,10 @@ def print_report(group: str, header: str = "") -> None:
             print(f"      {arm:>16}: " + ", ".join(f"{v:.3f}" for _, v in pts))
         for name, pts in c.detail.get("controls", {}).items():
             print(f"      {name:>16}: " + ", ".join(f"{v:.3f}" for _, v in pts))
+        for arm, t in (c.detail.get("tuning") or {}).items():  # a tuned claim: what its validation seeds saw
+            means = sorted(t["validation_loss"].items(), key=lambda kv: float(kv[0].split("e", 1)[1]))
+            print(f"      {arm:>16}: mean validation loss (seeds 0–{t['seeds'] - 1}) " + ", ".join(f"2^{k.split('e', 1)[1]} {v:.3f}" for k, v in means)
+                  + f"; chosen 2^{t['chosen'].split('e', 1)[1] if t['chosen'] else '?'}")
         print("    → " + (c.sentence or f"no verdict: {c.why_none or None}"))
         v = c.verdict or {}
         if v.get("item_share") is not None:

@@ -183,8 +183,9 @@ def request_cancel(run_id: int, engine: Engine | None = None) -> str:
 
 def claim_next(limit: int, engine: Engine | None = None) -> int | None:
     """The oldest queued run of any replica, marked running here, when fewer than ``limit`` run on this host (its
-    slots); else None. A run whose teacher run (:func:`_teacher_state`) is still queued or training is passed over,
-    and one whose teacher ended without finishing is failed with the reason.
+    slots); else None. A run whose teacher run (:func:`_teacher_state`), or one of the runs its config's ``after``
+    names (:func:`_waits_for_others`: a tuned verdict run's sweep), is still queued or training is passed over, and
+    one whose teacher ended without finishing is failed with the reason.
 
     The claim is a compare-and-set: on PostgreSQL the row is locked with ``FOR UPDATE SKIP LOCKED`` (a replica
     claiming at the same moment skips it and takes the next), on SQLite writers take turns; either way a run is
@@ -251,13 +252,14 @@ def _teacher_state(s: Any, run: TrainingRun, host: str) -> tuple[str, str]:
 
 def _waits_for_others(s: Any, run: TrainingRun) -> bool:
     """Whether a queued run names runs in its config's ``after`` (what it decides from as it starts: a tuned preset's
-    verdict run reads the rate its tuning runs chose) of which one is still queued or running. Runs that ended any
-    way, or are no run of this queue, hold nothing up: what the run makes of them is its own to say."""
+    verdict run reads the rate its tuning runs chose) of which one, in its own group, is still queued or running. Runs
+    that ended any way, or are no run of this queue or group, hold nothing up: what the run makes of them is its own to
+    say."""
     after = json.loads(run.config or "{}").get("after") or []
     if not isinstance(after, list) or not after:
         return False
     names = [str(n) for n in after]
-    return bool(s.scalar(select(func.count()).select_from(TrainingRun).where(TrainingRun.name.in_(names),
+    return bool(s.scalar(select(func.count()).select_from(TrainingRun).where(TrainingRun.name.in_(names), TrainingRun.group == run.group,
                                                                            TrainingRun.status.in_(list(ACTIVE)))))
 
 

@@ -150,7 +150,9 @@ def budget_inputs():
                                 "a CPU, minutes on a GPU through the headless worker. Custom: the steps, batch and length below.")
     spend = lab.budget_for(state["lb_preset"], state["lb_budget"])
     if not spend:
-        number(c[1], "Seeds", "lb_seeds", help="A verdict needs at least 2 seeds per arm.")
+        tuning = lab.PRESETS[state["lb_preset"]].tuning
+        number(c[1], "Seeds", "lb_seeds", help=f"{tuning.replicates + 2} seeds at least: {tuning.seeds_use(None)}, two at least."
+               if tuning else "A verdict needs at least 2 seeds per arm.")
         return None
     state["lb_steps"], state["lb_batch"], state["lb_seq"] = spend.steps, spend.batch, spend.seq_len  # shown as the budget sets them
     suite = spend.downstream

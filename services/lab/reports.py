@@ -105,18 +105,19 @@ def waiting_runs(frame: Any) -> set[int]:
     """Ids of the queued runs of a :func:`runs.list_runs` frame that wait for others to end: those whose config's
     ``after`` names a run of the frame still queued or running (a tuned preset's verdict run waits for its sweep, as
     :func:`analysis.results_db.runs.claim_next` does)."""
-    active = set(frame.loc[frame["status"].isin(list(ACTIVE)), "name"])
-    return {int(rid) for rid, status, config in zip(frame["id"], frame["status"], frame["config"], strict=True)
-            if status == RunStatus.QUEUED and active.intersection(str(n) for n in ((config or {}).get("after") or []))}
+    live = frame[frame["status"].isin(list(ACTIVE))]
+    active = set(zip(live["group"], live["name"], strict=True))
+    return {int(rid) for rid, group, status, config in zip(frame["id"], frame["group"], frame["status"], frame["config"], strict=True)
+            if status == RunStatus.QUEUED and any((group, str(n)) in active for n in ((config or {}).get("after") or []))}
 
 
 def queue_positions(frame: Any) -> dict[int, int]:
-    """run id -> place in the queue (1 = next), for the queued runs of a :func:`runs.list_runs` frame: in the order
-    the queue claims them, oldest first, a run that waits for others (:func:`waiting_runs`) after those that do not."""
+    """run id -> place in the queue (1 = next), for the queued runs of a :func:`runs.list_runs` frame: oldest first,
+    the order one slot claims them in. A run that waits for others (:func:`waiting_runs`) waits for runs queued
+    before it (a tuned verdict run for its sweep), so its place holds; with several slots a later run may start
+    meanwhile."""
     queued = frame[frame["status"] == RunStatus.QUEUED].sort_values("id")
-    waiting = waiting_runs(frame)
-    order = sorted((int(rid) for rid in queued["id"]), key=lambda rid: (rid in waiting, rid))
-    return {rid: i + 1 for i, rid in enumerate(order)}
+    return {int(rid): i + 1 for i, rid in enumerate(queued["id"])}
 
 
 def curves_frame(frame: Any) -> Any:

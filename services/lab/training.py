@@ -36,7 +36,7 @@ def prepare(run: dict[str, Any], config: TrainConfig, engine: Any = None) -> Tra
     from analysis.results_db import runs
 
     frame = runs.list_runs(engine, group=run["group"])
-    finished, broken = [], []
+    finished, broken = [], [f"{name} (deleted)" for name in lab.after if name not in set(frame["name"])]
     for name, stored, status, message, evaluation in zip(frame["name"], frame["config"], frame["status"], frame["message"],
                                                           frame["evaluation"], strict=True):
         if name not in lab.after:
@@ -91,10 +91,11 @@ def work(run_id: int, engine: Any = None) -> str:
         return state["cancel"]
 
     def fit() -> Any:
+        ready = prepare(run, config, engine)  # before torch: a run that cannot start says so at once
         from models.pretrain import train  # torch: in the worker only, and inside the run's try
 
         state["cancel"] = state["cancel"] or runs.renew_lease(run_id, engine)
-        result = train(prepare(run, config, engine), on_progress=progress, should_stop=lambda: state["cancel"])
+        result = train(ready, on_progress=progress, should_stop=lambda: state["cancel"])
         lab = LabRun.from_stored(stored)
         if lab.downstream and result.checkpoint and not result.stopped:
             from models.finetune import downstream

@@ -41,6 +41,11 @@ class Tuning:
         """The sweep's rates as the codes in its tuning arms' names (``2e-12``), lowest first."""
         return tuple(f"2e{k}" for k in sorted(self.log2_rates))
 
+    @property
+    def ends(self) -> tuple[str, ...]:
+        """The codes of the sweep's lowest and highest rates (a rate chosen there may have its best beyond it)."""
+        return (self.codes[0], self.codes[-1]) if self.codes else ()
+
     @staticmethod
     def split(arm: str) -> tuple[str, str]:
         """(the arm tuned, the rate's code) of a tuning arm's name; (arm, "") for a verdict arm."""
@@ -68,6 +73,16 @@ class Tuning:
             means.setdefault(code, math.inf)  # a rate none of whose runs finished
         finite = {k: v for k, v in means.items() if math.isfinite(v)}
         return (min(finite, key=lambda c: (finite[c], self.rate(c))) if finite else None), means
+
+    def ran(self, finished: list[dict]) -> Tuning:
+        """The sweep an experiment's runs (``finished``: rows with ``arm`` and ``replicate``) trained: this one, or
+        for an experiment queued before the two stages (a tuning arm trained on a fresh seed: every rate on every
+        seed, over the sweep of its day) the rates its runs name, so that its missing rates and its sweep's ends are
+        its own."""
+        codes = [(self.split(str(r["arm"]))[1], r["replicate"]) for r in finished]
+        if not any(code and replicate >= self.replicates for code, replicate in codes):
+            return self
+        return replace(self, log2_rates=tuple(sorted({round(math.log2(self.rate(code))) for code, _ in codes if code})))
 
     def seeds_use(self, seeds: int | None) -> str:
         """How an experiment of ``seeds`` seeds spends them, as the page says it."""

@@ -37,6 +37,7 @@ def tuned(claim: ArmClaim, finished: list[dict[str, Any]], tuning: Tuning = TUNI
     arm's choice as it started), or, in an experiment queued before the verdict arms existed (every rate on every
     seed), the fresh seeds' runs of the chosen rate renamed to the arm. With what the tuning saw (``tuning``: per arm
     the mean validation loss per rate, the chosen rate, and the validation seeds)."""
+    tuning = tuning.ran(finished)
     seen: dict[str, Any] = {}
     for arm in (claim.a, claim.b):
         chosen, means = tuning.choose(arm, finished)
@@ -62,7 +63,7 @@ class TunedClaim(ArmClaim):
     def entries(self, reading: Reading) -> list[Entry]:
         rows, tuning = tuned(self, reading.finished, self.tuning)
         chosen = ", ".join(f"{arm} at 2^{t['chosen'].split('e', 1)[1] if t['chosen'] else '?'}" for arm, t in tuning.items())
-        ends = (self.tuning.codes[0], self.tuning.codes[-1]) if self.tuning.codes else ()
+        ends = self.tuning.ran(reading.finished).ends
         edge = [arm for arm, t in tuning.items() if t["chosen"] and t["chosen"] in ends]
         swept = [int(r["id"]) for r in reading.finished if self.tuning.split(str(r["arm"]))[1] and "id" in r]
         said = (f"Tuned: each optimizer's rate chosen on seeds 0–{self.tuning.replicates - 1} ({chosen}); decided on the other "

@@ -294,13 +294,7 @@ def test_a_tuned_verdict_run_is_not_claimed_before_its_sweep_ends_and_fails_by_n
 
     ids = lab.submit("lion-tuned", TINY, "lq", seeds=4, start=False)
     rows = {R.get_run(i)["name"]: i for i in ids}
-    later = lab.submit("albert", TINY, "la", seeds=1, start=False)  # queued after: it starts before the waiting runs
-    places, waiting = lab.queue_positions(R.list_runs()), lab.waiting_runs(R.list_runs())
-    assert waiting == {i for n, i in rows.items() if "-lr" not in n}  # the page says these wait for their sweep
-    assert sorted(places[i] for i in waiting) == list(range(len(places) - len(waiting) + 1, len(places) + 1))
-    assert max(places[i] for i in later) < min(places[i] for i in waiting) and places[min(ids)] == 1
-    for i in later:
-        R.finish_run(i, "cancelled", message="closed by the test")
+    assert lab.waiting_runs(R.list_runs()) == {i for n, i in rows.items() if "-lr" not in n}  # the page says so
     claimed = [R.claim_next(100) for _ in range(len(ids))]
     assert sorted(i for i in claimed if i is not None) == sorted(i for n, i in rows.items() if "-lr" in n)  # the sweep only
     for n, i in rows.items():
@@ -325,9 +319,29 @@ def test_a_tuned_verdict_run_is_not_claimed_before_its_sweep_ends_and_fails_by_n
     assert R.claim_next(100) == rows["lr-lion-s2"]
     with pytest.raises(InvalidConfig, match="sweep did not end: lr-lion-lr2e-9-s1 \\(cancelled\\)"):
         prepare(*starting("lr-lion-s2"))
+    R.delete_run(rows.pop("lr-adamw-lr2e-9-s1"))  # a finished sweep run deleted before its verdict run starts
+    assert R.claim_next(100) == rows["lr-adamw-s2"]
+    with pytest.raises(InvalidConfig, match="sweep did not end: lr-adamw-lr2e-9-s1 \\(deleted\\)"):
+        prepare(*starting("lr-adamw-s2"))
     for i in rows.values():
         if R.get_run(i)["status"] in ("queued", "running"):
             R.finish_run(i, "failed", message="closed by the test")
+
+
+def test_an_experiment_queued_before_the_two_stages_is_read_with_its_own_sweep() -> None:
+    """Every rate on every seed over the old sweep (2^-12 … 2^-9): the fresh seeds' runs at the chosen rate are the
+    verdict's, the rates it never swept are not read as missing, and its lowest rate is its sweep's end."""
+    old = [{"id": 100 * s + k, "arm": f"{opt}-lr2e{k}", "replicate": s, "config": {},
+            "evaluation": {"held_out_loss": 5.0 + 0.01 * (k + (12 if opt == "lion" else 10)) ** 2 + 0.001 * s}}
+           for s in range(5) for k in (-12, -11, -10, -9) for opt in ("lion", "adamw")]
+    sweep = lion_tuned.TUNING.ran(old)
+    assert sweep.codes == ("2e-12", "2e-11", "2e-10", "2e-9") and sweep.ends == ("2e-12", "2e-9")
+    assert lion_tuned.TUNING.ran([r for r in old if r["replicate"] < 2]) == lion_tuned.TUNING  # the new protocol's runs
+    rows, seen = lion_tuned.tuned(lion_tuned.PRESET.claims[0], old)
+    assert seen["lion"]["chosen"] == "2e-12" and seen["adamw"]["chosen"] == "2e-10"
+    assert set(seen["lion"]["validation_loss"]) == set(sweep.codes)  # no 2^-14 read as a rate that never finished
+    assert sorted((r["arm"], r["replicate"]) for r in rows) == [(a, s) for a in ("adamw", "lion") for s in (2, 3, 4)]
+    assert {r["id"] % 100 for r in rows if r["arm"] == "lion"} == {-12 % 100}
 
 
 def test_the_tuned_lion_preset_chooses_each_rate_on_validation_seeds_and_decides_on_fresh_ones(lab_env: Path) -> None:
