@@ -181,7 +181,11 @@ def run_inputs(corpus: str, fixed: bool) -> lab.LabRequest:
     c = st.columns(5)
     number(c[0], "Batch", "lb_batch", disabled=fixed)
     number(c[1], "Steps", "lb_steps", step=100, disabled=fixed)
-    number(c[2], "Learning rate", "lb_lr", format="%.0e")
+    preset = lab.PRESETS.get(state["lb_preset"])
+    tuning = preset.tuning if preset else None
+    number(c[2], "Learning rate", "lb_lr", format="%.0e", disabled=tuning is not None,
+           help=f"This preset's sweep sets every run's rate: 2^{min(tuning.log2_rates)} to 2^{max(tuning.log2_rates)}, each "
+                "optimizer's chosen on the validation seeds." if tuning else None)
     number(c[3], "Seed", "lb_seed", help="The first seed; the arms' replicates use the next ones. A replication is independent "
                                          "of earlier ones only with seeds they did not use.")
     c[4].text_input("Name (optional)", key="lb_name", max_chars=lab.MAX_NAME_CHARS, placeholder="automatic",

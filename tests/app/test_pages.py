@@ -446,5 +446,7 @@ def test_the_lab_says_how_a_tuned_preset_spends_its_seeds_and_that_its_thorough_
     captions = " ".join(c.value for c in at.caption)
     assert "**5 seeds** (the first 2 tune each rate, the other 3 decide) × 600 steps" in captions and not at.exception
     assert any("Known not to decide its claim at this budget" in w.value for w in at.warning)
+    assert at.number_input(key="lb_lr").disabled  # the sweep sets every rate
     at = run("views/lab.py", lb_preset="lion", lb_budget="thorough")
     assert "**5 seeds** per arm × 3,000 steps" in " ".join(c.value for c in at.caption)
+    assert not at.number_input(key="lb_lr").disabled
