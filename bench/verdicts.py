@@ -35,7 +35,7 @@ from models.pretrain import TrainConfig
 from services import lab
 from services.lab import claim_entries, experiments
 from services.lab.presets import BUDGETS, budget_of
-from services.lab.presets.base import BUDGET_NAMES
+from services.lab.presets.base import BUDGET_NAMES, Tuning
 
 DEFAULT = TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
 
@@ -90,9 +90,9 @@ def print_report(group: str, header: str = "") -> None:
         for name, pts in c.detail.get("controls", {}).items():
             print(f"      {name:>16}: " + ", ".join(f"{v:.3f}" for _, v in pts))
         for arm, t in (c.detail.get("tuning") or {}).items():  # a tuned claim: what its validation seeds saw
-            means = sorted(t["validation_loss"].items(), key=lambda kv: float(kv[0].split("e", 1)[1]))
-            print(f"      {arm:>16}: mean validation loss (seeds 0–{t['seeds'] - 1}) " + ", ".join(f"2^{k.split('e', 1)[1]} {v:.3f}" for k, v in means)
-                  + f"; chosen 2^{t['chosen'].split('e', 1)[1] if t['chosen'] else '?'}")
+            means = sorted(t["validation_loss"].items(), key=lambda kv: Tuning.rate(kv[0]))
+            print(f"      {arm:>16}: mean validation loss (seeds 0–{t['seeds'] - 1}) "
+                  + ", ".join(f"{Tuning.power(k)} {v:.3f}" for k, v in means) + f"; chosen {Tuning.power(t['chosen'])}")
         print("    → " + (c.sentence or f"no verdict: {c.why_none or None}"))
         v = c.verdict or {}
         if v.get("item_share") is not None:

@@ -97,6 +97,12 @@ except ExplorerError as err:
 # ------------------------------------------------------------------------------------------ start
 
 
+def tuning_of(preset: str | None):
+    """A tuned preset's rate sweep (:class:`services.lab.presets.base.Tuning`); None for the others and unknown names."""
+    known = lab.PRESETS.get(preset or "")
+    return known.tuning if known else None
+
+
 def number(where, label: str, key: str, **kwargs) -> None:
     """A numeric input of the form, bounded by the use case's limits for its field (:data:`FIELDS`)."""
     ui.bounded_number(where, label, key, ALLOWED[key], **kwargs)
@@ -150,13 +156,13 @@ def budget_inputs():
                                 "a CPU, minutes on a GPU through the headless worker. Custom: the steps, batch and length below.")
     spend = lab.budget_for(state["lb_preset"], state["lb_budget"])
     if not spend:
-        tuning = lab.PRESETS[state["lb_preset"]].tuning
+        tuning = tuning_of(state["lb_preset"])
         number(c[1], "Seeds", "lb_seeds", help=f"{tuning.replicates + 2} seeds at least: {tuning.seeds_use(None)}, two at least."
                if tuning else "A verdict needs at least 2 seeds per arm.")
         return None
     state["lb_steps"], state["lb_batch"], state["lb_seq"] = spend.steps, spend.batch, spend.seq_len  # shown as the budget sets them
     suite = spend.downstream
-    tuning = lab.PRESETS[state["lb_preset"]].tuning
+    tuning = tuning_of(state["lb_preset"])
     seeds = f"**{spend.seeds} seeds** " + (f"({tuning.seeds_use(spend.seeds)})" if tuning else "per arm")
     c[2].caption(f"{seeds} × {spend.steps:,} steps × batch {spend.batch} × {spend.seq_len} tokens"
                  + (f"; widths {', '.join(map(str, spend.widths))}" if spend.widths else "")
@@ -181,8 +187,7 @@ def run_inputs(corpus: str, fixed: bool) -> lab.LabRequest:
     c = st.columns(5)
     number(c[0], "Batch", "lb_batch", disabled=fixed)
     number(c[1], "Steps", "lb_steps", step=100, disabled=fixed)
-    preset = lab.PRESETS.get(state["lb_preset"])
-    tuning = preset.tuning if preset else None
+    tuning = tuning_of(state["lb_preset"])
     number(c[2], "Learning rate", "lb_lr", format="%.0e", disabled=tuning is not None,
            help=f"This preset's sweep sets every run's rate: 2^{min(tuning.log2_rates)} to 2^{max(tuning.log2_rates)}, each "
                 "optimizer's chosen on the validation seeds." if tuning else None)
@@ -402,7 +407,7 @@ def verdict_view(group: str) -> None:
         return
     st.subheader("Verdict", anchor="verdict")
     budget = rep.budget or lab.CUSTOM
-    tuning = lab.PRESETS[rep.preset].tuning if rep.preset in lab.PRESETS else None
+    tuning = tuning_of(rep.preset)
     seeds = f"{rep.seeds or '?'} seeds ({tuning.seeds_use(rep.seeds)})" if tuning else f"{rep.seeds or '?'} seed(s) per arm"
     st.markdown(f"**{rep.title or rep.preset}** · budget: {budget} · {seeds}")
     if rep.note:

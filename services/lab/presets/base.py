@@ -94,6 +94,11 @@ class Tuning:
         """A rate from its code (``2e-11`` → 2^-11)."""
         return 2.0 ** float(code.split("e", 1)[1])
 
+    @staticmethod
+    def power(code: str | None) -> str:
+        """A code as the page writes its rate (``2e-11`` → ``2^-11``; ``2^?`` for none)."""
+        return f"2^{code.split('e', 1)[1]}" if code else "2^?"
+
 
 @dataclass(frozen=True)
 class Preset:

@@ -62,7 +62,7 @@ class TunedClaim(ArmClaim):
 
     def entries(self, reading: Reading) -> list[Entry]:
         rows, tuning = tuned(self, reading.finished, self.tuning)
-        chosen = ", ".join(f"{arm} at 2^{t['chosen'].split('e', 1)[1] if t['chosen'] else '?'}" for arm, t in tuning.items())
+        chosen = ", ".join(f"{arm} at {Tuning.power(t['chosen'])}" for arm, t in tuning.items())
         ends = self.tuning.ran(reading.finished).ends
         edge = [arm for arm, t in tuning.items() if t["chosen"] and t["chosen"] in ends]
         swept = [int(r["id"]) for r in reading.finished if self.tuning.split(str(r["arm"]))[1] and "id" in r]
