@@ -160,13 +160,13 @@ def budgets(preset: str, classroom: dict, thorough: dict, gpu: dict | None = Non
 
 
 def width_budgets(preset: str, steps: tuple[int, int, int], widths: tuple[int, ...],
-                  thorough_widths: tuple[int, ...] = (16, 32, 64, 128)) -> dict[str, Budget]:
+                  thorough_widths: tuple[int, ...] = (16, 32, 64, 128), thorough_seeds: int = 3) -> dict[str, Budget]:
     """The budgets of a preset over several widths (scaling, IsoFLOP), decided on held-out loss: classroom 2 seeds ×
-    ``steps[0]`` steps of 32 at widths 16–64; thorough 3 seeds × ``steps[1]`` steps of 64 at ``thorough_widths`` (an
-    hour on a 2-core CPU); gpu 3 seeds × ``steps[2]`` steps of 64 at ``widths``."""
+    ``steps[0]`` steps of 32 at widths 16–64; thorough ``thorough_seeds`` × ``steps[1]`` steps of 64 at
+    ``thorough_widths`` (an hour on a 2-core CPU); gpu 3 seeds × ``steps[2]`` steps of 64 at ``widths``."""
     shape = {"batch": 64, "seq_len": 64, "downstream": None}
     return budgets(preset, {"seeds": 2, "steps": steps[0], "batch": 32, "seq_len": 64, "downstream": None, "widths": (16, 32, 64)},
-                   {"seeds": 3, "steps": steps[1], **shape, "widths": thorough_widths},
+                   {"seeds": thorough_seeds, "steps": steps[1], **shape, "widths": thorough_widths},
                    {"seeds": 3, "steps": steps[2], **shape, "widths": widths})
 
 
