@@ -77,7 +77,10 @@ def budget_ran(preset: str, named: str, rows: list[dict[str, Any]]) -> str:
     The thorough budgets of seven presets were cut to fit an hour on a 2-core CPU (commit ada3903) and their earlier
     settings kept, unchanged, as the *gpu* budget; an experiment stored as "thorough" before then ran what is now the
     GPU budget and is read as one, so the page names the budget it spent (stored rows are not rewritten). A stored name
-    that no longer matches any budget's plan is kept as it was stored."""
+    that no longer matches any budget's plan is kept as it was stored: DistilBERT's thorough experiments of 4 seeds ×
+    2,000 steps, before its thorough became 3 × 1,500 on 2026-12-06, still read "thorough" (their runs show their
+    steps). IsoFLOP's thorough lost a seed the same day; the plan compared has no seed count, so its 3-seed
+    experiments read "thorough" too."""
     offered = BUDGETS.get(preset, {})
     if named != "thorough" or "gpu" not in offered or not rows:  # the one renamed budget: no re-planning on other polls
         return named

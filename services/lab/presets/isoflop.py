@@ -74,6 +74,6 @@ PRESET = Preset(
     claims=(IsoFLOPClaim("isoflop", "isoflop", "The compute-optimal size grows with the compute budget: N_opt ∝ C^0.5.",
                          "Hoffmann et al. 2022, Chinchilla, Table 2 (approach 2: a = 0.49)"),),
     # Thorough at 2 seeds: 3 took 46.9 min on 2026-12-06 and about twice that on a day the machine ran at half the pace
-    # (width 16's many small steps run far below the default size's FLOP/s); 2 fit the hour on either day.
+    # (width 16's many small steps run far below the default size's FLOP/s); 2 take about an hour on the slower day.
     budgets=width_budgets("isoflop", (200, 900, 1500), WIDTHS, thorough_seeds=2),
     widths=WIDTHS, least_widths=3, arm_budget=arm_budget)
