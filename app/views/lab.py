@@ -406,15 +406,15 @@ def verdict_view(group: str) -> None:
     if not rep.claims:
         return
     st.subheader("Verdict", anchor="verdict")
-    budget = rep.budget or lab.CUSTOM
-    tuning = tuning_of(rep.preset)
+    budget, tuning = rep.budget or lab.CUSTOM, tuning_of(rep.preset)
     seeds = f"{rep.seeds or '?'} seeds ({tuning.seeds_use(rep.seeds)})" if tuning else f"{rep.seeds or '?'} seed(s) per arm"
     st.markdown(f"**{rep.title or rep.preset}** · budget: {budget} · {seeds}")
+    if rep.plan_note:
+        st.caption(rep.plan_note)
     if rep.note:
         st.warning(rep.note, icon=":material/delete:")
     if rep.state == experiments.ExperimentState.RUNNING:
-        st.info(f"{rep.waiting} run(s) still waiting or training: the verdict comes when every run has finished.",
-                icon=":material/hourglass_top:")
+        st.info(f"{rep.waiting} run(s) still waiting or training: the verdict comes when every run has finished.", icon=":material/hourglass_top:")
     elif rep.state == experiments.ExperimentState.PARTIAL:
         st.warning("Partial results, no verdict: " + ", ".join(rep.missing) + " did not finish. An ablation with a "
                    "missing arm or seed is not decided.", icon=":material/warning:")

@@ -161,7 +161,8 @@ class Report:
     own steps; empty in a report with no runs); ``suite``: the
     downstream suite its runs were scored on (None: none); ``missing``: runs that ended unfinished; ``waiting``: runs
     still queued or training; ``family``: the exploratory comparisons adjusted together; ``note``: why a stored
-    verdict is shown instead of one computed from the runs."""
+    verdict is shown instead of one computed from the runs; ``plan_note``: where its runs follow none of the preset's
+    budgets as they are now, a sentence saying so (:func:`services.lab.experiments.budget_plan`)."""
 
     group: str
     state: ExperimentState
@@ -179,6 +180,7 @@ class Report:
     claims: list[ClaimEntry] = field(default_factory=list)
     family: int = 0
     note: str = ""
+    plan_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-able dicts (the API's answer; the runs' rows as they are, not copied): entries flat, as
@@ -194,4 +196,6 @@ class Report:
         out.update(claims=[c.to_dict() for c in self.claims], runs=self.runs, missing=self.missing)
         if self.note:
             out["note"] = self.note
+        if self.plan_note:
+            out["plan_note"] = self.plan_note
         return out

@@ -71,19 +71,21 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def budget_ran(preset: str, named: str, rows: list[dict[str, Any]]) -> str:
+def budget_plan(preset: str, named: str, rows: list[dict[str, Any]]) -> tuple[str, str]:
     """The named budget whose plan an experiment's stored runs follow (arm, steps, batch, length and width of each run).
 
     The thorough budgets of seven presets were cut to fit an hour on a 2-core CPU (commit ada3903) and their earlier
     settings kept, unchanged, as the *gpu* budget; an experiment stored as "thorough" before then ran what is now the
     GPU budget and is read as one, so the page names the budget it spent (stored rows are not rewritten). A stored name
     that no longer matches any budget's plan is kept as it was stored: DistilBERT's thorough experiments of 4 seeds ×
-    2,000 steps, before its thorough became 3 × 1,500 on 2026-12-06, still read "thorough" (their runs show their
-    steps). IsoFLOP's thorough lost a seed the same day; the plan compared has no seed count, so its 3-seed
-    experiments read "thorough" too."""
+    2,000 steps, before its thorough became 3 × 1,500 on 2026-12-06, still read "thorough", with a sentence that says
+    they follow none of the budgets now (the verdict's header shows it). IsoFLOP's thorough lost a seed the same day;
+    the plan compared has no seed count, so its 3-seed experiments read "thorough" as they are.
+
+    Returns the name and, where a stored "thorough" follows no budget's plan now, a sentence saying so (else "")."""
     offered = BUDGETS.get(preset, {})
     if named != "thorough" or "gpu" not in offered or not rows:  # the one renamed budget: no re-planning on other polls
-        return named
+        return named, ""
 
     def shape(arm: Any, c: Any) -> tuple:
         return arm, c.steps, c.batch, c.seq_len, c.hidden
@@ -92,7 +94,7 @@ def budget_ran(preset: str, named: str, rows: list[dict[str, Any]]) -> str:
         base = replace(TrainConfig.from_stored(rows[0]["config"]), run="")
         ran = {shape(r["arm"], TrainConfig.from_stored(r["config"])) for r in rows}
     except ExplorerError:
-        return named
+        return named, ""
 
     def planned(b: Budget) -> set[tuple]:
         try:
@@ -101,8 +103,16 @@ def budget_ran(preset: str, named: str, rows: list[dict[str, Any]]) -> str:
             return set()
 
     if planned(offered[named]) == ran:
-        return named
-    return next((n for n, b in offered.items() if n != named and planned(b) == ran), named)
+        return named, ""
+    other = next((n for n, b in offered.items() if n != named and planned(b) == ran), "")
+    if other:
+        return other, ""
+    now = offered[named]
+    steps = sorted({s[1] for s in ran})
+    spent = f"{steps[0]:,} steps" if len(steps) == 1 else f"{steps[0]:,} to {steps[-1]:,} steps"
+    return named, (f"Stored as {named}, but its runs ({spent} a run) follow none of this preset's budgets as they are "
+                   f"now ({named}: {now.seeds} seeds × {now.steps:,} steps): an earlier plan of that budget, or settings "
+                   "of its own. Its verdict is decided on the runs it has.")
 
 
 def _diverged(run: dict[str, Any]) -> bool:
@@ -151,7 +161,8 @@ def _report(group: str, engine: Any = None, store: bool = False) -> Report:
     swept = [r for r in rows if tuning and _diverged(r) and r["replicate"] < tuning.replicates and tuning.split(str(r["arm"]))[1]]
     missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in finished and r not in swept]
     state = ExperimentState.RUNNING if active else (ExperimentState.PARTIAL if missing else ExperimentState.COMPLETE)
-    out = Report(group, state, preset=preset, seeds=first.seeds, budget=budget_ran(preset, first.budget, rows),
+    budget, plan_note = budget_plan(preset, first.budget, rows)
+    out = Report(group, state, preset=preset, seeds=first.seeds, budget=budget, plan_note=plan_note,
                  suite=suite, missing=missing, runs=rows, waiting=len(active))
     if known:
         out.title, out.paper, out.finding = known.title, known.paper, known.finding

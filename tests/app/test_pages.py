@@ -450,3 +450,24 @@ def test_the_lab_says_how_a_tuned_preset_spends_its_seeds_and_that_its_thorough_
     at = run("views/lab.py", lb_preset="lion", lb_budget="thorough")
     assert "**5 seeds** per arm × 3,000 steps" in " ".join(c.value for c in at.caption)
     assert not at.number_input(key="lb_lr").disabled
+
+
+def test_the_lab_says_when_an_experiment_ran_a_plan_its_budget_no_longer_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DistilBERT's thorough was 4 seeds × 2,000 steps before 2026-12-06: such an experiment still reads "thorough",
+    and the verdict's header says its runs follow none of the budgets as they are now."""
+    from dataclasses import replace
+
+    from services.lab import claims, presets, run_queue
+    from services.lab import experiments as lab_experiments
+
+    monkeypatch.setenv("BFE_MODEL_DIR", str(tmp_path))
+    base = presets.TrainConfig(seq_len=64, batch=64, steps=1200)
+    thorough = presets.budget_of("distil", "thorough")
+    run_queue.submit("distil", claims.apply_budget(base, replace(thorough, seeds=4, steps=2000)), "was", start=False, seeds=4,
+                     budget="thorough")
+    lab_experiments.submit("distil", base, "now", "thorough", start=False)
+    at = run("views/lab.py", lb_show="was")
+    captions = " ".join(c.value for c in at.caption)
+    assert "follow none of this preset's budgets as they are now" in captions and not at.exception
+    at = run("views/lab.py", lb_show="now")
+    assert "follow none" not in " ".join(c.value for c in at.caption) and not at.exception

@@ -241,6 +241,28 @@ def test_an_experiment_stored_as_thorough_before_the_budget_shrank_reads_as_the_
     # a plan that matches no budget (a custom width list) keeps its stored name
     run_queue.submit("scaling", claims.apply_budget(base, gpu), "odd", start=False, seeds=1, widths=(16, 48, 80), budget="thorough")
     assert experiments.report("odd").budget == "thorough"
+    # ... and says that its runs follow none of the budgets as they are now; a plan that matches one says nothing
+    thorough = presets.budget_of("scaling", "thorough")
+    assert f"{thorough.seeds} seeds × {thorough.steps:,} steps" in experiments.report("odd").plan_note
+    assert "follow none" in experiments.report("odd").to_dict()["plan_note"]
+    assert [experiments.report(g).plan_note for g in ("old", "new", "big")] == ["", "", ""]
+    assert "plan_note" not in experiments.report("new").to_dict()
+
+
+def test_a_distil_experiment_of_the_thorough_plan_before_it_shrank_says_it_ran_another_plan(lab_env: Path) -> None:
+    from services.lab import run_queue
+
+    base = lab.TrainConfig(layers=2, hidden=128, heads=2, ffn=512, seq_len=64, batch=64, steps=1200, lr=1e-3)
+    thorough = presets.budget_of("distil", "thorough")
+    # what "thorough" planned before 2026-12-06: 4 seeds x 2,000 steps
+    run_queue.submit("distil", claims.apply_budget(base, replace(thorough, seeds=4, steps=2000)), "was", start=False, seeds=4,
+                     budget="thorough")
+    experiments.submit("distil", base, "now", "thorough", start=False)
+    was, now = experiments.report("was"), experiments.report("now")
+    assert (was.budget, now.budget) == ("thorough", "thorough")
+    assert now.plan_note == ""
+    # the scratch student trains the steps the distilled run's FLOPs buy it: two step counts in one experiment
+    assert "2,000 to 3,063 steps" in was.plan_note and f"{thorough.seeds} seeds × {thorough.steps:,} steps" in was.plan_note
 
 
 def test_one_seed_shows_the_runs_and_no_verdict(lab_env: Path) -> None:
