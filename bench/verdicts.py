@@ -2,6 +2,7 @@
 
     python bench/verdicts.py presets albert electra [--budget classroom]   # run presets through the real queue
     python bench/verdicts.py estimate                                      # every preset × budget: runs, FLOPs, time
+    python bench/verdicts.py pace scaling isoflop --budget gpu [--steps 40] # each run shape timed: a budget's minutes here
     python bench/verdicts.py mfu [--steps 60] [--repeats 3]                # the lab's model FLOP/s against the matmul peak
     python bench/verdicts.py report GROUP                                  # an experiment's verdicts again, from the database
     python bench/verdicts.py coverage [--draws 1000]                       # the intervals' coverage on simulated arms
@@ -146,6 +147,65 @@ def estimate() -> None:
                   f"pre-training" + (" + the downstream suite" if b.downstream else ""))
 
 
+def shape_pace(presets: list[str], budget: str, steps: int = 40, repeats: int = 3) -> None:
+    """Each distinct run shape of the presets' plans at ``budget`` timed for ``steps`` steps with the worker's threads,
+    the shapes interleaved ``repeats`` times (a shared, noisy machine: each sees the same load) and the medians kept,
+    then every planned run priced at its own shape's pace: its steps × seconds a step + the fixed cost of a run (setup
+    and the held-out evaluation, measured with it). :func:`estimate` prices every run at the default size's FLOP/s,
+    which is far off for small widths (IsoFLOP's width 16 trains at a fraction of it) and for objectives that cost
+    more than their FLOPs (XLNet, the distilled arm); this prices what the worker would run. The downstream suite is
+    not included (it needs a saved, trained checkpoint: take it from the preset's committed thorough run). A preset
+    whose runs need another run's checkpoint (DistilBERT's student) cannot be timed this way and is refused."""
+    import statistics
+    from dataclasses import replace
+
+    import torch
+
+    from models.pretrain import train
+    from services.lab.claims import apply_budget
+    from services.lab.presets import plan_runs
+    from services.lab.run_queue import WORKER_THREADS
+
+    torch.set_num_threads(WORKER_THREADS)
+    planned = {}
+    for preset in presets:
+        b = budget_of(preset, budget)
+        planned[preset] = plan_runs(preset, apply_budget(DEFAULT, b), f"pace-{preset}", b.seeds, b.widths)
+        if any(p.config.teacher for p in planned[preset]):
+            raise SystemExit(f"{preset}: a run of it needs another run's checkpoint (a teacher); time it with 'presets'.")
+
+    def key(cfg: TrainConfig) -> TrainConfig:
+        return replace(cfg, steps=steps, seed=0, run="bench-pace")
+
+    shapes = list(dict.fromkeys(key(p.config) for runs in planned.values() for p in runs))
+    timings: dict[TrainConfig, list[tuple[float, float]]] = {s: [] for s in shapes}
+    warm = max(1, steps // 4)  # the first steps (allocation, first batches) are left out of the pace
+    for _ in range(repeats):
+        for shape in shapes:
+            marks: dict[int, float] = {}
+            start = time.perf_counter()
+            r = train(shape, on_progress=lambda n, _loss, t, marks=marks: marks.__setitem__(n, t), save=False)
+            wall = time.perf_counter() - start
+            per_step = (marks[steps] - marks[warm]) / (steps - warm)
+            timings[shape].append((per_step, wall - r.seconds))
+    pace = {s: (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts)) for s, ts in timings.items()}
+    print(f"{len(shapes)} shapes, {steps} steps each ({warm} left out as warm-up), {repeats} interleaved repeats, "
+          f"{WORKER_THREADS} thread(s); medians")
+    for preset, runs in planned.items():
+        total = 0.0
+        print(f"  {preset} at {budget}: {len(runs)} runs")
+        seen = set()
+        for p in runs:
+            per_step, fixed = pace[key(p.config)]
+            total += p.config.steps * per_step + fixed
+            label = (p.arm, p.config.steps)
+            if label not in seen:
+                seen.add(label)
+                print(f"    {p.arm:>16}: {p.config.steps:6,d} steps × {per_step * 1000:6.1f} ms + {fixed:4.1f} s a run")
+        print(f"    ≈ {total / 60:.0f} min of training and held-out evaluation, one run at a time"
+              + (" (+ the downstream suite per run)" if budget_of(preset, budget).downstream else ""))
+
+
 def coverage(draws: int) -> None:
     """Coverage of the seeds-only paired t and of the two-level interval on simulated arms, per kind of test set."""
     import numpy as np
@@ -175,7 +235,7 @@ def coverage(draws: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["presets", "estimate", "mfu", "report", "coverage"])
+    ap.add_argument("what", choices=["presets", "estimate", "pace", "mfu", "report", "coverage"])
     ap.add_argument("presets", nargs="*", default=["albert", "electra"])
     ap.add_argument("--budget", default="classroom", choices=BUDGET_NAMES)
     ap.add_argument("--worker", type=int, default=0, help="presets: train in a headless worker with this many slots")
@@ -195,6 +255,8 @@ def main() -> int:
             print_report(group)
     elif args.what == "estimate":
         estimate()
+    elif args.what == "pace":
+        shape_pace(args.presets, args.budget, args.steps, args.repeats)
     elif args.what == "coverage":
         coverage(args.draws)
     else:
