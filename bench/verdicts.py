@@ -2,7 +2,7 @@
 
     python bench/verdicts.py presets albert electra [--budget classroom]   # run presets through the real queue
     python bench/verdicts.py estimate                                      # every preset × budget: runs, FLOPs, time
-    python bench/verdicts.py pace scaling isoflop --budget gpu [--steps 40] # each run shape timed: a budget's minutes here
+    python bench/verdicts.py pace scaling isoflop --budget gpu [--steps 60] # each run shape timed: a budget's minutes here
     python bench/verdicts.py mfu [--steps 60] [--repeats 3]                # the lab's model FLOP/s against the matmul peak
     python bench/verdicts.py report GROUP                                  # an experiment's verdicts again, from the database
     python bench/verdicts.py coverage [--draws 1000]                       # the intervals' coverage on simulated arms
@@ -174,8 +174,8 @@ def shape_pace(presets: list[str], budget: str, steps: int = 40, repeats: int = 
         if any(p.config.teacher for p in planned[preset]):
             raise SystemExit(f"{preset}: a run of it needs another run's checkpoint (a teacher); time it with 'presets'.")
 
-    def key(cfg: TrainConfig) -> TrainConfig:
-        return replace(cfg, steps=steps, seed=0, run="bench-pace")
+    def key(cfg: TrainConfig) -> TrainConfig:  # what sets a step's cost: not the seed, the name or the rate (a sweep)
+        return replace(cfg, steps=steps, seed=0, run="bench-pace", lr=DEFAULT.lr)
 
     shapes = list(dict.fromkeys(key(p.config) for runs in planned.values() for p in runs))
     timings: dict[TrainConfig, list[tuple[float, float]]] = {s: [] for s in shapes}
@@ -244,11 +244,14 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--draws", type=int, default=1000, help="simulated experiments per case (coverage)")
     args = ap.parse_args()
-    if args.what == "presets":
+    if args.what == "pace" and args.steps < 8:
+        ap.error(f"pace times steps after a quarter of them as warm-up: give --steps 8 or more, not {args.steps}")
+    if args.what in ("presets", "pace"):
         lacking = [p for p in args.presets if args.budget not in BUDGETS.get(p, {})]
         if lacking:  # the whole list is checked before the first run: a preset without the budget used to fail hours in
             ap.error(f"no {args.budget!r} budget for: {', '.join(lacking)} (budgets: "
                      + "; ".join(f"{p}: {', '.join(BUDGETS[p]) or 'none'}" if p in BUDGETS else f"{p}: not a preset" for p in lacking) + ")")
+    if args.what == "presets":
         run_presets(args.presets, args.budget, args.first_seed, args.worker)
     elif args.what == "report":
         for group in args.presets:
