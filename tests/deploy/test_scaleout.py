@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import pytest
 
@@ -19,17 +20,31 @@ from tests.helpers.postgres import fresh_pg
 pytestmark = [pytest.mark.slow, pytest.mark.machine]  # two replicas, nginx and PostgreSQL: a server's share of the cores
 
 
+async def _settled(counts, total: int, timeout: float = 15) -> list[int]:
+    """The replicas' connection counts once they add up to ``total`` open websockets.
+
+    A plain HTTP request through the proxy (the health check, each session's first GET) holds a
+    connection on its replica for a moment after its answer; counted then, it hides or fakes a
+    websocket (CI, stop 69: a baseline of [1, 0] before any session was open)."""
+    deadline = time.monotonic() + timeout
+    now = counts()
+    while sum(now) != total and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        now = counts()
+    return now
+
+
 async def _open_until_both(url: str, counts, most: int = 24) -> tuple[list[StreamlitSession], dict[int, StreamlitSession]]:
     """Open sessions through the proxy until one sits on each replica; return all and one per replica."""
     sessions, where = [], {}
-    before = counts()
+    before = await _settled(counts, 0)
     for _ in range(most):
         s = StreamlitSession(url)
         await s.open()
         r = await s.run(page="results")
         assert r.ok, r
         sessions.append(s)
-        after = counts()
+        after = await _settled(counts, len(sessions))
         moved = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if b > a]
         assert len(moved) == 1, (before, after)
         where.setdefault(moved[0], s)
@@ -47,10 +62,10 @@ def test_two_replicas_behind_nginx_share_one_postgres(pg_url: str, tiny_dir) -> 
         assert set(where) == {0, 1}, f"all {len(sessions)} sessions went to one replica"
         a, b = where[0], where[1]
         # each session stays on its replica: more reruns do not move any connection
-        before = c.sessions_per_replica()
+        before = await _settled(c.sessions_per_replica, len(sessions))
         for s in (a, b):
             assert (await s.run(widgets={"gl_split": ["test"]})).ok
-        assert c.sessions_per_replica() == before and sum(before) == len(sessions)
+        assert await _settled(c.sessions_per_replica, len(sessions)) == before and sum(before) == len(sessions)
         # add a result through the page on replica 0 ...
         assert (await a.run(widgets={"gl_view": ["Add results"]})).ok
         added = await a.run(widgets={"gl_add_model": "ReplicaBERT", "gl_add_value": "71.5",
@@ -97,14 +112,14 @@ def test_a_class_across_two_replicas_follows_and_keeps_its_answers_when_a_replic
         await teacher.run(page="")
         assert (await teacher.run(widgets={"class_start": CLICK})).ok
         code = next(m.group(1) for t in teacher.texts if (m := re.search(r"Join code: \*\*`([A-Z2-9]{6})`", t)))
-        teacher_on = c.sessions_per_replica()
+        teacher_on = await _settled(c.sessions_per_replica, 1)
         assert (await teacher.run(page="calculator", query={"sz_tab": "Training memory"})).ok
-        students, where, before = [], {}, c.sessions_per_replica()
+        students, where, before = [], {}, await _settled(c.sessions_per_replica, 1)
         for _ in range(24):  # through the proxy until both replicas hold students
             s = StreamlitSession(c.url)
             await s.open()
             assert (await s.run(page="", query={"class": code})).ok
-            after = c.sessions_per_replica()
+            after = await _settled(c.sessions_per_replica, 2 + len(students))  # the teacher, those before, this one
             where.setdefault(next(i for i, (a, b) in enumerate(zip(before, after, strict=True)) if b > a), []).append(s)
             students.append(s)
             before = after
