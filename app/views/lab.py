@@ -218,6 +218,7 @@ def plan_table(plan) -> None:
     """Every run the request would start, priced by the calculator, and how it was priced."""
     st.dataframe(pd.DataFrame([{"run": run.name, "objective": lab.OBJECTIVES[run.config.objective],
                                 "masking": run.config.masking, "hidden": run.config.hidden, "steps": run.config.steps,
+                                "starts from": run.config.init or "random init",
                                 "parameters (exact)": run.cost.parameters, "N (non-embedding)": run.cost.non_embedding,
                                 "memory (MB, predicted)": run.memory_mb, "tokens (real)": run.tokens,
                                 "training FLOPs": run.training_flops, "Kaplan's 6N FLOPs": run.kaplan_flops}
@@ -233,6 +234,8 @@ def plan_table(plan) -> None:
                f"the real ones (the texts' mean length × batch × steps, read from the corpus; a batch is padded to its "
                f"longest text). FLOPs as the loop performs them (models.pretrain.flops): 3 × forward on the real tokens, "
                f"each output layer only where the loss reads it; Kaplan et al. 2020's 6N per token beside it for reference.")
+    if plan.shipped_note:
+        st.caption(plan.shipped_note)
     if plan.pace:
         st.caption(f"At this server's pace in its last finished run ({plan.pace:.2g} FLOP/s), these runs take about "
                    f"**{fmt_seconds(plan.training_seconds)}** of training, one after another, plus about 10 s each to start.")

@@ -43,7 +43,7 @@ OPTIMIZERS = {"adamw": "AdamW (two states per parameter)", "lion": "Lion (Chen e
 PHASES = ("", "decay", "grow")
 MAX_PHASES, MAX_PHASE_FACTOR, MAX_ACCUMULATION = 6, 10, 256  # bounds: the last phase accumulates factor^(phases-1) batches
 LIMITS = {"layers": (1, 24), "hidden": (16, 1024), "heads": (1, 16), "ffn": (16, 4096), "seq_len": (16, 512),
-          "batch": (1, 512), "steps": (1, 1_000_000)}
+          "batch": (1, 512), "steps": (0, 1_000_000)}  # 0 steps: only from a shipped checkpoint (init)
 #: name -> what it is (Yang et al. 2022, Tensor Programs V, Table 3)
 PARAMETRISATIONS = {"sp": "standard parametrisation (BERT's initialisation, one learning rate)",
                     "mup": "maximal-update parametrisation (μP): the best learning rate carries over across widths"}
@@ -103,6 +103,9 @@ class TrainConfig:
     # multipliers are relative to a model of ``mup_base_width`` (where μP and SP coincide).
     parametrisation: str = "sp"
     mup_base_width: int = 32
+    #: "" (random initialisation) or a checkpoint the project ships (models.pretrain.shipped: the DistilBERT preset's
+    #: teacher) whose weights the run starts from; with 0 steps the run is those weights, evaluated and saved
+    init: str = ""
     # -- the run itself
     seed: int = 0
     run: str = ""
@@ -169,6 +172,9 @@ class TrainConfig:
 
     def _check_objective(self) -> None:
         self._check_teacher()
+        from models.pretrain.shipped import check_init  # torch-free: the shipped checkpoints' configs
+
+        check_init(self)
         if self.parametrisation not in PARAMETRISATIONS:
             raise InvalidConfig(f"Unknown parametrisation {self.parametrisation!r}.",
                                 "Use one of: " + ", ".join(PARAMETRISATIONS) + ".")
@@ -218,7 +224,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "shape": ("layers", "hidden", "heads", "ffn", "dropout", "attention", "block_size", "random_blocks"),
     "data": ("seq_len", "batch", "corpus", "corpus_lines", "vocab", "masking", "pack"),
     "optimiser": ("steps", "lr", "warmup", "schedule", "optimizer", "weight_decay", "phases", "phase_count", "phase_factor"),
-    "objective": ("objective", "generator_ratio", "disc_weight", "teacher", "parametrisation", "mup_base_width"),
+    "objective": ("objective", "generator_ratio", "disc_weight", "teacher", "parametrisation", "mup_base_width", "init"),
     "run": ("seed", "run"),
 }
 

@@ -112,6 +112,8 @@ def setup(config: TrainConfig, save: bool = True) -> Run:
     tok = tokenizer(config.vocab)
     train_texts, held_out = read_corpus(config)
     model = build_model(config, len(tok), tok)
+    if config.init:
+        start_from_shipped(model, tok, config.init)
     parts = model if isinstance(model, tuple) else (model,)
     trainable = _trainable(config, parts)
     plan = update_plan(config) if config.phases else None
@@ -135,6 +137,38 @@ def setup(config: TrainConfig, save: bool = True) -> Run:
     for m in parts:
         m.train()
     return run
+
+
+def start_from_shipped(model: torch.nn.Module, tok: Any, name: str) -> None:
+    """Load a shipped checkpoint's weights (:mod:`models.pretrain.shipped`) into the model a run built, every tensor.
+
+    Raises:
+        InvalidConfig: its vocabulary is not the run's, or its weights do not match the model (a damaged folder).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    from models.pretrain.shipped import folder
+
+    where = folder(name)
+    hint = "Restore data/lab/teachers/ from the repository, or rebuild it: python bench/ship_teacher.py."
+    try:
+        vocab = AutoTokenizer.from_pretrained(where).get_vocab()
+    except (OSError, ValueError) as err:
+        raise InvalidConfig(f"The shipped checkpoint {name}'s tokenizer does not load: {str(err)[:200]}", hint) from err
+    if vocab != tok.get_vocab():
+        raise InvalidConfig(f"The shipped checkpoint {name} has another vocabulary than this run's.", hint)
+    try:
+        missing, unexpected = model.load_state_dict(load_file(where / "model.safetensors"), strict=False)
+    except (OSError, RuntimeError, SafetensorError) as err:  # a missing or cut file, or other shapes
+        raise InvalidConfig(f"The shipped checkpoint {name} does not load into this run's model: {str(err)[:200]}", hint) from err
+    # save_pretrained leaves out a tied tensor (the MLM decoder is the word embeddings): missing is fine only for those
+    loaded = {t.data_ptr() for k, t in model.state_dict().items() if k not in missing}
+    untied = [k for k in missing if model.state_dict()[k].data_ptr() not in loaded]
+    if untied or unexpected:
+        raise InvalidConfig(f"The shipped checkpoint {name} does not match this run's model (missing {untied[:3]}, "
+                            f"unexpected {unexpected[:3]}).", hint)
 
 
 def _parameters(parts: tuple[Any, ...]) -> list[Any]:
@@ -203,7 +237,7 @@ def finish(run: Run) -> TrainResult:
         result.evaluation["optimizer_state_bytes"] = optimizer_state_bytes(run.optimizer)
         if kept := {s: w for s, w in run.snapshots.items() if s < last_step}:
             result.evaluation["over_training"] = over_training(config, main_model(bare), tok, kept)
-        if run.save and result.curve:
+        if run.save and (result.curve or config.init):  # a run of 0 steps from a shipped checkpoint: those weights
             result.checkpoint = save_run(config, main_model(bare), tok, result, kept, last_step)
     run.accelerator.wait_for_everyone()
     return result

@@ -14,6 +14,7 @@ from typing import Any
 
 from core.errors import InvalidConfig, InvalidData
 from models.pretrain.config import TrainConfig
+from models.pretrain.shipped import DESCRIPTIONS
 from services.lab.claims import CLASSROOM_SUITE, Budget, apply_budget, record_of
 from services.lab.experiments import submit as submit_experiment
 from services.lab.presets import BUDGETS, CLAIMS, budget_of, plan_runs
@@ -111,6 +112,17 @@ class RunPlan:
     @property
     def can_start(self) -> bool:
         return self.has_corpus and not self.too_big
+
+    @property
+    def shipped_note(self) -> str:
+        """What the page says where runs start from a checkpoint the project ships (DistilBERT's teacher); "" else."""
+        names = sorted({run.config.init for run in self.runs if run.config.init})
+        if not names:
+            return ""
+        return ("Runs of 0 steps start from a checkpoint this project ships, trained before the experiment as DistilBERT's "
+                "teacher (bert-base-uncased) was, and evaluated as they are on each seed's downstream fine-tune: "
+                + "; ".join(f"`{name}`, {DESCRIPTIONS[name]}" for name in names) + ". Another size, a longer sequence "
+                "or an uploaded corpus trains a teacher per seed instead.")
 
 
 def offers_budgets(preset: str) -> bool:

@@ -92,8 +92,11 @@ def finetune_delta(table: Any) -> Any:
 
 def progress_of(run: dict[str, Any], now: dt.datetime | None = None) -> dict[str, Any]:
     """Step, share done, and seconds left (from the pace so far) of a run row from :mod:`analysis.results_db.runs`."""
-    steps = int(run["config"].get("steps") or 1)
+    stored = run["config"].get("steps")
+    steps = int(stored) if stored is not None else 1
     step = run["curve"][-1][0] if run["curve"] else 0
+    if not steps:  # a shipped checkpoint evaluated as it is (models.pretrain.shipped): done when the run ends
+        return {"step": 0, "steps": 0, "done": 0.0 if run["status"] in ACTIVE else 1.0, "seconds_left": None}
     done = step / steps
     left = None
     if run["status"] == RunStatus.RUNNING and step and run["seconds"]:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from core.errors import InvalidConfig
 from models.pretrain.config import TrainConfig
+from models.pretrain.shipped import teacher_for
 from services.lab.claim_entries import ArmClaim, RatioClaim
 from services.lab.presets.base import MAX_STEPS, Preset, standard_budgets
 from services.lab.sizing import size
@@ -20,14 +21,20 @@ TEACHER_ARM = "teacher"
 def runs(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     """A masked LM of the base size (the teacher), a student of half its layers distilled from it, and the same student
     trained from scratch for the steps the distilled run's FLOPs buy it (the teacher's forward passes counted in the
-    distilled arm: :func:`models.pretrain.flops.step_flops`)."""
+    distilled arm: :func:`models.pretrain.flops.step_flops`).
+
+    The teacher, as DistilBERT's (bert-base-uncased), is trained before the experiment where the project ships one of
+    the base's shape and data (:func:`models.pretrain.shipped.teacher_for`): its arm is then that checkpoint, 0 steps,
+    evaluated on each seed's downstream fine-tune. Elsewhere (another size, an uploaded corpus) each seed trains its
+    own teacher for the budget's steps, which a lesson's 300 leave at chance on the downstream suite."""
     if base.layers < 2:
         raise InvalidConfig("Distillation halves the teacher's layers: a one-layer teacher leaves a student that is its copy.",
                             "Give the teacher at least 2 layers.")
-    teacher = replace(base, objective="mlm", teacher="")
+    shipped = teacher_for(replace(base, init=""))
+    teacher = replace(base, objective="mlm", teacher="", init=shipped, steps=0 if shipped else base.steps)
     layers = (base.layers + 1) // 2  # every other layer (models.pretrain.distil.student_layers)
-    distilled = replace(base, objective="distil", layers=layers, teacher=f"trained/{TEACHER_ARM}")
-    scratch = replace(base, objective="mlm", layers=layers, teacher="")
+    distilled = replace(base, objective="distil", layers=layers, teacher=f"trained/{TEACHER_ARM}", init="")
+    scratch = replace(base, objective="mlm", layers=layers, teacher="", init="")
     steps = max(1, round(base.steps * size(distilled).flops_per_step / size(scratch).flops_per_step))
     return [(TEACHER_ARM, teacher), ("distilled", distilled), ("scratch", replace(scratch, steps=min(steps, MAX_STEPS)))]
 

@@ -1,0 +1,100 @@
+"""The checkpoint the project ships for DistilBERT's teacher: what fits it, a run of 0 steps from it (its weights,
+evaluated and saved as the run), the distil preset's teacher arm taken from it where the form's shape is its shape,
+and what a damaged or hostile setting gets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from core.errors import InvalidConfig
+from models.pretrain import TrainConfig, shipped, train
+from services.lab.claims import apply_budget
+from services.lab.presets import budget_of, plan_runs
+
+TEACHER = "distil-h128"
+FITS = replace(TrainConfig(), init=TEACHER, steps=0, run="from-shipped")
+
+
+def test_the_shipped_teacher_is_in_the_repository_with_its_provenance() -> None:
+    where = shipped.folder(TEACHER)
+    provenance = json.loads((where / "provenance.json").read_text())
+    stored = shipped.shipped_config(TEACHER)
+    # what bench/ship_teacher.py trains, and what bench/distil_teacher.py measured above its random initialisation
+    trained = replace(TrainConfig(), **shipped.TEACHER_SETTINGS)
+    assert {k: v for k, v in stored.items() if k != "run"} == {k: v for k, v in vars(trained).items() if k != "run"}
+    assert provenance["config"]["steps"] == stored["steps"] == 12_000 and provenance["command"].startswith("python bench/ship_teacher.py")
+    assert (where / "model.safetensors").stat().st_size < 8 * 2**20  # small enough to ship (fp32, 1.5 M parameters)
+    assert not (where / "steps").exists()  # the final weights only
+
+
+def test_what_fits_the_shipped_teacher_and_what_does_not() -> None:
+    base = TrainConfig()
+    assert shipped.teacher_for(base) == TEACHER and shipped.teacher_for(replace(base, seq_len=32, batch=8, lr=3e-4)) == TEACHER
+    for other in (replace(base, hidden=64, ffn=256), replace(base, layers=4), replace(base, seq_len=128),
+                  replace(base, corpus="/tmp/mine.txt"), replace(base, vocab="bert"), replace(base, corpus_lines=500)):
+        assert shipped.teacher_for(other) == ""
+    with pytest.raises(InvalidConfig, match="hidden 64"):
+        replace(FITS, hidden=64, ffn=256).validate()
+    with pytest.raises(InvalidConfig, match="No shipped checkpoint"):
+        replace(FITS, init="../../etc").validate()
+    with pytest.raises(InvalidConfig, match="0 only from a shipped checkpoint"):
+        replace(TrainConfig(), steps=0).validate()
+    with pytest.raises(InvalidConfig, match="objective"):
+        replace(FITS, objective="electra").validate()
+
+
+def test_a_run_of_zero_steps_is_the_shipped_weights_evaluated_and_saved(empty_model_dir: Path) -> None:
+    result = train(FITS)
+    assert result.checkpoint == "trained/from-shipped" and result.curve == [] and not result.stopped
+    saved = load_file(empty_model_dir / "trained" / "from-shipped" / "model.safetensors")
+    original = load_file(shipped.folder(TEACHER) / "model.safetensors")
+    assert saved.keys() == original.keys() and all(torch.equal(saved[k], original[k]) for k in saved)
+    # a trained masked LM: its held-out loss far below the corpus's token counts at [MASK] (about 7 nats; ln 8192 = 9.0)
+    assert result.evaluation["held_out_loss"] < 6.0
+
+
+def test_the_distil_preset_takes_its_teacher_from_the_shipped_checkpoint_where_the_shape_is_its_own() -> None:
+    classroom = budget_of("distil", "classroom")
+    planned = plan_runs("distil", apply_budget(TrainConfig(), classroom), "g", classroom.seeds)
+    teachers = [p for p in planned if p.arm == "teacher"]
+    assert [(t.config.init, t.config.steps) for t in teachers] == [(TEACHER, 0)] * classroom.seeds
+    assert all(p.config.init == "" and p.config.steps >= classroom.steps for p in planned if p.arm != "teacher")
+    assert {p.config.teacher for p in planned if p.arm == "distilled"} == {f"trained/g-teacher-s{i}" for i in range(classroom.seeds)}
+    # another width: each seed trains its teacher, as before there was a shipped one
+    wide = plan_runs("distil", apply_budget(TrainConfig(hidden=256, ffn=1024), classroom), "w", classroom.seeds)
+    assert all(p.config.init == "" and p.config.steps == classroom.steps for p in wide if p.arm == "teacher")
+
+
+def test_a_damaged_shipped_teacher_is_refused_with_a_message_and_the_preset_trains_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_model_dir: Path) -> None:
+    copy = tmp_path / "teachers"
+    shutil.copytree(shipped.TEACHERS_DIR, copy)
+    monkeypatch.setattr(shipped, "TEACHERS_DIR", copy)
+    shipped.shipped_config.cache_clear()
+    try:
+        weights = copy / TEACHER / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:1000])  # cut mid-write
+        with pytest.raises(InvalidConfig, match="does not load"):
+            train(FITS)
+        (copy / TEACHER / "bfe_run.json").write_text("{not json")
+        shipped.shipped_config.cache_clear()
+        with pytest.raises(InvalidConfig, match="missing or damaged"):
+            FITS.validate()
+        assert shipped.teacher_for(TrainConfig()) == ""  # the plan trains a teacher per seed instead of failing
+    finally:
+        shipped.shipped_config.cache_clear()
+
+
+def test_a_run_of_zero_steps_reads_as_done_when_it_ends_and_not_before() -> None:
+    from services.lab.reports import progress_of
+
+    row = {"config": {"steps": 0}, "curve": [], "seconds": 0.0}
+    assert progress_of({**row, "status": "finished"})["done"] == 1.0
+    assert progress_of({**row, "status": "running"})["done"] == 0.0 and progress_of({**row, "status": "queued"})["done"] == 0.0
