@@ -3,7 +3,7 @@
 DistilBERT (Sanh et al. 2019) distils from a teacher trained before the experiment (bert-base-uncased). The lab
 trained its teachers per seed inside the experiment instead, and a lesson's 300 steps leave them at chance on the
 downstream suite, so no classroom verdict on retention or on distilled-vs-scratch could be reached
-(bench/results/verdicts-distil-classroom.txt). A teacher trained once, 12,000 steps (``bench/ship_teacher.py``,
+(bench/results/verdicts-distil-classroom-per-seed-teachers.txt). A teacher trained once, 12,000 steps (``bench/ship_teacher.py``,
 15.5 min on one thread), scores +0.063 [+0.037, +0.089] over its random initialisation on the classroom suite
 (bench/results/distil-teacher-steps.txt) and is 6 MB: it ships under ``data/lab/teachers/`` and a run starts from
 it with ``init`` (its ``steps`` may be 0: the shipped weights evaluated and saved as the run).
@@ -44,7 +44,7 @@ def shipped_config(name: str) -> dict[str, Any]:
         InvalidConfig: no such shipped checkpoint, or its folder is missing or unreadable.
     """
     if name not in SHIPPED:
-        raise InvalidConfig(f"No shipped checkpoint named {name!r}.", "Shipped: " + ", ".join(SHIPPED) + ".")
+        raise InvalidConfig(f"No shipped checkpoint named {str(name)[:60]!r}.", "Shipped: " + ", ".join(SHIPPED) + ".")
     try:
         return json.loads((TEACHERS_DIR / name / "bfe_run.json").read_text(encoding="utf-8"))["config"]
     except (OSError, ValueError, KeyError) as err:
@@ -89,6 +89,8 @@ def check_init(config: Any) -> None:
     Raises:
         InvalidConfig: an unknown name, a config that does not fit it (with what differs), or 0 steps from nothing.
     """
+    if not isinstance(config.init, str):
+        raise InvalidConfig(f"init is the name of a shipped checkpoint or empty, not {type(config.init).__name__}.")
     if not config.init:
         if config.steps < 1:
             raise InvalidConfig("steps must be at least 1 (0 only from a shipped checkpoint, init).")

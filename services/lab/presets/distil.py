@@ -61,4 +61,7 @@ PRESET = Preset(
     # Thorough: 3 seeds x 1,500 steps, what fits about an hour on a 2-core CPU on the slowest day measured (the 4 x 2,000
     # it was took 95 min on 2026-11-28: the distilled arm trains at two-thirds the pace per counted FLOP and the suite
     # adds about 4 min a seed); THOROUGH's 5 x 3,000 is its GPU budget.
-    budgets=standard_budgets("distil", downstream=True, thorough={"seeds": 3, "steps": 1500}))
+    # Classroom: 5 seeds, not 3. With the shipped teacher (0 steps) a seed costs about 1.6 min here, and the 3-seed pilot
+    # (bench/results/verdicts-distil-classroom-3-seeds.txt) left distilled-over-random-init at +0.042 [-0.012, +0.096]:
+    # its spread (sd 0.022) at t(2) = 4.30; at 5 seeds, t(4) = 2.78 and the interval about ±0.027.
+    budgets=standard_budgets("distil", downstream=True, thorough={"seeds": 3, "steps": 1500}, classroom={"seeds": 5}))

@@ -342,13 +342,16 @@ def test_the_lab_page_lists_and_starts_the_distil_preset(lab_env: Path) -> None:
                  "lb_name": "kdpage"})
     assert lab.PRESETS["distil"].title in at.selectbox(key="lb_preset").options
     planned = at.dataframe[0].value
-    assert len(planned) == 9  # 3 arms × the classroom budget's 3 seeds
+    from services.lab.presets import BUDGETS
+
+    seeds = BUDGETS["distil"]["classroom"].seeds
+    assert len(planned) == 3 * seeds  # 3 arms × the classroom budget's seeds
     [start] = [b for b in at.main.button if b.label.startswith("Start")]  # the page's own, not the sidebar's "Start a class"
     start.click().run()
     assert not at.exception, at.exception
     frame = runs.list_runs(group="kdpage")
     cfgs = {c["run"]: c for c in frame["config"]}
-    assert len(cfgs) == 9 and cfgs["kdpage-distilled-s1"]["teacher"] == "trained/kdpage-teacher-s1"
+    assert len(cfgs) == 3 * seeds and cfgs["kdpage-distilled-s1"]["teacher"] == "trained/kdpage-teacher-s1"
     for rid in frame["id"]:
         lab.cancel(int(rid))
 

@@ -42,8 +42,12 @@ def test_what_fits_the_shipped_teacher_and_what_does_not() -> None:
         assert shipped.teacher_for(other) == ""
     with pytest.raises(InvalidConfig, match="hidden 64"):
         replace(FITS, hidden=64, ffn=256).validate()
-    with pytest.raises(InvalidConfig, match="No shipped checkpoint"):
-        replace(FITS, init="../../etc").validate()
+    for hostile in ("../../etc", "x" * 10_000, "distil-h128/../../etc"):
+        with pytest.raises(InvalidConfig, match="No shipped checkpoint") as err:
+            replace(FITS, init=hostile).validate()
+        assert len(str(err.value)) < 300
+    with pytest.raises(InvalidConfig, match="name of a shipped checkpoint"):
+        TrainConfig.from_stored({**vars(FITS), "init": ["distil-h128"]}).validate()
     with pytest.raises(InvalidConfig, match="0 only from a shipped checkpoint"):
         replace(TrainConfig(), steps=0).validate()
     with pytest.raises(InvalidConfig, match="objective"):
