@@ -55,11 +55,13 @@ else  # a copy without git history (an unpacked archive)
 fi
 cp "$HERE/app.py" "$HERE/requirements.txt" "$HERE/README.md" "$OUT/"
 
-# The Hub refuses binary files outside LFS/Xet in a git push (data/ holds a few .gz files); `hf upload` needs nothing.
-rule='*.gz filter=lfs diff=lfs merge=lfs -text'
-if ! grep -qxF "$rule" "$OUT/.gitattributes" 2>/dev/null; then
-    printf '%s\n' "$rule" >>"$OUT/.gitattributes"
-fi
+# The Hub refuses binary files outside LFS/Xet in a git push (data/ holds a few .gz files and the shipped DistilBERT
+# teacher's safetensors); `hf upload` needs nothing.
+for rule in '*.gz filter=lfs diff=lfs merge=lfs -text' '*.safetensors filter=lfs diff=lfs merge=lfs -text'; do
+    if ! grep -qxF "$rule" "$OUT/.gitattributes" 2>/dev/null; then
+        printf '%s\n' "$rule" >>"$OUT/.gitattributes"
+    fi
+done
 commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$ROOT" status --porcelain -- "${PATHS[@]}" 2>/dev/null | head -c1)
 printf 'Assembled by deploy/zerogpu/assemble.sh from commit %s%s.\n' "$commit" "${dirty:+ (with uncommitted changes)}" >"$OUT/.bfe-space"

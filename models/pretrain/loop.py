@@ -11,7 +11,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,10 @@ def setup(config: TrainConfig, save: bool = True) -> Run:
                             "models train in one process only.", "Pick a batch that is a multiple of the process count.")
     tok = tokenizer(config.vocab)
     train_texts, held_out = read_corpus(config)
+    if config.init:  # held out from what the shipped checkpoint trained on, not only from this run's texts
+        from models.pretrain.shipped import shipped_config
+
+        _, held_out = read_corpus(replace(config, seed=shipped_config(config.init)["seed"]))
     model = build_model(config, len(tok), tok)
     if config.init:
         start_from_shipped(model, tok, config.init)
@@ -237,7 +241,7 @@ def finish(run: Run) -> TrainResult:
         result.evaluation["optimizer_state_bytes"] = optimizer_state_bytes(run.optimizer)
         if kept := {s: w for s, w in run.snapshots.items() if s < last_step}:
             result.evaluation["over_training"] = over_training(config, main_model(bare), tok, kept)
-        if run.save and (result.curve or config.init):  # a run of 0 steps from a shipped checkpoint: those weights
+        if run.save and (result.curve or (config.init and not config.steps)):  # 0 steps from a shipped checkpoint: those weights
             result.checkpoint = save_run(config, main_model(bare), tok, result, kept, last_step)
     run.accelerator.wait_for_everyone()
     return result

@@ -38,18 +38,45 @@ TEACHER_SETTINGS = {"steps": 12_000, "batch": 64, "seed": 0}
 
 @cache
 def shipped_config(name: str) -> dict[str, Any]:
-    """The training config stored with a shipped checkpoint (its ``bfe_run.json``).
+    """The training config stored with a shipped checkpoint (its ``bfe_run.json``), once its files are checked: the
+    config with every field a run must share, the tokenizer, and weights whose safetensors header parses and whose
+    tensors the file holds to the end (a cut copy, or a Git LFS pointer in place of the weights, is refused here, at
+    plan time, not when every teacher run of an experiment fails).
 
     Raises:
-        InvalidConfig: no such shipped checkpoint, or its folder is missing or unreadable.
+        InvalidConfig: no such shipped checkpoint, or its folder is missing, incomplete or damaged.
     """
-    if name not in SHIPPED:
+    if not isinstance(name, str) or name not in SHIPPED:
         raise InvalidConfig(f"No shipped checkpoint named {str(name)[:60]!r}.", "Shipped: " + ", ".join(SHIPPED) + ".")
+    where = TEACHERS_DIR / name
     try:
-        return json.loads((TEACHERS_DIR / name / "bfe_run.json").read_text(encoding="utf-8"))["config"]
-    except (OSError, ValueError, KeyError) as err:
-        raise InvalidConfig(f"The shipped checkpoint {name!r} is missing or damaged ({type(err).__name__}).",
+        config = json.loads((where / "bfe_run.json").read_text(encoding="utf-8"))["config"]
+        if not isinstance(config, dict) or any(f not in config for f in (*SAME, "seq_len", "seed")):
+            raise ValueError("its config lacks fields")
+        if not (where / "tokenizer.json").is_file():
+            raise ValueError("no tokenizer.json")
+        _check_weights(where / "model.safetensors")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InvalidConfig(f"The shipped checkpoint {name!r} is missing or damaged ({type(err).__name__}: {str(err)[:120]}).",
                             "Restore data/lab/teachers/ from the repository, or rebuild it: python bench/ship_teacher.py.") from err
+    return config
+
+
+def _check_weights(path: Path) -> None:
+    """A safetensors file whose header parses and whose last tensor ends inside the file (its format: an 8-byte
+    little-endian header length, the JSON header, then the data); ValueError or OSError where not. Read without
+    torch: the planner imports none."""
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError("the weights file is cut")
+        size = int.from_bytes(head, "little")
+        if size > 2**24:
+            raise ValueError("the weights file's header is not safetensors")
+        header = json.loads(f.read(size))
+    end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+    if path.stat().st_size < 8 + size + end:
+        raise ValueError("the weights file is cut")
 
 
 def folder(name: str) -> Path:
@@ -73,7 +100,7 @@ def mismatch(name: str, config: Any) -> dict[str, tuple[Any, Any]]:
 def teacher_for(base: Any) -> str:
     """The shipped teacher a distillation experiment of ``base``'s shape and data starts from, or "" where none fits
     (another width or depth, an uploaded corpus, a longer sequence: its teachers are then trained per seed)."""
-    candidate = replace(base, objective="mlm", parametrisation="sp")
+    candidate = replace(base, objective="mlm")  # a μP base keeps μP: no shipped teacher, and μP's own refusal
     for name in SHIPPED:
         try:
             if not mismatch(name, candidate):

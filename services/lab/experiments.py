@@ -79,7 +79,8 @@ def budget_plan(preset: str, named: str, rows: list[dict[str, Any]]) -> tuple[st
     GPU budget and is read as one, so the page names the budget it spent (stored rows are not rewritten). A stored name
     that no longer matches any budget's plan is kept as it was stored: DistilBERT's thorough experiments of 4 seeds ×
     2,000 steps, before its thorough became 3 × 1,500 on 2026-12-06, still read "thorough", with a sentence that says
-    they follow none of the budgets now (the verdict's header shows it). IsoFLOP's thorough lost a seed the same day;
+    they follow none of the budgets now (the verdict's header shows it); so do its 3 × 1,500 ones whose seeds trained
+    their own teacher, before the teacher was shipped (2026-12-07: the teacher arm is 0 steps now). IsoFLOP's thorough lost a seed the same day;
     the plan compared has no seed count, so its 3-seed experiments read "thorough" as they are.
 
     Returns the name and, where a stored "thorough" follows no budget's plan now, a sentence saying so (else "")."""

@@ -96,7 +96,7 @@ def progress_of(run: dict[str, Any], now: dt.datetime | None = None) -> dict[str
     steps = int(stored) if stored is not None else 1
     step = run["curve"][-1][0] if run["curve"] else 0
     if not steps:  # a shipped checkpoint evaluated as it is (models.pretrain.shipped): done when the run ends
-        return {"step": 0, "steps": 0, "done": 0.0 if run["status"] in ACTIVE else 1.0, "seconds_left": None}
+        return {"step": 0, "steps": 0, "done": 1.0 if run["status"] == RunStatus.FINISHED else 0.0, "seconds_left": None}
     done = step / steps
     left = None
     if run["status"] == RunStatus.RUNNING and step and run["seconds"]:

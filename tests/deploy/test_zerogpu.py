@@ -78,6 +78,10 @@ def test_the_space_holds_what_the_backend_needs_and_nothing_else(space: Path) ->
     assert {p.name for p in (space / "app").iterdir()} == {"__init__.py", "backend.py"}  # no pages
     assert not list(space.rglob("__pycache__")) and not list(space.rglob("test_*.py"))
     assert (space / "data" / "catalog.json").is_file() and (space / "data" / "corpus").is_dir()
+    # the binaries a git push to the Hub must send through LFS: the corpus's .gz files and the shipped teacher
+    assert (space / "data" / "lab" / "teachers" / "distil-h128" / "model.safetensors").is_file()
+    rules = set((space / ".gitattributes").read_text(encoding="utf-8").splitlines())
+    assert {f"*.{ext} filter=lfs diff=lfs merge=lfs -text" for ext in ("gz", "safetensors")} <= rules
 
 
 def test_assemble_refills_a_clone_of_the_space_and_refuses_any_other_folder(tmp_path: Path) -> None:
@@ -92,6 +96,7 @@ def test_assemble_refills_a_clone_of_the_space_and_refuses_any_other_folder(tmp_
     (clone / "models" / "stale.py").write_text("")  # a file an earlier version had
     assert assemble(clone).returncode == 0  # an earlier assembly is cleared first, git's folder kept
     assert (clone / ".git" / "HEAD").is_file() and not (clone / "models" / "stale.py").exists()
+    assert (clone / ".gitattributes").read_text(encoding="utf-8").count("*.safetensors filter=lfs") == 1  # not added twice
     assert (clone / "README.md").read_text(encoding="utf-8") == (ZEROGPU / "README.md").read_text(encoding="utf-8")
 
     other = tmp_path / "notes"
