@@ -42,6 +42,7 @@ def main() -> int:
     from models.pretrain import train
     from models.pretrain.config import TrainConfig, trained_dir
     from models.pretrain.shipped import TEACHER_SETTINGS, TEACHERS_DIR
+    from models.training import atomic_save
     from services.lab.run_queue import WORKER_THREADS
 
     torch.set_num_threads(WORKER_THREADS)
@@ -50,17 +51,23 @@ def main() -> int:
                    if s % 1000 == 0 else None)
     src = trained_dir() / cfg.run_name
     out = TEACHERS_DIR / args.name
-    if out.exists():
-        shutil.rmtree(out)
-    shutil.copytree(src, out, ignore=shutil.ignore_patterns("steps"))  # the final weights only
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    (out / "provenance.json").write_text(json.dumps({
+    provenance = {
         "command": f"python bench/ship_teacher.py --steps {args.steps} --name {args.name}", "commit": commit,
         "date": f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC", "threads": WORKER_THREADS,
         "training_minutes": round(result.seconds / 60, 1), "config": asdict(cfg),
         "held_out_loss": result.evaluation.get("held_out_loss"),
         "measured": "bench/results/distil-teacher-steps.txt: +0.063 [+0.037, +0.089] over random init (supersense, 5 seeds)",
-    }, indent=1) + "\n")
+    }
+
+    def write(folder: Path) -> None:  # the final weights only, and the provenance, renamed into place whole
+        shutil.copytree(src, folder, ignore=shutil.ignore_patterns("steps"), dirs_exist_ok=True)
+        (folder / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+        folder.chmod(0o755)  # a temporary folder is the owner's only; what ships is readable by all
+        for f in folder.iterdir():
+            f.chmod(0o644)
+
+    atomic_save(out, write)  # a kill mid-copy leaves the shipped teacher as it was, never half-written
     print(f"{out}: {sum(f.stat().st_size for f in out.rglob('*') if f.is_file()) / 2**20:.1f} MB, "
           f"{result.seconds / 60:.1f} min of training, held-out loss {result.evaluation.get('held_out_loss')}")
     shutil.rmtree(os.environ["BFE_MODEL_DIR"], ignore_errors=True)

@@ -39,9 +39,9 @@ TEACHER_SETTINGS = {"steps": 12_000, "batch": 64, "seed": 0}
 @cache
 def shipped_config(name: str) -> dict[str, Any]:
     """The training config stored with a shipped checkpoint (its ``bfe_run.json``), once its files are checked: the
-    config with every field a run must share, the tokenizer, and weights whose safetensors header parses and whose
-    tensors the file holds to the end (a cut copy, or a Git LFS pointer in place of the weights, is refused here, at
-    plan time, not when every teacher run of an experiment fails).
+    config with every field a run must share, the tokenizer, and weights safetensors opens (it refuses a header that
+    does not parse or tensors the file does not hold to the end: a cut copy, or a Git LFS pointer in place of the
+    weights, is refused here, at plan time, not when every teacher run of an experiment fails).
 
     Raises:
         InvalidConfig: no such shipped checkpoint, or its folder is missing, incomplete or damaged.
@@ -55,28 +55,17 @@ def shipped_config(name: str) -> dict[str, Any]:
             raise ValueError("its config lacks fields")
         if not (where / "tokenizer.json").is_file():
             raise ValueError("no tokenizer.json")
-        _check_weights(where / "model.safetensors")
+        from safetensors import SafetensorError, safe_open  # its header check, without torch (numpy arrays)
+
+        try:
+            with safe_open(where / "model.safetensors", framework="numpy") as weights:  # refuses a file cut short
+                weights.keys()
+        except SafetensorError as err:
+            raise ValueError(str(err)) from err
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise InvalidConfig(f"The shipped checkpoint {name!r} is missing or damaged ({type(err).__name__}: {str(err)[:120]}).",
                             "Restore data/lab/teachers/ from the repository, or rebuild it: python bench/ship_teacher.py.") from err
     return config
-
-
-def _check_weights(path: Path) -> None:
-    """A safetensors file whose header parses and whose last tensor ends inside the file (its format: an 8-byte
-    little-endian header length, the JSON header, then the data); ValueError or OSError where not. Read without
-    torch: the planner imports none."""
-    with path.open("rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise ValueError("the weights file is cut")
-        size = int.from_bytes(head, "little")
-        if size > 2**24:
-            raise ValueError("the weights file's header is not safetensors")
-        header = json.loads(f.read(size))
-    end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-    if path.stat().st_size < 8 + size + end:
-        raise ValueError("the weights file is cut")
 
 
 def folder(name: str) -> Path:

@@ -30,7 +30,7 @@ def runs(base: TrainConfig) -> list[tuple[str, TrainConfig]]:
     if base.layers < 2:
         raise InvalidConfig("Distillation halves the teacher's layers: a one-layer teacher leaves a student that is its copy.",
                             "Give the teacher at least 2 layers.")
-    shipped = teacher_for(replace(base, init=""))
+    shipped = teacher_for(base)
     teacher = replace(base, objective="mlm", teacher="", init=shipped, steps=0 if shipped else base.steps)
     layers = (base.layers + 1) // 2  # every other layer (models.pretrain.distil.student_layers)
     distilled = replace(base, objective="distil", layers=layers, teacher=f"trained/{TEACHER_ARM}", init="")
