@@ -176,12 +176,14 @@ CLASSROOM = {"seeds": 3, "steps": 300, "batch": 32, "seq_len": 64}
 THOROUGH = {"seeds": 5, "steps": 3000, "batch": 64, "seq_len": 64}
 
 
-def standard_budgets(preset: str, downstream: bool, thorough: dict | None = None, classroom: dict | None = None) -> dict[str, Budget]:
+def standard_budgets(preset: str, downstream: bool, thorough: dict | None = None, classroom: dict | None = None,
+                     suite: dict | None = None) -> dict[str, Budget]:
     """:data:`CLASSROOM` and :data:`THOROUGH`, with the classroom and thorough downstream suites or none. A preset
     whose :data:`THOROUGH` takes well over an hour on a 2-core CPU passes the ``thorough`` that fits (seeds, steps);
     :data:`THOROUGH` is then its *gpu* budget. ``classroom``: what a preset's lesson changes of :data:`CLASSROOM`
-    (DistilBERT's seeds)."""
-    suite = THOROUGH_SUITE if downstream else None
+    (DistilBERT's seeds). ``suite``: the thorough and GPU budgets' downstream suite where a preset's is not
+    :data:`THOROUGH_SUITE` (DistilBERT's, without the task its teacher cannot do)."""
+    suite = (suite or THOROUGH_SUITE) if downstream else None
     lesson = {**CLASSROOM, **(classroom or {}), "downstream": CLASSROOM_SUITE if downstream else None}
     if thorough is None:
         return budgets(preset, lesson, {**THOROUGH, "downstream": suite})
