@@ -81,7 +81,9 @@ def budget_plan(preset: str, named: str, rows: list[dict[str, Any]]) -> tuple[st
     2,000 steps, before its thorough became 3 × 1,500 on 2026-12-06, still read "thorough", with a sentence that says
     they follow none of the budgets now (the verdict's header shows it); so do its 3 × 1,500 ones whose seeds trained
     their own teacher, before the teacher was shipped (2026-12-07: the teacher arm is 0 steps now). IsoFLOP's thorough lost a seed the same day;
-    the plan compared has no seed count, so its 3-seed experiments read "thorough" as they are.
+    the plan compared has no seed count, so its 3-seed experiments read "thorough" as they are; nor has it a downstream
+    suite, so DistilBERT's thorough experiments with WiC in the suite (before 2026-12-07) read "thorough" too, their
+    WiC scores shown among the measures.
 
     Returns the name and, where a stored "thorough" follows no budget's plan now, a sentence saying so (else "")."""
     offered = BUDGETS.get(preset, {})

@@ -135,3 +135,15 @@ def test_a_run_of_zero_steps_reads_as_done_when_it_ends_and_not_before() -> None
     row = {"config": {"steps": 0}, "curve": [], "seconds": 0.0}
     assert progress_of({**row, "status": "finished"})["done"] == 1.0
     assert progress_of({**row, "status": "running"})["done"] == 0.0 and progress_of({**row, "status": "queued"})["done"] == 0.0
+
+
+def test_distil_decides_its_thorough_and_gpu_budgets_on_the_tasks_its_teacher_can_do() -> None:
+    """WiC is out of DistilBERT's suites (its teacher is at chance there); every other preset keeps the thorough suite."""
+    from services.lab.claims import THOROUGH_SUITE
+    from services.lab.presets import BUDGETS
+
+    for name, b in BUDGETS["distil"].items():
+        assert b.downstream is not None and "wic" not in b.downstream["tasks"] and "supersense" in b.downstream["tasks"], name
+    assert BUDGETS["distil"]["gpu"].downstream["max_train"] == THOROUGH_SUITE["max_train"]
+    assert "wic" in THOROUGH_SUITE["tasks"]
+    assert BUDGETS["roberta"]["thorough"].downstream == THOROUGH_SUITE and BUDGETS["roberta"]["gpu"].downstream == THOROUGH_SUITE
