@@ -71,7 +71,7 @@ def _run_rows(frame: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def budget_plan(preset: str, named: str, rows: list[dict[str, Any]]) -> tuple[str, str]:
+def budget_plan(preset: str, named: str, rows: list[dict[str, Any]], suite: dict[str, Any] | None = None) -> tuple[str, str]:
     """The named budget whose plan an experiment's stored runs follow (arm, steps, batch, length and width of each run).
 
     The thorough budgets of seven presets were cut to fit an hour on a 2-core CPU (commit ada3903) and their earlier
@@ -81,9 +81,9 @@ def budget_plan(preset: str, named: str, rows: list[dict[str, Any]]) -> tuple[st
     2,000 steps, before its thorough became 3 × 1,500 on 2026-12-06, still read "thorough", with a sentence that says
     they follow none of the budgets now (the verdict's header shows it); so do its 3 × 1,500 ones whose seeds trained
     their own teacher, before the teacher was shipped (2026-12-07: the teacher arm is 0 steps now). IsoFLOP's thorough lost a seed the same day;
-    the plan compared has no seed count, so its 3-seed experiments read "thorough" as they are; nor has it a downstream
-    suite, so DistilBERT's thorough experiments with WiC in the suite (before 2026-12-07) read "thorough" too, their
-    WiC scores shown among the measures.
+    the plan compared has no seed count, so its 3-seed experiments read "thorough" as they are. ``suite``, the stored
+    downstream suite: a "thorough" whose runs follow the plan but fine-tuned on other tasks than the budget's now
+    (DistilBERT's with WiC, before 2026-12-07) says so too.
 
     Returns the name and, where a stored "thorough" follows no budget's plan now, a sentence saying so (else "")."""
     offered = BUDGETS.get(preset, {})
@@ -106,7 +106,7 @@ def budget_plan(preset: str, named: str, rows: list[dict[str, Any]]) -> tuple[st
             return set()
 
     if planned(offered[named]) == ran:
-        return named, ""
+        return named, _suite_note(named, offered[named], suite)
     other = next((n for n, b in offered.items() if n != named and planned(b) == ran), "")
     if other:
         return other, ""
@@ -116,6 +116,15 @@ def budget_plan(preset: str, named: str, rows: list[dict[str, Any]]) -> tuple[st
     return named, (f"Stored as {named}, but its runs ({spent} a run) follow none of this preset's budgets as they are "
                    f"now ({named}: {now.seeds} seeds × {now.steps:,} steps): an earlier plan of that budget, or settings "
                    "of its own. Its verdict is decided on the runs it has.")
+
+
+def _suite_note(named: str, budget: Budget, suite: dict[str, Any] | None) -> str:
+    """A sentence where an experiment's stored downstream tasks are not its budget's now (else "")."""
+    ran, now = list((suite or {}).get("tasks") or []), list((budget.downstream or {}).get("tasks") or [])
+    if suite is None or ran == now:
+        return ""
+    return (f"Stored as {named}, fine-tuned on {', '.join(ran) or 'no task'}, where the budget now fine-tunes on "
+            f"{', '.join(now) or 'no task'}: an earlier plan of that budget. Its verdict is decided on the tasks it ran.")
 
 
 def _diverged(run: dict[str, Any]) -> bool:
@@ -164,7 +173,7 @@ def _report(group: str, engine: Any = None, store: bool = False) -> Report:
     swept = [r for r in rows if tuning and _diverged(r) and r["replicate"] < tuning.replicates and tuning.split(str(r["arm"]))[1]]
     missing = [f"{r['name']} ({r['status']})" for r in rows if r["status"] not in ACTIVE and r not in finished and r not in swept]
     state = ExperimentState.RUNNING if active else (ExperimentState.PARTIAL if missing else ExperimentState.COMPLETE)
-    budget, plan_note = budget_plan(preset, first.budget, rows)
+    budget, plan_note = budget_plan(preset, first.budget, rows, suite)
     out = Report(group, state, preset=preset, seeds=first.seeds, budget=budget, plan_note=plan_note,
                  suite=suite, missing=missing, runs=rows, waiting=len(active))
     if known:

@@ -272,6 +272,11 @@ def test_a_distil_experiment_of_the_thorough_plan_before_it_shrank_says_it_ran_a
     assert now.plan_note == ""
     # the scratch student trains the steps the distilled run's FLOPs buy it: two step counts in one experiment
     assert "2,000 to 3,063 steps" in was.plan_note and f"{thorough.seeds} seeds × {thorough.steps:,} steps" in was.plan_note
+    # the plan of now, but fine-tuned on the suite with WiC (before 2026-12-07): the note names both task lists
+    run_queue.submit("distil", claims.apply_budget(base, thorough), "wic", start=False, seeds=thorough.seeds, budget="thorough",
+                     downstream=claims.THOROUGH_SUITE)
+    wic = experiments.report("wic")
+    assert wic.budget == "thorough" and "fine-tuned on supersense, wic, where the budget now fine-tunes on supersense" in wic.plan_note
 
 
 def test_one_seed_shows_the_runs_and_no_verdict(lab_env: Path) -> None:
