@@ -39,6 +39,9 @@ def arms_figure(claim: dict[str, Any]) -> go.Figure:
 
     fig = go.Figure()
     names, means, lows, highs, colours = [], [], [], [], []
+    first = int(claim.get("first_seed") or 0)  # the seed of replicate 0 (an experiment on fresh seeds starts past 0)
+    seeds = {name: [f"seed {first + int(rep)}" for rep, _ in pts]
+             for name, pts in [*claim["scores"].items(), *claim.get("controls", {}).items()]}
     groups = [(arm, [v for _, v in pts], ARM) for arm, pts in claim["scores"].items()]
     for name, pts in claim.get("controls", {}).items():
         groups.append((name, [v for _, v in pts], CONTROL))
@@ -60,7 +63,7 @@ def arms_figure(claim: dict[str, Any]) -> go.Figure:
     for name, values, _ in groups:
         xs += [name] * len(values)
         ys += values
-        text += [f"seed {i}" for i in range(len(values))]
+        text += seeds[name]
     fig.add_scatter(x=xs, y=ys, mode="markers", marker={"color": SEEDS, "size": 8, "symbol": "circle-open"}, name="one seed",
                     text=text, hovertemplate="%{x}, %{text}: %{y:.3f}<extra></extra>")
     if claim.get("chance") is not None:
@@ -90,7 +93,8 @@ def trend_figure(claim: dict[str, Any]) -> go.Figure:
     else:
         for seed in sorted({p[0] for p in pts}):
             row = sorted((p[1], p[2]) for p in pts if p[0] == seed)
-            fig.add_scatter(x=[n for n, _ in row], y=[v for _, v in row], mode="lines+markers", name=f"seed {seed}")
+            fig.add_scatter(x=[n for n, _ in row], y=[v for _, v in row], mode="lines+markers",
+                            name=f"seed {int(claim.get('first_seed') or 0) + int(seed)}")
         x_title = "N (non-embedding parameters)"
     verdict = claim.get("verdict") or {}
     title = "Held-out loss against model size" + (f" — {verdict['label']}" if verdict else "")
@@ -107,7 +111,8 @@ def ratio_figure(claim: dict[str, Any]) -> go.Figure:
     reps = [int(rep) for rep, _, _ in claim["points"]]
     ratios = [top / bottom for _, top, bottom in claim["points"]]
     fig = go.Figure()
-    fig.add_scatter(x=[f"seed {r}" for r in reps], y=ratios, mode="markers", name="one seed",
+    first = int(claim.get("first_seed") or 0)  # the seed of replicate 0
+    fig.add_scatter(x=[f"seed {first + r}" for r in reps], y=ratios, mode="markers", name="one seed",
                     marker={"color": SEEDS, "size": 9, "symbol": "circle-open"}, hovertemplate="%{x}: %{y:.3f}<extra></extra>")
     verdict = claim.get("verdict") or {}
     if verdict and math.isfinite(verdict.get("low", float("nan"))):

@@ -118,6 +118,15 @@ def budget_plan(preset: str, named: str, rows: list[dict[str, Any]], suite: dict
                    "of its own. Its verdict is decided on the runs it has.")
 
 
+def _first_seed(rows: list[dict[str, Any]]) -> int:
+    """The seed of replicate 0 (a run's seed is the experiment's first plus its replicate: ``plan_runs``), so that the
+    charts name each point by the seed it ran, not its replicate: an experiment on fresh seeds 3-7 shows seeds 3-7."""
+    try:
+        return int(TrainConfig.from_stored(rows[0]["config"]).seed) - int(rows[0]["replicate"])
+    except (ExplorerError, KeyError, TypeError, ValueError):
+        return 0
+
+
 def _suite_note(named: str, budget: Budget, suite: dict[str, Any] | None) -> str:
     """A sentence where an experiment's stored downstream tasks are not its budget's now (else "")."""
     ran, now = list((suite or {}).get("tasks") or []), list((budget.downstream or {}).get("tasks") or [])
@@ -195,7 +204,8 @@ def _report(group: str, engine: Any = None, store: bool = False) -> Report:
                 primaries.append((len(entries) - 1, redecide))
     if len(primaries) > 1:
         _holm(entries, primaries)
-    out.claims = [ClaimEntry.from_dict(e) for e in entries]
+    first_seed = _first_seed(rows)
+    out.claims = [ClaimEntry.from_dict({**e, "first_seed": first_seed} if first_seed else e) for e in entries]  # 0: the charts' default
     deleted = 0
     if stored:
         have = {int(r["id"]) for r in rows}

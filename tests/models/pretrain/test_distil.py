@@ -286,15 +286,15 @@ def test_a_score_ratio_is_decided_only_where_the_teacher_beats_its_random_initia
 SCORES = {"teacher": [0.70, 0.72, 0.71], "distilled": [0.69, 0.70, 0.70], "scratch": [0.55, 0.56, 0.54]}
 
 
-def _finished_experiment(group: str, scores: dict[str, list[float]] = SCORES, chance: float = 0.30) -> None:
+def _finished_experiment(group: str, scores: dict[str, list[float]] = SCORES, chance: float = 0.30, first_seed: int = 0) -> None:
     """A distil experiment whose runs finished with the given downstream scores, each run's random-init control at
-    ``chance + 0.01 × seed``, and (distilled) inference timings."""
+    ``chance + 0.01 × replicate``, and (distilled) inference timings; its seeds start at ``first_seed``."""
     from analysis.results_db import runs
     from services.lab import experiments
     from services.lab.run_queue import submit
 
     suite = {"tasks": ["supersense"], "epochs": 1, "max_train": 40, "max_test": 30, "max_len": 32}
-    for rid in submit("distil", BASE, group, seeds=3, downstream=suite, start=False):
+    for rid in submit("distil", replace(BASE, seed=first_seed), group, seeds=3, downstream=suite, start=False):
         run = runs.get_run(rid)
         arm, rep = run["config"]["arm"], run["config"]["replicate"]
         ev = {"downstream": {"supersense": {"accuracy": scores[arm][rep], "random_accuracy": chance + 0.01 * rep}}}
@@ -331,6 +331,21 @@ def test_a_finished_distil_experiment_reports_retention_downstream_and_speedup(l
     assert [shape.y0 for shape in fig.layout.shapes] == [0.97]  # the floor; the paper's value is the floor here
     speed_fig = ratio_figure(by_key["speedup"].to_dict())
     assert sorted(round(shape.y0, 3) for shape in speed_fig.layout.shapes) == [1.0, round(668 / 410, 3)]
+
+
+def test_the_charts_name_each_point_by_the_seed_it_ran_not_its_replicate(lab_env: Path) -> None:
+    """An experiment on fresh seeds (3-5) shows seeds 3-5, as its runs' configs say; not 0-2, its replicates."""
+    from analysis.verdict_plots import arms_figure, ratio_figure
+    from services.lab import experiments
+
+    _finished_experiment("kdseeds", first_seed=3)
+    by_key = {c.key: c for c in experiments.report("kdseeds").claims}
+    assert list(ratio_figure(by_key["retention"].to_dict()).data[0].x) == ["seed 3", "seed 4", "seed 5"]
+    seeds = arms_figure(by_key["downstream"].to_dict()).data[-1]  # the one-seed circles, arms and random init
+    assert set(seeds.text) == {"seed 3", "seed 4", "seed 5"} and len(seeds.text) == 4 * 3
+    _finished_experiment("kdzero")
+    assert list(ratio_figure({c.key: c for c in experiments.report("kdzero").claims}["retention"].to_dict()).data[0].x) == [
+        "seed 0", "seed 1", "seed 2"]
 
 
 @pytest.mark.slow  # the page starts the preset's runs in a worker process: about 15 s
