@@ -32,7 +32,11 @@ from services.lab.entries import decided, undecided
 LOWER_IS_BETTER = frozenset({"held_out_loss"})
 
 
-def measure_label(measure: str) -> str:
+def measure_label(measure: str, tasks: list[str] | None = None) -> str:
+    """How the page heads a measure. ``tasks``: the suite's, where known: an average over a suite of one task is named
+    as that task (a class reads "supersense accuracy", not an average of one)."""
+    if measure == "downstream:average" and tasks and len(tasks) == 1:
+        return measure_label(f"downstream:{tasks[0]}") + ", the suite's one task"
     if measure.startswith("downstream:"):
         name = measure.split(":", 1)[1]
         label = DOWNSTREAM_LABELS.get(name, measure)
@@ -128,7 +132,8 @@ def arm_claim(claim: Claim, measure: str, finished: list[dict[str, Any]], state:
             controls[(r["kind"], r["replicate"])] = control
     a, b = scores.get(claim.a, {}), scores.get(claim.b, {})
     key = claim.key if primary or claim.measure != "downstream" else f"{claim.key}:{measure.split(':', 1)[1]}"
-    out: dict[str, Any] = {"key": key, "claim": asdict(claim), "figure": claim.figure, "measure": measure, "label": measure_label(measure),
+    out: dict[str, Any] = {"key": key, "claim": asdict(claim), "figure": claim.figure, "measure": measure,
+                           "label": measure_label(measure, _suite_tasks(finished[0]) if finished else None),
                            "primary": primary, "family": family,
                            "scores": {arm: sorted(v.items()) for arm, v in scores.items()}, "chance": CHANCE.get(measure),
                            "controls": {}, "control_effects": {}, "verdict": None,

@@ -132,7 +132,8 @@ def test_a_complete_experiment_is_decided_stored_and_outlives_its_runs(lab_env: 
     assert sop.verdict["label"] == V.AGREES and sop.verdict["effect"] == pytest.approx(0.2967, abs=1e-3)
     assert sop.detail["chance"] == 0.5
     ds = by_key["downstream"]
-    assert ds.label == "Downstream: average accuracy over the suite's tasks"
+    # a suite of one task: the average is that task, and the page names it so
+    assert ds.label.startswith("Downstream: supersense accuracy (") and ds.label.endswith("classes), the suite's one task")
     effect = ds.detail["control_effects"]["sop"]  # 0.8 over a control of 0.1: an interval well above 0, and still no label
     assert effect["label"] == V.DESCRIPTIVE and effect["low"] > 0.5 and effect["family"] == 1
     assert list(ds.detail["controls"]) == ["random init"]  # one control per architecture and seed, shared by both BERT arms
