@@ -32,6 +32,12 @@ def mean_interval(values: list[float], level: float = 0.95) -> tuple[float, floa
 LOSSES = frozenset({"held_out_loss"})
 
 
+def seed_name(claim: dict[str, Any], replicate: Any) -> str:
+    """A point's name by the seed it ran: the experiment's first seed (``first_seed``, where not 0: an experiment on
+    fresh seeds starts past 0) plus its replicate."""
+    return f"seed {int(claim.get('first_seed') or 0) + int(replicate)}"
+
+
 def arms_figure(claim: dict[str, Any]) -> go.Figure:
     """One claim of :func:`services.lab.experiments.report`: per arm the mean over seeds with its 95% interval, each seed
     as a point, and the same architecture from random initialisation (where measured); a line at chance."""
@@ -39,8 +45,7 @@ def arms_figure(claim: dict[str, Any]) -> go.Figure:
 
     fig = go.Figure()
     names, means, lows, highs, colours = [], [], [], [], []
-    first = int(claim.get("first_seed") or 0)  # the seed of replicate 0 (an experiment on fresh seeds starts past 0)
-    seeds = {name: [f"seed {first + int(rep)}" for rep, _ in pts]
+    seeds = {name: [seed_name(claim, rep) for rep, _ in pts]
              for name, pts in [*claim["scores"].items(), *claim.get("controls", {}).items()]}
     groups = [(arm, [v for _, v in pts], ARM) for arm, pts in claim["scores"].items()]
     for name, pts in claim.get("controls", {}).items():
@@ -94,7 +99,7 @@ def trend_figure(claim: dict[str, Any]) -> go.Figure:
         for seed in sorted({p[0] for p in pts}):
             row = sorted((p[1], p[2]) for p in pts if p[0] == seed)
             fig.add_scatter(x=[n for n, _ in row], y=[v for _, v in row], mode="lines+markers",
-                            name=f"seed {int(claim.get('first_seed') or 0) + int(seed)}")
+                            name=seed_name(claim, seed))
         x_title = "N (non-embedding parameters)"
     verdict = claim.get("verdict") or {}
     title = "Held-out loss against model size" + (f" — {verdict['label']}" if verdict else "")
@@ -111,8 +116,7 @@ def ratio_figure(claim: dict[str, Any]) -> go.Figure:
     reps = [int(rep) for rep, _, _ in claim["points"]]
     ratios = [top / bottom for _, top, bottom in claim["points"]]
     fig = go.Figure()
-    first = int(claim.get("first_seed") or 0)  # the seed of replicate 0
-    fig.add_scatter(x=[f"seed {first + r}" for r in reps], y=ratios, mode="markers", name="one seed",
+    fig.add_scatter(x=[seed_name(claim, r) for r in reps], y=ratios, mode="markers", name="one seed",
                     marker={"color": SEEDS, "size": 9, "symbol": "circle-open"}, hovertemplate="%{x}: %{y:.3f}<extra></extra>")
     verdict = claim.get("verdict") or {}
     if verdict and math.isfinite(verdict.get("low", float("nan"))):
