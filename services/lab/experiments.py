@@ -129,8 +129,10 @@ def _first_seed(rows: list[dict[str, Any]]) -> int:
 
 def _suite_note(named: str, budget: Budget, suite: dict[str, Any] | None) -> str:
     """A sentence where an experiment's stored downstream tasks are not its budget's now (else "")."""
-    ran, now = list((suite or {}).get("tasks") or []), list((budget.downstream or {}).get("tasks") or [])
-    if suite is None or ran == now:
+    if not isinstance(suite, dict):  # none stored (or a row that is not a suite): nothing to compare
+        return ""
+    ran, now = list(suite.get("tasks") or []), list((budget.downstream or {}).get("tasks") or [])
+    if ran == now:
         return ""
     return (f"Stored as {named}, fine-tuned on {', '.join(ran) or 'no task'}, where the budget now fine-tunes on "
             f"{', '.join(now) or 'no task'}: an earlier plan of that budget. Its verdict is decided on the tasks it ran.")
